@@ -1,0 +1,28 @@
+import { loadConfig } from '@dws/config';
+import { createLogger } from '@dws/log';
+import { onShutdown, openInfra } from '@dws/runtime';
+import { credentialsBanner } from '@dws/gateway';
+import { startFleet } from './fleet.js';
+
+/** `pnpm dev`: the six services in one process; embedded storage and bus unless DATABASE_URL / NATS_URL say otherwise. */
+let cfg;
+try {
+  cfg = loadConfig(process.env);
+} catch (err) {
+  process.stderr.write(`dev: ${(err as Error).message}\n`);
+  process.exit(2);
+}
+const log = createLogger({ level: cfg.LOG_LEVEL });
+try {
+  const infra = await openInfra(cfg, log, { standalone: false, name: 'dev' });
+  const fleet = await startFleet(cfg, infra);
+  log.info({ db: infra.mode.db, bus: infra.mode.bus, port: fleet.gateway.port }, 'all six services started');
+  process.stdout.write(credentialsBanner(`http://${cfg.HOST}:${fleet.gateway.port}`, fleet.gateway.credentials, cfg.SERVICE_AUTH === 'on') + '\n');
+  onShutdown(log, async () => {
+    await fleet.stop();
+    await infra.close();
+  });
+} catch (err) {
+  log.fatal({ err }, 'dev failed to start');
+  process.exit(1);
+}

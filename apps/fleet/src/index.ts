@@ -1,0 +1,1 @@
+export { startFleet, type Fleet } from './fleet.js';

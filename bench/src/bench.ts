@@ -1,0 +1,282 @@
+/**
+ * `pnpm bench [workloads] [modes] [reps]`: W1-W4 of ../shared/BENCH.md
+ * against `pnpm dev` (embedded) and the fleet on Postgres + NATS (six
+ * processes), each figure the median of `reps` repetitions with min-max.
+ * Prints a table and writes bench/results/<utc>.json.
+ *
+ *   pnpm bench                      # w1,w2,w3,w4,w4ra on embedded,fleet, 3 reps (w4ra: W4 with run-ahead)
+ *   pnpm bench w1,w4 fleet 1
+ *   pnpm bench w2,w6 fleet 1        # W6: W2 with 100,000 sleeping runs (Postgres modes only)
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import postgres from 'postgres';
+import { request } from 'undici';
+import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/sdk';
+import { api, eventually, startDeployment, type Deployment, type Mode } from '@dws/test-e2e';
+
+const [wlArg, modeArg, repsArg] = process.argv.slice(2);
+const WORKLOADS = (wlArg ?? 'w1,w2,w3,w4,w4ra').split(',');
+const MODES = (modeArg ?? 'embedded,fleet').split(',') as Mode[];
+const REPS = Number(repsArg ?? 3);
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+};
+const median = (xs: number[]) => pct(xs, 50);
+const r1 = (x: number) => Math.round(x * 100) / 100;
+
+/** CPU ms used so far by a process (utime + stime from /proc). */
+function cpuMs(pid: number): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // clock ticks at 100 Hz
+  } catch {
+    return 0;
+  }
+}
+/** CPU of the service processes and of this process (runner + client). */
+function cpuNow(dep: Deployment): { services: number; self: number } {
+  const u = process.cpuUsage();
+  return { services: (dep.pids?.() ?? []).reduce((a, p) => a + cpuMs(p) + childrenCpu(p), 0), self: (u.user + u.system) / 1000 };
+}
+function childrenCpu(pid: number): number {
+  // pnpm-less spawn: the service is the process itself; tsx runs in-process (--import), so no children to add.
+  void pid;
+  return 0;
+}
+
+/** Wait for the run to end by following its SSE stream (how a client observes it). */
+async function awaitRunEnd(dep: Deployment, runId: string): Promise<string> {
+  for (let tries = 0; ; tries++) {
+    const res = await request(`${dep.base}/v1/runs/${runId}/stream`, { headers: { authorization: `Bearer ${dep.secretKey}`, accept: 'text/event-stream' } });
+    if (res.statusCode === 404 && tries < 200) {
+      await res.body.dump();
+      await new Promise((r) => setTimeout(r, 2));
+      continue;
+    }
+    let buf = '';
+    let status = '';
+    for await (const chunk of res.body) {
+      buf += (chunk as Buffer).toString();
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const frame = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        if (!frame.includes('event: run_status')) continue;
+        const data = frame.split('\n').find((l) => l.startsWith('data: '));
+        const s = data ? (JSON.parse(data.slice(6)) as { status: string }).status : '';
+        if (s === 'succeeded' || s === 'failed' || s === 'cancelled') status = s;
+      }
+      if (status) break;
+    }
+    res.body.destroy();
+    return status;
+  }
+}
+
+interface Stamp {
+  i: number;
+  t: number;
+}
+
+async function setup(dep: Deployment) {
+  const stamps = new Map<string, Stamp[]>();
+  let handler: (req: never, res: never) => void = () => undefined;
+  const server = createServer((req, res) => handler(req as never, res as never));
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/invoke`;
+  const runner = createRunner({ app: 'bench', url: `${dep.base}/v1`, apiKey: dep.secretKey, signingKey: dep.signingKey, publicUrl: url });
+  const noop = (runId: string, i: number) => {
+    const t = performance.now();
+    if (runId) {
+      let s = stamps.get(runId);
+      if (!s) stamps.set(runId, (s = []));
+      s.push({ i, t });
+    }
+    return { ok: true, i, t: Date.now() };
+  };
+  runner.workflow('w1', async ({ step }) => step.run('only', () => noop('', 0)));
+  runner.workflow('w2', async ({ step }) => {
+    let last = 0;
+    for (let i = 0; i < 10; i++) last = (await step.run(`s${i}`, () => noop('', i))).i;
+    return { last };
+  });
+  runner.workflow('w3', async ({ step }) => {
+    const all = await Promise.all(Array.from({ length: 100 }, (_, i) => step.run(`p${i}`, () => noop('', i))));
+    return { n: all.length };
+  });
+  const w4 = async ({ step, ctx }: { step: StepTools; ctx: { runId: string } }) => {
+    let last = 0;
+    for (let i = 0; i < 500; i++) last = (await step.run(`s${i}`, () => noop(ctx.runId, i))).i;
+    return { last };
+  };
+  runner.workflow('w4', w4);
+  // The same run with the SDK's run-ahead budget: several steps per pass.
+  runner.workflow('w4ra', { stepBudgetMs: RECOMMENDED_STEP_BUDGET_MS }, w4);
+  const serve = runner.serve();
+  handler = (req, res) => void serve(req, res);
+  await runner.register();
+  // Runners heartbeat (SPEC: live for 90 s after the last one); a benchmark outlives that.
+  runner.startHeartbeat();
+  await eventually('trigger index', async () => {
+    const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'w1', data: {} } });
+    return r.body?.runId ? awaitRunEnd(dep, r.body.runId as string) : undefined;
+  });
+  return {
+    stamps,
+    close: () => {
+      runner.stop();
+      return new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+async function start(dep: Deployment, workflow: string): Promise<string> {
+  const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: workflow, data: {} } });
+  if (r.status !== 202 || !r.body.runId) throw new Error(`event not accepted: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.runId as string;
+}
+
+type Figures = Record<string, number>;
+
+async function w1(dep: Deployment): Promise<Figures> {
+  const lat: number[] = [];
+  for (let i = 0; i < 200; i++) {
+    const t0 = performance.now();
+    const id = await start(dep, 'w1');
+    await awaitRunEnd(dep, id);
+    lat.push(performance.now() - t0);
+  }
+  return { p50_ms: r1(pct(lat, 50)), p99_ms: r1(pct(lat, 99)) };
+}
+
+async function w2(dep: Deployment): Promise<Figures> {
+  const RUNS = 1000;
+  const INFLIGHT = 50;
+  const lat: number[] = [];
+  const cpu0 = cpuNow(dep);
+  const t0 = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: INFLIGHT }, async () => {
+      while (next < RUNS) {
+        next++;
+        const s = performance.now();
+        await awaitRunEnd(dep, await start(dep, 'w2'));
+        lat.push(performance.now() - s);
+      }
+    }),
+  );
+  const wall = (performance.now() - t0) / 1000;
+  const cpu1 = cpuNow(dep);
+  const steps = RUNS * 10;
+  return {
+    runs_per_s: r1(RUNS / wall),
+    steps_per_s: r1(steps / wall),
+    p50_ms: r1(pct(lat, 50)),
+    p99_ms: r1(pct(lat, 99)),
+    service_cpu_ms_per_step: r1((cpu1.services - cpu0.services) / steps),
+    machine_cpu_ms_per_step: r1((cpu1.services - cpu0.services + cpu1.self - cpu0.self) / steps),
+  };
+}
+
+async function w3(dep: Deployment): Promise<Figures> {
+  const walls: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const t0 = performance.now();
+    await awaitRunEnd(dep, await start(dep, 'w3'));
+    walls.push(performance.now() - t0);
+  }
+  return { median_wall_ms: r1(median(walls)) };
+}
+
+async function w4(dep: Deployment, stamps: Map<string, Stamp[]>, workflow = 'w4'): Promise<Figures> {
+  const t0 = performance.now();
+  const id = await start(dep, workflow);
+  await awaitRunEnd(dep, id);
+  const wall = performance.now() - t0;
+  // Time between consecutive steps' first executions, as the runner saw them.
+  const first = new Map<number, number>();
+  for (const s of stamps.get(id) ?? []) if (!first.has(s.i)) first.set(s.i, s.t);
+  const gap = (from: number, to: number) => ((first.get(to) ?? 0) - (first.get(from) ?? 0)) / (to - from);
+  return { wall_ms: r1(wall), ms_per_step_first50: r1(gap(0, 50)), ms_per_step_last50: r1(gap(449, 499)) };
+}
+
+/**
+ * W6: W2 again with 100,000 runs parked in a 1 h sleep, written straight into
+ * the scheduler's tables (starting them through the API would take longer
+ * than the benchmark). Sleeping runs should cost nothing.
+ */
+async function w6(dep: Deployment): Promise<Figures> {
+  if (!dep.databaseUrl) return { skipped_embedded: 1 };
+  const sql = postgres(dep.databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    const have = await sql`select count(*)::int as n from scheduler.runs where workflow = 'sleeper'`;
+    if ((have[0]?.n as number) < 100_000) {
+      await sql.unsafe(`
+        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, input, lease_until, started_at, next_seq, step_count)
+        select 'run_sleeper_' || g, 'ws_default', 'sleeper', 'bench', '', 'waiting', 'event', '{}', now() + interval '1 hour', now(), 1, 1
+          from generate_series(1, 100000) g;
+        insert into scheduler.steps (run_id, step_id, workspace_id, name, op, idx, status, wake_at)
+        select 'run_sleeper_' || g, md5(g::text) || md5(g::text), 'ws_default', 'nap', 'Sleep', 0, 'sleeping', now() + interval '1 hour'
+          from generate_series(1, 100000) g;
+        analyze scheduler.runs; analyze scheduler.steps;`);
+    }
+    const size = await sql`select pg_database_size(current_database()) as b`;
+    return { ...(await w2(dep)), db_mb: r1(Number(size[0]!.b) / 1024 / 1024) };
+  } finally {
+    await sql.end();
+  }
+}
+
+async function main(): Promise<void> {
+  process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+  process.env.TEST_NATS_URL ??= process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+  const results: { mode: Mode; workload: string; median: Figures; min: Figures; max: Figures }[] = [];
+  for (const mode of MODES) {
+    const dep = await startDeployment(mode, { env: { LOG_LEVEL: 'warn' } });
+    const rig = await setup(dep);
+    try {
+      for (const wl of WORKLOADS) {
+        const reps: Figures[] = [];
+        for (let r = 0; r < REPS; r++) {
+          const f = wl === 'w1' ? await w1(dep) : wl === 'w2' ? await w2(dep) : wl === 'w3' ? await w3(dep) : wl === 'w6' ? await w6(dep) : wl === 'w4ra' ? await w4(dep, rig.stamps, 'w4ra') : await w4(dep, rig.stamps);
+          reps.push(f);
+          process.stderr.write(`${mode} ${wl} rep ${r + 1}: ${JSON.stringify(f)}\n`);
+        }
+        const keys = Object.keys(reps[0]!);
+        const agg = (fn: (xs: number[]) => number) => Object.fromEntries(keys.map((k) => [k, fn(reps.map((x) => x[k]!))]));
+        results.push({ mode, workload: wl, median: agg(median), min: agg((xs) => Math.min(...xs)), max: agg((xs) => Math.max(...xs)) });
+      }
+    } finally {
+      await rig.close();
+      await dep.stop();
+    }
+  }
+  const machine = { cores: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown', node: process.version, at: new Date().toISOString() };
+  const lines = [`machine: ${machine.cores} x ${machine.cpu}, node ${machine.node}, ${machine.at}`, '', '| mode | workload | figure | median | min-max |', '|---|---|---|---|---|'];
+  for (const r of results) {
+    for (const k of Object.keys(r.median)) lines.push(`| ${r.mode} | ${r.workload} | ${k} | ${r.median[k]} | ${r.min[k]}-${r.max[k]} |`);
+  }
+  process.stdout.write(lines.join('\n') + '\n');
+  mkdirSync(path.join(ROOT, 'bench', 'results'), { recursive: true });
+  const file = path.join(ROOT, 'bench', 'results', `${machine.at.replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, JSON.stringify({ machine, reps: REPS, results }, null, 2));
+  process.stdout.write(`\nwritten: ${path.relative(ROOT, file)}\n`);
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
+    process.exit(1);
+  },
+);

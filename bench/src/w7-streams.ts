@@ -1,0 +1,133 @@
+/**
+ * BENCH.md W7: many SSE clients tailing run streams on one gateway while
+ * runs execute. Starts a deployment, registers a runner whose workflow runs
+ * STEPS sequential steps of STEP_MS each, starts RUNS runs, and opens
+ * CLIENTS streams spread over them (at once, right after POST /events).
+ * Reports frames/s delivered, lag (receive time minus the frame's ts, for
+ * frames published after the client connected), whether every client got
+ * every frame once and an end, and the gateway process's RSS.
+ *
+ *   npx tsx bench/src/w7-streams.ts [clients=1000] [runs=200] [mode=fleet|embedded|dev-real] [steps=20] [stepMs=200]
+ *
+ * fleet and dev-real need Postgres and NATS (DATABASE_URL / NATS_URL or the local defaults).
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import { api, eventually } from '../../test-e2e/src/api.js';
+import { startDeployment, type Mode } from '../../test-e2e/src/deployment.js';
+import { startRunner } from '../../test-e2e/src/runner.js';
+import { sse } from '@dws/testing';
+
+const [clientsArg, runsArg, modeArg, stepsArg, stepMsArg] = process.argv.slice(2);
+const CLIENTS = Number(clientsArg ?? 1000);
+const RUNS = Number(runsArg ?? 200);
+const MODE = (modeArg ?? 'fleet') as Mode;
+const STEPS = Number(stepsArg ?? 20);
+const STEP_MS = Number(stepMsArg ?? 200);
+
+const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]! : NaN);
+
+/** RSS (MiB) of the process listening on `port` (the gateway in fleet mode, the one dev process otherwise). */
+function rssOfPort(port: number): number {
+  try {
+    const out = execFileSync('ss', ['-ltnpH', `sport = :${port}`], { encoding: 'utf8' });
+    const pid = /pid=(\d+)/.exec(out)?.[1];
+    if (!pid) return NaN;
+    const kb = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb ? Math.round(Number(kb) / 1024) : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+async function main(): Promise<void> {
+  process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+  process.env.TEST_NATS_URL ??= process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+  const dep = await startDeployment(MODE, { env: { LOG_LEVEL: 'warn' } });
+  const port = Number(new URL(dep.base).port);
+  const runner = await startRunner(dep, (r) => {
+    r.workflow('w7', { triggers: [{ event: 'w7.go' }] }, async ({ step }) => {
+      for (let i = 0; i < STEPS; i++) {
+        await step.run(`s${i}`, () => new Promise((res) => setTimeout(() => res({ ok: true, i, t: Date.now() }), STEP_MS)));
+      }
+      return { ok: true };
+    });
+  });
+  try {
+    await eventually('trigger index', async () => {
+      const r = await api(dep.base, 'GET', '/v1/workflows', { key: dep.secretKey });
+      return r.body.some((w: { name: string }) => w.name === 'w7') ? true : undefined;
+    });
+    const rssIdle = rssOfPort(port);
+    // Start the runs, then open every stream at once (most runs are not stored yet: the gateway waits for them).
+    const runIds: string[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'w7.go', data: { i } } });
+      runIds.push(r.body.runId);
+    }
+    const t0 = Date.now();
+    const lags: number[] = [];
+    const steady: number[] = [];
+    const clients = await Promise.all(
+      Array.from({ length: CLIENTS }, async (_, i) => {
+        const runId = runIds[i % RUNS]!;
+        const s = await sse(dep.base, `/v1/runs/${runId}/stream`, { key: dep.publicKey });
+        return { s, runId };
+      }),
+    );
+    const opened = Date.now() - t0;
+    const allOpenAt = Date.now();
+    let peakRss = Math.max(rssIdle, rssOfPort(port));
+    const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssOfPort(port))), 500);
+    const statuses = clients.map((c) => c.s.status);
+    await Promise.all(clients.map((c) => Promise.race([c.s.ended, new Promise((r) => setTimeout(r, 300_000))])));
+    const wall = Date.now() - t0;
+    clearInterval(sampler);
+
+    let frames = 0;
+    let ok = 0;
+    for (const c of clients) {
+      const seqs = c.s.events.map((e) => Number(e.id));
+      frames += seqs.length;
+      // Tail lag: frames stamped after the client's stream was flowing (its first event), i.e. the live path;
+      // backlog frames are old by design and the connect storm is reported as 'open all'.
+      const flowing = c.s.receivedAt[0] ?? Infinity;
+      c.s.events.forEach((e, i) => {
+        const ts = Date.parse((JSON.parse(e.data!) as { ts: string }).ts);
+        const at = c.s.receivedAt[i];
+        if (ts > flowing && at !== undefined) (ts > allOpenAt ? steady : lags).push(at - ts);
+      });
+      const inOrder = seqs.every((s, i) => s === i + 1);
+      const last = c.s.events[c.s.events.length - 1];
+      const ended = last?.event === 'run_status' && /"status":"(succeeded|failed|cancelled)"/.test(last.data ?? '');
+      if (inOrder && ended) ok++;
+    }
+    const show = (xs: number[]) => (xs.length ? `${pct(xs, 50)} / ${pct(xs, 99)} / ${Math.max(...xs)}  (${xs.length} frames)` : 'none');
+    const rows = {
+      mode: MODE,
+      machine: `${os.cpus().length} x ${os.cpus()[0]?.model ?? '?'}, node ${process.version}`,
+      clients: CLIENTS,
+      runs: RUNS,
+      'steps x stepMs': `${STEPS} x ${STEP_MS}`,
+      'status 200': statuses.filter((s) => s === 200).length,
+      'open all (ms)': opened,
+      'complete + in order + ended': `${ok}/${CLIENTS}`,
+      'frames delivered': frames,
+      'frames/s': Math.round(frames / (wall / 1000)),
+      'lag p50/p99/max ms, connecting': show(lags),
+      'lag p50/p99/max ms, all open': show(steady),
+      'gateway RSS idle / peak (MiB)': `${rssIdle} / ${peakRss}`,
+      'wall (s)': (wall / 1000).toFixed(1),
+    };
+    for (const [k, v] of Object.entries(rows)) console.log(`${k.padEnd(32)} ${String(v)}`);
+  } finally {
+    await runner.close();
+    await dep.stop();
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

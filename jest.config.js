@@ -1,0 +1,30 @@
+// One jest config, three projects: unit (pure, milliseconds), int (real
+// Postgres + NATS, and the embedded adapters), e2e (the fleet via the public API).
+const base = {
+  testEnvironment: 'node',
+  extensionsToTreatAsEsm: ['.ts'],
+  transform: {
+    '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022', parser: { syntax: 'typescript' } }, module: { type: 'es6' } }],
+  },
+  // NodeNext sources import './x.js'; the file on disk is './x.ts'.
+  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
+  testPathIgnorePatterns: ['/node_modules/', '/.data/'],
+};
+
+export default {
+  projects: [
+    { ...base, displayName: 'unit', testMatch: ['<rootDir>/{libs,services,apps}/*/src/**/*.test.ts', '<rootDir>/libs/*/test/**/*.unit.test.ts'] },
+    {
+      ...base,
+      displayName: 'int',
+      testMatch: ['<rootDir>/{libs,services,apps}/*/test/**/*.int.test.ts'],
+      globalSetup: '<rootDir>/scripts/jest-infra-setup.js',
+    },
+    {
+      ...base,
+      displayName: 'e2e',
+      testMatch: ['<rootDir>/test-e2e/test/**/*.e2e.test.ts'],
+      globalSetup: '<rootDir>/scripts/jest-infra-setup.js',
+    },
+  ],
+};

@@ -1,0 +1,12 @@
+export * from './types.js';
+export { connectJetStreamBus, type JetStreamBusOptions } from './jetstream.js';
+export {
+  createEmbeddedBus,
+  type EmbeddedBusOptions,
+  type EmbeddedBusStore,
+  type StoredBusState,
+  type StoredMessage,
+} from './embedded.js';
+export { createSqlBusStore, type SqlClient } from './sql-store.js';
+export { DLQ_HEADERS, DLQ_STREAM, type BusLogger } from './policy.js';
+export { prefixedBus } from './prefixed.js';

@@ -1,0 +1,148 @@
+/** The pull side of a JetStream consume(): fetch loop, handler slots, ack/nak/dead-letter. */
+import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
+import { backoffDelay, errorMessage, retryDelay, type BusLogger, type ResolvedConsumer } from './policy.js';
+import type { BusMessage, MessageHandler } from './types.js';
+
+/** How long one pull waits for messages before it is renewed. */
+const FETCH_EXPIRES_MS = 5000;
+
+/**
+ * One consume(): pulls only as many messages as it has free handler slots, so
+ * nothing waits in a client buffer while its ack wait runs, and with
+ * concurrency 1 messages are handled in stream order.
+ */
+export class PullLoop {
+  private stopped = false;
+  private inflight = 0;
+  private readonly tasks = new Set<Promise<void>>();
+  private batch: ConsumerMessages | undefined;
+  private wake: (() => void) | undefined;
+  private loop: Promise<void> | undefined;
+
+  constructor(
+    private consumer: Consumer | undefined,
+    private readonly open: () => Promise<Consumer>,
+    private readonly c: ResolvedConsumer,
+    private readonly handler: MessageHandler,
+    private readonly log: BusLogger,
+    private readonly deadLetter: (m: JsMsg, deliveries: number, err: unknown) => Promise<void>,
+  ) {}
+
+  start(): void {
+    this.loop = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.batch?.stop();
+    this.wake?.();
+    await this.loop;
+    while (this.tasks.size > 0) await Promise.all([...this.tasks]);
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopped) {
+      if (this.inflight >= this.c.concurrency) {
+        await this.pause();
+        continue;
+      }
+      try {
+        this.consumer ??= await this.open();
+        if (this.stopped) break;
+        this.batch = await this.consumer.fetch({ max_messages: this.c.concurrency - this.inflight, expires: FETCH_EXPIRES_MS });
+        if (this.stopped) this.batch.stop();
+        const started = Date.now();
+        let got = 0;
+        for await (const m of this.batch) {
+          got++;
+          // Delivered after stop(): hand it straight back for another member.
+          if (this.stopped) m.nak();
+          else this.dispatch(m);
+        }
+        // A pull that ends at once and empty is a refusal the client did not throw: don't spin.
+        if (got === 0 && !this.stopped && Date.now() - started < 100) await this.pause(250);
+      } catch (err) {
+        if (this.stopped) break;
+        // Reopen next time: the consumer may have been deleted or recreated.
+        this.consumer = undefined;
+        this.log.warn(
+          { stream: this.c.stream, durable: this.c.durable, err: errorMessage(err) },
+          'bus pull failed; retrying',
+        );
+        await this.pause(1000);
+      } finally {
+        this.batch = undefined;
+      }
+    }
+  }
+
+  /** Wait for a free slot (or stop), or at most `ms`. */
+  private pause(ms?: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = ms !== undefined ? setTimeout(done, ms) : undefined;
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = () => {
+        this.wake = undefined;
+        done();
+      };
+    });
+  }
+
+  private dispatch(m: JsMsg): void {
+    this.inflight++;
+    const task = this.handle(m).finally(() => {
+      this.inflight--;
+      this.tasks.delete(task);
+      this.wake?.();
+    });
+    this.tasks.add(task);
+  }
+
+  private async handle(m: JsMsg): Promise<void> {
+    const deliveryCount = m.info.deliveryCount;
+    const bm: BusMessage = {
+      subject: m.subject,
+      data: m.data,
+      seq: m.seq,
+      msgId: m.headers?.get('Nats-Msg-Id') || undefined,
+      deliveryCount,
+      ...busHeaders(m),
+      working: () => m.working(),
+    };
+    let retryMs: number | undefined;
+    try {
+      retryMs = retryDelay(await this.handler(bm));
+    } catch (err) {
+      if (deliveryCount >= this.c.maxDeliver) {
+        try {
+          await this.deadLetter(m, deliveryCount, err);
+          m.term();
+          return;
+        } catch (dlqErr) {
+          this.log.warn(
+            { stream: this.c.stream, durable: this.c.durable, seq: m.seq, err: errorMessage(dlqErr) },
+            'dead-letter publish failed; will redeliver',
+          );
+        }
+      }
+      m.nak(backoffDelay(this.c.backoffMs, deliveryCount));
+      return;
+    }
+    if (retryMs !== undefined) m.nak(retryMs);
+    else m.ack();
+  }
+}
+
+/** The `Dws-*` headers of a message (dead-letter metadata), as the port exposes them. */
+function busHeaders(m: JsMsg): { headers?: Record<string, string> } {
+  const h = m.headers;
+  if (!h) return {};
+  let out: Record<string, string> | undefined;
+  for (const k of h.keys()) {
+    if (k.startsWith('Dws-')) (out ??= {})[k] = h.get(k);
+  }
+  return out ? { headers: out } : {};
+}

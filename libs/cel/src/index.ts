@@ -1,0 +1,2 @@
+export * from './cel.js';
+export * from './policy.js';

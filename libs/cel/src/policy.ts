@@ -1,0 +1,246 @@
+import { Cron } from 'croner';
+import { checkCel } from './cel.js';
+
+/**
+ * The parts of a registered workflow object (POST /register
+ * workflows[]) that decide when its runs start: triggers, cron schedules
+ * and flow control. Ingest enforces them; the invoker validates them at
+ * register time with the same parser, so what is accepted is what runs.
+ * Shapes follow what users of durable-workflow services know (Inngest's
+ * names): `concurrency`, `rateLimit`, `throttle`, `debounce`,
+ * `batchEvents`, `singleton`, `idempotency`, `priority`.
+ */
+export interface WorkflowPolicy {
+  /** Event triggers; undefined when the workflow gave no triggers list (an implicit trigger on its name). */
+  events: EventTriggerSpec[] | undefined;
+  crons: CronSpec[];
+  /** At most `limit` running at once per evaluated key (enforced by the scheduler). */
+  concurrency?: { limit: number; key?: string };
+  /** At most `limit` runs per `period` per key (burst of `limit`); the excess is dropped. */
+  rateLimit?: { limit: number; periodMs: number; key?: string };
+  /** Runs spread evenly, `limit` per `period` per key (bursts of `burst`); the excess waits, never dropped. */
+  throttle?: { limit: number; periodMs: number; burst: number; key?: string };
+  /** One run per key, `period` after the last event (last event wins), at most `timeout` after the first. */
+  debounce?: { periodMs: number; key?: string; timeoutMs?: number };
+  /** One run over up to `maxSize` events per key, started when full or `timeout` after the first. */
+  batchEvents?: { maxSize: number; timeoutMs: number; key?: string };
+  /** CEL key: one run per key per 24 h. */
+  idempotency?: string;
+  /** At most one active run per key: `skip` drops the new one, `cancel` replaces the running one. */
+  singleton?: { key?: string; mode: 'skip' | 'cancel' };
+  /** CEL: higher starts first among queued runs. */
+  priority?: string;
+}
+
+export interface EventTriggerSpec {
+  /** The exact name, or the prefix when `isPrefix` (registered as `prefix*`). */
+  event: string;
+  isPrefix: boolean;
+  /** CEL filter over `event`; '' for none. */
+  if: string;
+}
+
+export interface CronSpec {
+  /** As registered (with any `TZ=` prefix): the schedule's identity. */
+  cron: string;
+  /** The pattern without the time zone prefix. */
+  pattern: string;
+  /** IANA time zone; 'UTC' unless given (replicas must agree, so never the host's zone). */
+  tz: string;
+}
+
+/** Batches are capped like Inngest's: a run's input must stay well under the bus's message size. */
+export const MAX_BATCH_SIZE = 100;
+const MAX_LIMIT = 1_000_000;
+const MAX_PERIOD_MS = 7 * 24 * 3600_000;
+const EVENT_VARS = { variables: ['event'] };
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+const PART = /(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/gy;
+
+/** A duration: ms as a number, or text like "500ms", "30s", "5m", "1h30m", "2d". Undefined when not one. */
+export function parseDuration(v: unknown): number | undefined {
+  if (typeof v === 'number') return Number.isFinite(v) && v >= 0 ? Math.round(v) : undefined;
+  if (typeof v !== 'string') return undefined;
+  const s = v.replace(/\s+/g, '').toLowerCase();
+  if (s === '') return undefined;
+  if (/^\d+(\.\d+)?$/.test(s)) return Math.round(Number(s));
+  let total = 0;
+  let consumed = 0;
+  PART.lastIndex = 0;
+  for (let m = PART.exec(s); m; m = PART.exec(s)) {
+    total += Number(m[1]) * UNIT_MS[m[2]!]!;
+    consumed = PART.lastIndex;
+  }
+  return consumed === s.length ? Math.round(total) : undefined;
+}
+
+const TZ_PREFIX = /^(?:CRON_)?TZ=(\S+)\s+(.+)$/;
+
+/**
+ * A cron trigger: `{ cron: "0 9 * * *" }`, with the zone as a prefix
+ * (`TZ=Europe/Paris 0 9 * * *`) or a field (`tz` / `timezone`). Five
+ * fields, or six with seconds first; croner's nicknames (`@hourly`) too.
+ */
+export function parseCron(trigger: { cron: string; tz?: unknown; timezone?: unknown }): { ok: true; spec: CronSpec } | { ok: false; error: string } {
+  const raw = trigger.cron.trim();
+  const m = TZ_PREFIX.exec(raw);
+  const field = typeof trigger.tz === 'string' ? trigger.tz : typeof trigger.timezone === 'string' ? trigger.timezone : undefined;
+  const tz = m?.[1] ?? field ?? 'UTC';
+  const pattern = (m?.[2] ?? raw).trim();
+  try {
+    const c = new Cron(pattern, { timezone: tz, paused: true });
+    c.nextRun();
+  } catch (err) {
+    return { ok: false, error: `cron "${raw}" is not valid: ${(err as Error).message}` };
+  }
+  // A zone given as a field is part of the identity too (a change of zone is a new schedule).
+  return { ok: true, spec: { cron: m || !field ? raw : `TZ=${tz} ${raw}`, pattern, tz } };
+}
+
+/** The first tick of a schedule strictly after `after`; null when it never fires again. */
+export function nextCronTick(spec: Pick<CronSpec, 'pattern' | 'tz'>, after: Date): Date | null {
+  return new Cron(spec.pattern, { timezone: spec.tz, paused: true }).nextRun(after);
+}
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Parse a registered workflow object. Never throws: what does not parse is
+ * left out of the policy and named in `problems` (the invoker turns
+ * problems into a 400 at register time; ingest logs them and enforces the
+ * rest).
+ */
+export function parseWorkflowPolicy(config: Obj): { policy: WorkflowPolicy; problems: string[] } {
+  const problems: string[] = [];
+  const policy: WorkflowPolicy = { events: undefined, crons: [] };
+
+  const cel = (field: string, v: unknown, type?: 'bool' | 'int'): string | undefined => {
+    if (v === undefined || v === null || v === '') return undefined;
+    if (typeof v !== 'string') {
+      problems.push(`${field} must be a CEL expression (string).`);
+      return undefined;
+    }
+    const err = checkCel(v, { ...EVENT_VARS, type });
+    if (err) {
+      problems.push(`${field} does not compile: ${err}.`);
+      return undefined;
+    }
+    return v;
+  };
+  const int = (field: string, v: unknown, min: number, max: number): number | undefined => {
+    if (typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max) return v;
+    problems.push(`${field} must be an integer from ${min} to ${max}.`);
+    return undefined;
+  };
+  const duration = (field: string, v: unknown, min = 1): number | undefined => {
+    const ms = parseDuration(v);
+    if (ms !== undefined && ms >= min && ms <= MAX_PERIOD_MS) return ms;
+    problems.push(`${field} must be a duration from ${min}ms to 7d (ms, or text like "30s", "5m", "1h").`);
+    return undefined;
+  };
+  const obj = (field: string): Obj | undefined => {
+    const v = config[field];
+    if (v === undefined || v === null) return undefined;
+    if (isObj(v)) return v;
+    problems.push(`${field} must be an object.`);
+    return undefined;
+  };
+
+  if (Array.isArray(config.triggers)) {
+    policy.events = [];
+    for (const [i, t] of config.triggers.entries()) {
+      if (!isObj(t)) continue; // shape errors are the registration's own check
+      if (typeof t.event === 'string') {
+        const expr = cel(`triggers[${i}].if`, t.if, 'bool');
+        if (t.if !== undefined && t.if !== null && t.if !== '' && expr === undefined) continue; // never match on a broken filter
+        const isPrefix = t.event.endsWith('*');
+        policy.events.push({ event: isPrefix ? t.event.slice(0, -1) : t.event, isPrefix, if: expr ?? '' });
+      } else if (typeof t.cron === 'string') {
+        const c = parseCron(t as { cron: string });
+        if (c.ok) policy.crons.push(c.spec);
+        else problems.push(`triggers[${i}]: ${c.error}.`);
+      }
+    }
+  }
+
+  // concurrency: a number (the limit) or { limit, key }.
+  let conc = config.concurrency;
+  if (Array.isArray(conc)) {
+    if (conc.length > 1) problems.push('concurrency: only one constraint is supported.');
+    conc = conc[0];
+  }
+  if (typeof conc === 'number') conc = { limit: conc };
+  if (conc !== undefined && conc !== null) {
+    if (!isObj(conc)) problems.push('concurrency must be { limit, key? } or a number.');
+    else {
+      const limit = int('concurrency.limit', conc.limit, 1, MAX_LIMIT);
+      const key = cel('concurrency.key', conc.key);
+      if (limit !== undefined) policy.concurrency = { limit, ...(key && { key }) };
+    }
+  }
+
+  const rl = obj('rateLimit');
+  if (rl) {
+    const limit = int('rateLimit.limit', rl.limit, 1, MAX_LIMIT);
+    const periodMs = duration('rateLimit.period', rl.period);
+    const key = cel('rateLimit.key', rl.key);
+    if (limit !== undefined && periodMs !== undefined) policy.rateLimit = { limit, periodMs, ...(key && { key }) };
+  }
+
+  const th = obj('throttle');
+  if (th) {
+    const limit = int('throttle.limit', th.limit, 1, MAX_LIMIT);
+    const periodMs = duration('throttle.period', th.period);
+    const burst = th.burst === undefined ? 1 : int('throttle.burst', th.burst, 1, MAX_LIMIT);
+    const key = cel('throttle.key', th.key);
+    if (limit !== undefined && periodMs !== undefined && burst !== undefined) policy.throttle = { limit, periodMs, burst, ...(key && { key }) };
+  }
+
+  const db = obj('debounce');
+  if (db) {
+    const periodMs = duration('debounce.period', db.period);
+    const timeoutMs = db.timeout === undefined ? undefined : duration('debounce.timeout', db.timeout);
+    const key = cel('debounce.key', db.key);
+    if (periodMs !== undefined && (db.timeout === undefined || timeoutMs !== undefined)) {
+      policy.debounce = { periodMs, ...(key && { key }), ...(timeoutMs !== undefined && { timeoutMs }) };
+    }
+  }
+
+  const be = obj('batchEvents');
+  if (be) {
+    const maxSize = int('batchEvents.maxSize', be.maxSize, 1, MAX_BATCH_SIZE);
+    const timeoutMs = duration('batchEvents.timeout', be.timeout);
+    const key = cel('batchEvents.key', be.key);
+    if (maxSize !== undefined && timeoutMs !== undefined) policy.batchEvents = { maxSize, timeoutMs, ...(key && { key }) };
+  }
+  if (policy.debounce && policy.batchEvents) {
+    problems.push('debounce and batchEvents cannot be combined.');
+    delete policy.batchEvents;
+  }
+
+  if (config.idempotency !== undefined && config.idempotency !== null) {
+    const key = cel('idempotency', config.idempotency);
+    if (key) policy.idempotency = key;
+  }
+
+  const sg = obj('singleton');
+  if (sg) {
+    const mode = sg.mode === undefined ? 'skip' : sg.mode;
+    if (mode !== 'skip' && mode !== 'cancel') problems.push('singleton.mode must be "skip" or "cancel".');
+    else {
+      const key = cel('singleton.key', sg.key);
+      policy.singleton = { mode, ...(key && { key }) };
+    }
+  }
+
+  // priority: CEL text, or { run: CEL } as Inngest spells it.
+  const pr = isObj(config.priority) ? config.priority.run : config.priority;
+  if (pr !== undefined && pr !== null) {
+    const expr = cel('priority', pr, 'int');
+    if (expr) policy.priority = expr;
+  }
+
+  return { policy, problems };
+}

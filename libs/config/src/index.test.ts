@@ -1,0 +1,24 @@
+import { describe, expect, it } from '@jest/globals';
+import { loadConfig } from './index.js';
+
+describe('loadConfig', () => {
+  it('applies the CONTRACT.md defaults', () => {
+    const cfg = loadConfig({});
+    expect(cfg.HOST).toBe('127.0.0.1');
+    expect(cfg.SERVICE_DATA_DIR).toBe('.data');
+    expect(cfg.SERVICE_AUTH).toBe('on');
+    expect(cfg.DATABASE_URL).toBeUndefined();
+    expect(cfg.LOG_LEVEL).toBe('info');
+  });
+
+  it('names the variable of a bad value', () => {
+    expect(() => loadConfig({ PORT: 'eighty' })).toThrow(/PORT/);
+    expect(() => loadConfig({ SERVICE_AUTH: 'maybe' })).toThrow(/SERVICE_AUTH/);
+    expect(() => loadConfig({ DATABASE_URL: 'not a url' })).toThrow(/DATABASE_URL/);
+    expect(() => loadConfig({ NATS_URL: 'localhost:4222' })).toThrow(/NATS_URL/);
+  });
+
+  it('treats blank values as unset', () => {
+    expect(loadConfig({ DATABASE_URL: '  ', SERVICE_DEV_SECRET_KEY: '' }).DATABASE_URL).toBeUndefined();
+  });
+});

@@ -1,0 +1,60 @@
+import { PGlite, type Transaction } from '@electric-sql/pglite';
+import { PgDialect } from 'drizzle-orm/pg-core';
+import { drizzle, PgliteSession, PgliteTransaction } from 'drizzle-orm/pglite';
+import { healthy } from './postgres-driver.js';
+import { execScript, type ScriptRunner } from './symbols.js';
+import { TEXT_PASSTHROUGH_OIDS } from './types-parse.js';
+import type { Database, Drizzle } from './types.js';
+
+const asText = (v: string): string => v;
+
+/** PGlite (embedded Postgres in WASM): on disk under `dataDir`, else in memory. */
+export async function openPglite(dataDir?: string): Promise<Database> {
+  // Same value shapes as the postgres.js driver: dates and times as Postgres
+  // text (what drizzle's column mappers expect there), int8 as number-or-bigint
+  // and json parsed are PGlite's defaults already.
+  const parsers = Object.fromEntries(TEXT_PASSTHROUGH_OIDS.map((oid) => [oid, asText]));
+  const pg = await PGlite.create({ ...(dataDir ? { dataDir } : {}), parsers });
+  // Text output of timestamps in UTC, as on the postgres.js driver.
+  await pg.exec(`set timezone to 'UTC'`);
+  const root = drizzle(pg) as unknown as Drizzle;
+  const dialect = new PgDialect();
+
+  const db: Database & ScriptRunner = {
+    kind: 'pglite',
+    drizzle: root,
+    query: async <T>(text: string, params?: unknown[]) => (await pg.query<T>(text, params)).rows,
+    // PGlite is one connection: a transaction holds it, and queries on the
+    // root Database wait until it ends (so never use the root inside `fn`).
+    tx: (fn) => pg.transaction((t) => fn(bindTx(t, dialect))),
+    healthy: () => healthy(db),
+    close: () => pg.close(),
+    [execScript]: async (text) => {
+      await pg.exec(text);
+    },
+  };
+  return db;
+}
+
+function bindTx(t: Transaction, dialect: PgDialect): Database {
+  let bound: Drizzle | undefined;
+  const db: Database & ScriptRunner = {
+    kind: 'pglite',
+    get drizzle() {
+      bound ??= new PgliteTransaction(
+        dialect,
+        new PgliteSession(t, dialect, undefined, {}),
+        undefined,
+      ) as unknown as Drizzle;
+      return bound;
+    },
+    query: async <T>(text: string, params?: unknown[]) => (await t.query<T>(text, params)).rows,
+    tx: (fn) => fn(db),
+    healthy: () => healthy(db),
+    close: () => Promise.reject(new Error('close() is for the root Database, not a transaction')),
+    [execScript]: async (text) => {
+      await t.exec(text);
+    },
+  };
+  return db;
+}

@@ -1,0 +1,10 @@
+export * from './errors.js';
+export * from './wire.js';
+export * from './parse.js';
+export * from './step-id.js';
+export * from './signing.js';
+export * from './version.js';
+export * from './seal.js';
+export { redact, isSensitiveKey, REDACTED } from './redact.js';
+export * from './connect.js';
+export * from './hop.js';

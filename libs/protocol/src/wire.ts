@@ -1,0 +1,330 @@
+/**
+ * The runner wire protocol of SPEC.md ("Wire-protocol records", "Runner
+ * protocol") as TypeScript types. Pure declarations plus a few constant
+ * lists; validation of untrusted input lives in `parse.ts`.
+ *
+ * Fields typed `unknown` carry arbitrary JSON.
+ */
+
+/** SPEC StepError: a failed step or a terminal run error. */
+export interface StepError {
+  message: string;
+  stack?: string;
+}
+
+/**
+ * SPEC Usage: metering axes of a model call. Every field is optional and a
+ * missing field means "not reported", never zero.
+ */
+export interface Usage {
+  model?: string;
+  tokensIn?: number;
+  tokensOut?: number;
+  /** Present only when the runner priced the call. */
+  cost?: number;
+  latencyMs?: number;
+  /** Present only when the inference cache was engaged. */
+  cacheHit?: boolean;
+}
+
+/** A completed step's result. */
+export interface MemoData {
+  data: unknown;
+}
+/** A completed step that threw. */
+export interface MemoError {
+  error: StepError;
+}
+/** A step started but unfinished (parked sleep, wait or child): never re-run or re-emitted. */
+export interface MemoPending {
+  pending: true;
+}
+/** SPEC Memo entry: value of the invoke `steps` map, keyed by hashed step id. Exactly one field. */
+export type MemoEntry = MemoData | MemoError | MemoPending;
+
+/** Memo map: hashed step id -> memo entry. */
+export type Memo = Record<string, MemoEntry>;
+
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** The scope of a log line emitted outside any step. */
+export const ROOT_SCOPE = '@root';
+
+/** SPEC Runner log line (in invoke replies). */
+export interface RunnerLogLine {
+  level: LogLevel;
+  message: string;
+  /** Sensitive keys are redacted before the line leaves the runner. */
+  fields?: Record<string, unknown>;
+  /** Enclosing step name, or `@root`. */
+  scope: string;
+  /** Per-scope counter; with runId, attempt and scope it is the replay-stable dedupe key. */
+  index: number;
+  /** Runner wall clock, epoch ms (advisory). */
+  tsMs: number;
+}
+
+/** Every op of SPEC's Opcode table, in table order. */
+export const OPCODES = [
+  'StepRun',
+  'Sleep',
+  'SleepUntil',
+  'WaitForEvent',
+  'RunWorkflow',
+  'Emit',
+  'Webhook',
+  'Approval',
+  'Infer',
+  'Score',
+] as const;
+export type OpcodeName = (typeof OPCODES)[number];
+
+/** True for an op this protocol version knows. An unknown op fails the step (SPEC Versioning 5). */
+export function isKnownOpcode(op: unknown): op is OpcodeName {
+  return typeof op === 'string' && (OPCODES as readonly string[]).includes(op);
+}
+
+interface OpcodeBase {
+  /** Hashed step id; the result is stored under it. */
+  id: string;
+  /** Human-readable step id (after positional disambiguation, e.g. `x:1`). */
+  name: string;
+}
+
+export interface StepRunOpcode extends OpcodeBase {
+  op: 'StepRun';
+  /** Step result; absent when `error` is set. */
+  data?: unknown;
+  /** Declared step input. */
+  input?: unknown;
+  /** Step failure. */
+  error?: StepError;
+  /** false fails the run now, skipping remaining attempts. */
+  retriable?: boolean;
+  /** Overrides the policy backoff for this retry. */
+  retryAfterMs?: number;
+  /** Journal block stored opaquely. */
+  ai?: unknown;
+  usage?: Usage;
+}
+
+export interface SleepOpcode extends OpcodeBase {
+  op: 'Sleep';
+  sleepMs: number;
+}
+
+export interface SleepUntilOpcode extends OpcodeBase {
+  op: 'SleepUntil';
+  /** Absolute wake time, UTC epoch ms. */
+  sleepUntilMs: number;
+}
+
+export interface WaitForEventOpcode extends OpcodeBase {
+  op: 'WaitForEvent';
+  eventName: string;
+  timeoutMs: number;
+  /** CEL predicate on the event payload. */
+  eventIf?: string;
+}
+
+export interface RunWorkflowOpcode extends OpcodeBase {
+  op: 'RunWorkflow';
+  childName: string;
+  childData: unknown;
+  childApp?: string;
+  childRunner?: string;
+}
+
+export interface EmitOpcode extends OpcodeBase {
+  op: 'Emit';
+  eventName: string;
+  /** Event payload. */
+  data: unknown;
+  dedupeId?: string;
+  /** Narrows the emit to one app's triggers; omitted broadcasts project-wide. */
+  targetApp?: string;
+}
+
+export interface WebhookOpcode extends OpcodeBase {
+  op: 'Webhook';
+  webhookUrl: string;
+  /** Webhook body. */
+  data: unknown;
+}
+
+export type ApprovalDecisionKind = 'approve' | 'edit' | 'reject' | 'respond';
+export type ApprovalOnTimeout = 'escalate' | 'approve' | 'reject' | 'fail';
+
+export interface ApprovalOpcode extends OpcodeBase {
+  op: 'Approval';
+  /** Proposed action. */
+  tool: string;
+  /** Proposed tool arguments. */
+  data: unknown;
+  /** Deadline at which onTimeout fires, in ms. */
+  timeoutMs: number;
+  risk?: string;
+  policy?: string;
+  summary?: string;
+  context?: string;
+  escalatesTo?: string;
+  /** Decisions offered; omitted means all four. */
+  allow?: ApprovalDecisionKind[];
+  /** Default escalate. */
+  onTimeout?: ApprovalOnTimeout;
+  /** CEL condition over tool, args, risk and iteration. */
+  if?: string;
+  minRisk?: string;
+  /** Agent-loop turn; omitted means 0. */
+  iteration?: number;
+}
+
+export interface InferOpcode extends OpcodeBase {
+  op: 'Infer';
+  /** Model request. */
+  data: unknown;
+  ai?: unknown;
+  usage?: Usage;
+}
+
+export interface ScoreOpcode extends OpcodeBase {
+  op: 'Score';
+  /** `{ name, value, ... }`. */
+  data: { name: string; value: unknown; [key: string]: unknown };
+}
+
+/** SPEC Opcode: element of a 206 reply, discriminated on `op`. */
+export type Opcode =
+  | StepRunOpcode
+  | SleepOpcode
+  | SleepUntilOpcode
+  | WaitForEventOpcode
+  | RunWorkflowOpcode
+  | EmitOpcode
+  | WebhookOpcode
+  | ApprovalOpcode
+  | InferOpcode
+  | ScoreOpcode;
+
+/** The triggering event of a run (`name` is informational). */
+export interface InvokeEvent {
+  name: string;
+  data: unknown;
+}
+
+/** `ctx` of the invoke request body. */
+export interface InvokeContext {
+  runId: string;
+  /** Dispatch key: the registered workflow name. */
+  workflow: string;
+  /** Run-level attempt counter. */
+  attempt: number;
+  app: string;
+  /** The run's pin; empty string for anycast. */
+  runner: string;
+  /** Set on an onFailure invocation. */
+  onFailure?: boolean;
+  /** Terminal error; present only with onFailure. */
+  error?: StepError;
+  /** W3C trace context of the service's invoke span. */
+  traceparent?: string;
+}
+
+/** SPEC POST /invoke request body (service to runner). */
+export interface InvokeRequestBody {
+  event: InvokeEvent;
+  steps: Memo;
+  ctx: InvokeContext;
+}
+
+/** 200: the handler returned and the run succeeds. */
+export interface InvokeReply200 {
+  data: unknown;
+  logs: RunnerLogLine[];
+}
+
+/** 206: steps discovered this pass. */
+export interface InvokeReply206 {
+  opcodes: Opcode[];
+  logs: RunnerLogLine[];
+}
+
+/**
+ * 4xx (non-retriable, fails the run) and 5xx (retriable transport error).
+ * `error` may carry extra fields such as `code`.
+ */
+export interface InvokeReplyError {
+  error?: StepError & { code?: string };
+  logs: RunnerLogLine[];
+}
+
+export type InvokeReply = InvokeReply200 | InvokeReply206 | InvokeReplyError;
+
+/** Event trigger; `event` may end in `*`, `if` is a CEL filter. */
+export interface EventTrigger {
+  event: string;
+  if?: string;
+}
+export interface CronTrigger {
+  cron: string;
+}
+export type WorkflowTrigger = EventTrigger | CronTrigger;
+
+/** Only maxAttempts is specified; other retry fields ride along unvalidated. */
+export interface RetryPolicy {
+  /** Total attempts per step. @default 1 (no retries) */
+  maxAttempts: number;
+  [key: string]: unknown;
+}
+
+export interface ConcurrencyConfig {
+  limit: number;
+  key?: string;
+}
+
+/** Advisory steps manifest entry: rendering metadata only. */
+export interface StepManifestEntry {
+  name: string;
+  description?: string;
+  hidden?: boolean;
+}
+
+/** One workflow in a register body. */
+export interface WorkflowRegistration {
+  name: string;
+  /** Omitted means an implicit event trigger on the workflow name. */
+  triggers?: WorkflowTrigger[];
+  retry?: RetryPolicy;
+  /** true if an onFailure handler exists. */
+  onFailure?: boolean;
+  concurrency?: ConcurrencyConfig;
+  steps?: StepManifestEntry[];
+  // Flow-control fields whose shapes SPEC does not show: carried opaquely.
+  throttle?: unknown;
+  rateLimit?: unknown;
+  debounce?: unknown;
+  priority?: unknown;
+  batchEvents?: unknown;
+  cancelOn?: unknown;
+  timeouts?: unknown;
+  idempotency?: unknown;
+  singleton?: unknown;
+}
+
+/** SPEC POST /register body. */
+export interface RegisterBody {
+  app: string;
+  /** Stable runner id; omitted means the endpoint is keyed by url. */
+  runner?: string;
+  /** The runner's invoke endpoint. */
+  url: string;
+  runtime?: string;
+  language?: string;
+  version?: string;
+  /** Omitted means assumed compatible. */
+  protocolVersion?: number;
+  /** One-way fingerprint of the signing key (see `keyFingerprint`). */
+  keyFingerprint?: string;
+  workflows: WorkflowRegistration[];
+}

@@ -1,0 +1,39 @@
+import { randomBytes } from 'node:crypto';
+
+const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
+
+/**
+ * Time-ordered ids (48-bit ms timestamp + 80 random bits, Crockford base32,
+ * ULID layout) with a readable prefix: `run_01h...`. Sorting by id sorts by
+ * creation time, which keyset paging relies on.
+ */
+function ulid(now = Date.now()): string {
+  let t = now;
+  let time = '';
+  for (let i = 0; i < 10; i++) {
+    time = ALPHABET[t % 32] + time;
+    t = Math.floor(t / 32);
+  }
+  const rnd = randomBytes(10);
+  let rand = '';
+  let acc = 0;
+  let bits = 0;
+  for (const b of rnd) {
+    acc = (acc << 8) | b;
+    bits += 8;
+    while (bits >= 5) {
+      bits -= 5;
+      rand += ALPHABET[(acc >> bits) & 31];
+    }
+    acc &= (1 << bits) - 1;
+  }
+  return time + rand;
+}
+
+export const ids = {
+  run: () => `run_${ulid()}`,
+  event: () => `evt_${ulid()}`,
+  workspace: () => `ws_${ulid()}`,
+  key: () => `key_${ulid()}`,
+  generic: (prefix: string) => `${prefix}_${ulid()}`,
+};

@@ -1,0 +1,147 @@
+import { bigserial, customType, text, timestamp, type PgSchema } from 'drizzle-orm/pg-core';
+import type { Bus } from '@dws/bus';
+import type { Database } from '@dws/db';
+import type { Logger } from '@dws/log';
+
+const bytea = customType<{ data: Uint8Array; driverData: Uint8Array }>({ dataType: () => 'bytea' });
+
+/** The outbox table, declared in each service's own schema (include it in its schema.ts). */
+export function outboxTable(schema: PgSchema) {
+  return schema.table('outbox', {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    subject: text('subject').notNull(),
+    msgId: text('msg_id').notNull(),
+    payload: bytea('payload').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    claimedUntil: timestamp('claimed_until', { withTimezone: true }),
+  });
+}
+
+export interface OutboxMessage {
+  subject: string;
+  msgId: string;
+  payload: Uint8Array;
+}
+
+/**
+ * Transactional outbox: messages are written in the same transaction as the
+ * state that implies them, published after commit, and deleted once the bus
+ * has stored them. A crash between commit and publish leaves the row; the
+ * relay publishes it later (consumers dedupe on msgId), so a lost message
+ * only delays.
+ */
+export class Outbox {
+  private readonly table: string;
+  private readonly doneIds: number[] = [];
+  private flushTimer: NodeJS.Timeout | undefined;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private deleting: Promise<void> = Promise.resolve();
+  private stopped = false;
+
+  constructor(
+    private readonly opts: { db: Database; bus: Bus; schema: string; log: Logger; pollMs?: number; staleMs?: number },
+  ) {
+    this.table = `"${opts.schema}".outbox`;
+  }
+
+  /** Write messages inside `tx`; returns what `afterCommit` needs to publish them. */
+  async enqueue(tx: Database, messages: OutboxMessage[]): Promise<PendingPublish> {
+    if (messages.length === 0) return { ids: [], messages };
+    const values: string[] = [];
+    const params: unknown[] = [];
+    for (const m of messages) {
+      values.push(`($${params.length + 1}, $${params.length + 2}, $${params.length + 3})`);
+      params.push(m.subject, m.msgId, m.payload);
+    }
+    const rows = await tx.query<{ id: number }>(
+      `insert into ${this.table} (subject, msg_id, payload) values ${values.join(', ')} returning id`,
+      params,
+    );
+    return { ids: rows.map((r) => Number(r.id)), messages };
+  }
+
+  /** Publish what `enqueue` wrote, once its transaction committed. Failures are left to the relay. */
+  async afterCommit(pending: PendingPublish): Promise<void> {
+    for (let i = 0; i < pending.messages.length; i++) {
+      const m = pending.messages[i]!;
+      try {
+        await this.opts.bus.publish(m.subject, m.payload, { msgId: m.msgId });
+        this.doneIds.push(pending.ids[i]!);
+      } catch (err) {
+        this.opts.log.warn({ err, subject: m.subject }, 'outbox publish failed; the relay will retry');
+        return;
+      }
+    }
+    this.scheduleDelete();
+  }
+
+  /** Start the fallback relay for rows a crash or a bus outage left behind. */
+  start(): void {
+    const tick = () => {
+      if (this.stopped) return;
+      this.relayOnce()
+        .catch((err: unknown) => this.opts.log.warn({ err }, 'outbox relay failed'))
+        .finally(() => {
+          if (!this.stopped) this.pollTimer = setTimeout(tick, this.opts.pollMs ?? 1000);
+        });
+    };
+    this.pollTimer = setTimeout(tick, 0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.pollTimer);
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    await this.deleteDone();
+  }
+
+  /** Publish rows older than staleMs (the eager path had its chance) and delete them. */
+  async relayOnce(): Promise<number> {
+    const staleMs = this.opts.staleMs ?? 3000;
+    const rows = await this.opts.db.query<{ id: number; subject: string; msg_id: string; payload: Uint8Array }>(
+      `update ${this.table} set claimed_until = now() + interval '30 seconds'
+        where id in (select id from ${this.table}
+                      where created_at < now() - ($1::int * interval '1 millisecond')
+                        and (claimed_until is null or claimed_until < now())
+                      order by id limit 200 for update skip locked)
+        returning id, subject, msg_id, payload`,
+      [staleMs],
+    );
+    rows.sort((a, b) => Number(a.id) - Number(b.id));
+    for (const r of rows) {
+      await this.opts.bus.publish(r.subject, r.payload, { msgId: r.msg_id });
+      this.doneIds.push(Number(r.id));
+    }
+    await this.deleteDone();
+    return rows.length;
+  }
+
+  private scheduleDelete(): void {
+    // Deletes are batched: one statement per burst instead of one per message.
+    if (this.flushTimer || this.stopped) return;
+    this.flushTimer = setTimeout(() => {
+      this.flushTimer = undefined;
+      void this.deleteDone();
+    }, 20);
+  }
+
+  private deleteDone(): Promise<void> {
+    this.deleting = this.deleting.then(async () => {
+      if (this.doneIds.length === 0) return;
+      const ids = this.doneIds.splice(0, this.doneIds.length);
+      try {
+        await this.opts.db.query(`delete from ${this.table} where id = any($1::bigint[])`, [ids]);
+      } catch (err) {
+        // Rows left behind are republished by the relay; consumers dedupe on msgId.
+        this.opts.log.warn({ err }, 'outbox delete failed');
+      }
+    });
+    return this.deleting;
+  }
+}
+
+export interface PendingPublish {
+  ids: number[];
+  messages: OutboxMessage[];
+}

@@ -1,0 +1,82 @@
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { loadConfig, type Config } from '@dws/config';
+import { createLogger, type Logger } from '@dws/log';
+import { createHttpApp, errorMiddleware, healthRoutes, listen, notFoundHandler } from '@dws/http';
+import { openInfra, type Infra } from './infra.js';
+
+/** What a service's `start<Name>(cfg, infra)` returns. */
+export interface ServiceHandle {
+  readonly name: string;
+  /** True once started and while its consumers and storage are usable. */
+  ready(): Promise<boolean>;
+  /** Stop taking work, finish in-flight work, release resources it opened (not the infra). */
+  stop(): Promise<void>;
+  /** Takes HTTP upgrades (WebSockets) arriving on the service's own port in standalone mode. */
+  upgrade?(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+}
+
+export type StartService = (cfg: Config, infra: Infra) => Promise<ServiceHandle>;
+
+/**
+ * Standalone entry shared by every service's bin.ts: parse config, open
+ * Postgres + NATS, start, serve /healthz and /readyz on PORT (or the
+ * service's default port), drain on SIGTERM/SIGINT.
+ */
+export async function runStandalone(name: string, defaultPort: number, start: StartService): Promise<void> {
+  let cfg: Config;
+  try {
+    cfg = loadConfig(process.env);
+  } catch (err) {
+    process.stderr.write(`${name}: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  const log: Logger = createLogger({ level: cfg.LOG_LEVEL, service: name });
+  let infra: Infra;
+  let handle: ServiceHandle;
+  try {
+    infra = await openInfra(cfg, log, { standalone: true, name });
+    handle = await start(cfg, infra);
+  } catch (err) {
+    log.fatal({ err }, 'service failed to start');
+    process.exit(1);
+  }
+  // The gateway serves its own API on PORT; the others serve health only.
+  let http: Awaited<ReturnType<typeof listen>> | undefined;
+  if (name !== 'gateway') {
+    const app = createHttpApp();
+    healthRoutes(app, {
+      ready: async () => (await handle.ready()) && (await infra.db.healthy()) && (await infra.bus.healthy()),
+    });
+    app.use(notFoundHandler);
+    app.use(errorMiddleware(log));
+    http = await listen(app, cfg.HOST, cfg.PORT ?? defaultPort);
+    const upgrade = handle.upgrade?.bind(handle);
+    if (upgrade) http.server.on('upgrade', upgrade);
+  }
+  log.info({ port: http?.port, db: infra.mode.db, bus: infra.mode.bus }, 'service started');
+  onShutdown(log, async () => {
+    await http?.close();
+    await handle.stop();
+    await infra.close();
+  });
+}
+
+/** Run `fn` once on SIGTERM/SIGINT, then exit; a second signal exits at once. */
+export function onShutdown(log: Logger, fn: () => Promise<void>): void {
+  let stopping = false;
+  const handler = (signal: string) => {
+    if (stopping) process.exit(1);
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    fn().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => handler('SIGTERM'));
+  process.on('SIGINT', () => handler('SIGINT'));
+}

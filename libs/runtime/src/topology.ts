@@ -1,0 +1,49 @@
+import type { StreamSpec } from '@dws/bus';
+
+/**
+ * Where services meet on the bus. A fact starts with its publisher
+ * (`invoker.fact.workflows`), a command with its handler
+ * (`scheduler.cmd.start`). Every service ensures the streams it touches at
+ * start; ensureStream is idempotent.
+ */
+export const streams = {
+  schedulerCmds: { name: 'SCHEDULER_CMDS', subjects: ['scheduler.cmd.>'] },
+  invokerFacts: { name: 'INVOKER_FACTS', subjects: ['invoker.fact.>'] },
+  gatewayFacts: { name: 'GATEWAY_FACTS', subjects: ['gateway.fact.>'] },
+  ingestCmds: { name: 'INGEST_CMDS', subjects: ['ingest.cmd.>'] },
+  dispatcherCmds: { name: 'DISPATCHER_CMDS', subjects: ['webhook-dispatcher.cmd.>'] },
+  approvalsCmds: { name: 'APPROVALS_CMDS', subjects: ['approvals.cmd.>'] },
+  invokerCmds: { name: 'INVOKER_CMDS', subjects: ['invoker.cmd.>'] },
+  schedulerFacts: { name: 'SCHEDULER_FACTS', subjects: ['scheduler.fact.>'] },
+} satisfies Record<string, StreamSpec>;
+
+export const subjects = {
+  /** StartRun: ingest (and later replay/cron/children) -> scheduler. */
+  startRun: 'scheduler.cmd.start',
+  /** WorkflowsRegistered: invoker -> ingest (trigger index), scheduler (retry, flow control). */
+  workflowsRegistered: 'invoker.fact.workflows',
+  /** WorkspaceUpserted: gateway -> invoker (signing keys) and others. */
+  workspaceUpserted: 'gateway.fact.workspace',
+  /** ApiRequest for `waiters.wake`: ingest -> scheduler when the request could not be made at once (durable). */
+  wakeWaiters: 'scheduler.cmd.wake',
+  /** EmitEvent: scheduler -> ingest (step.emit). */
+  emitEvent: 'ingest.cmd.emit',
+  /** SendWebhook: scheduler -> webhook-dispatcher (ctx.webhook.send). */
+  sendWebhook: 'webhook-dispatcher.cmd.send',
+  /** StepHandoff: scheduler -> approvals (Approval opcode). */
+  requestApproval: 'approvals.cmd.request',
+  /** StepHandoff: scheduler -> invoker (Infer opcode: the service makes the model call). */
+  requestInference: 'invoker.cmd.infer',
+  /** RunFinished: scheduler -> webhook-dispatcher (run.* lifecycle deliveries). */
+  runFinished: 'scheduler.fact.run.finished',
+  /** StepFailed: scheduler -> webhook-dispatcher (step.failed). */
+  stepFailed: 'scheduler.fact.step.failed',
+  /** InvokeRequest/InvokeResult: scheduler -> invoker, core request/reply. */
+  invoke: 'invoker.invoke',
+  /** Live timeline frames of one run (ephemeral). */
+  runTimeline: (workspaceId: string, runId: string) => `live.run.${workspaceId}.${runId}`,
+  /** Live run_status frames of a workspace (ephemeral). */
+  workspaceRuns: (workspaceId: string) => `live.runs.${workspaceId}`,
+  /** Live tail of recorded events of a workspace (ephemeral): ingest -> gateway GET /v1/events/stream. */
+  workspaceEvents: (workspaceId: string) => `live.events.${workspaceId}`,
+} as const;

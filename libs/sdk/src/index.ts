@@ -1,0 +1,47 @@
+export {
+  createRunner,
+  SDK_VERSION,
+  type Listening,
+  type ListenOptions,
+  type Runner,
+  type RunnerOptions,
+} from './runner.js';
+export type { Connection, ConnectOptions, ConnectState } from './connect.js';
+export {
+  NonRetriableError,
+  RetryAfterError,
+  StepFailedError,
+  isNonRetriableError,
+  isStepFailedError,
+  retryAfterMsOf,
+} from './errors.js';
+export { executePass, DEFAULT_STEP_BUDGET_MS, RECOMMENDED_STEP_BUDGET_MS, type ExecuteOptions, type PassResult } from './execution.js';
+export { testWorkflow, type ChildOutcome, type TestWorkflowOptions, type TestWorkflowResult } from './testing.js';
+// Redaction lives in @dws/protocol: the runner redacts before lines leave it, the scheduler again before it stores them.
+export { redact, isSensitiveKey, REDACTED } from '@dws/protocol';
+export { toMs, type Duration } from './duration.js';
+export type { InferSchemaOutput, StandardSchemaV1 } from './standard-schema.js';
+export type { WorkflowLogger } from './logger.js';
+export type { InvokeHttpHandler, InvokeHttpReply, InvokeRequest } from './serve.js';
+export type {
+  AiEmbedRequest,
+  AiGenerateRequest,
+  AiRequest,
+  AiResult,
+  AiSteps,
+  ApprovalDecision,
+  ApprovalOptions,
+  EmitOptions,
+  RunWorkflowOptions,
+  ScoreOptions,
+  StepRunOptions,
+  StepTools,
+  WaitForEventOptions,
+  WebhookSendOptions,
+  Workflow,
+  WorkflowContext,
+  WorkflowCtx,
+  WorkflowEvent,
+  WorkflowHandler,
+  WorkflowOptions,
+} from './types.js';

@@ -1,0 +1,209 @@
+import type {
+  ApprovalDecisionKind,
+  ApprovalOnTimeout,
+  InvokeContext,
+  Usage,
+  WorkflowRegistration,
+} from '@dws/protocol';
+import type { Duration } from './duration.js';
+import type { WorkflowLogger } from './logger.js';
+import type { StandardSchemaV1 } from './standard-schema.js';
+
+export interface StepRunOptions {
+  /** Declared step input, recorded with the step (JSON). */
+  input?: unknown;
+}
+
+export interface WaitForEventOptions {
+  /** Event name to wait for. */
+  event: string;
+  /** How long to wait; on timeout the step resolves with null. */
+  timeout: Duration;
+  /** CEL predicate on the event payload, e.g. `event.data.orderId == "o-1"`. */
+  if?: string;
+}
+
+export interface RunWorkflowOptions<TData = unknown, TResult = unknown> {
+  /** The child workflow: its name, or the Workflow object (which also types data and result). */
+  workflow: string | Workflow<TData, TResult>;
+  /** Child input, delivered as its `event.data`. */
+  data?: TData;
+  /** App of the child. @default the bare name resolved same-app first, then cross-app */
+  app?: string;
+  /** Runner id to pin the child to. */
+  runner?: string;
+}
+
+export interface EmitOptions {
+  /** Event name. */
+  name: string;
+  data?: unknown;
+  /** Drops a repeat of the same emitted event (per app) within the dedupe window. */
+  dedupeId?: string;
+  /** Only this app's triggers; omitted broadcasts workspace-wide. */
+  targetApp?: string;
+}
+
+export interface WebhookSendOptions {
+  /** Destination of a durable outbound delivery (unsigned: a custom send has no endpoint secret). */
+  url: string;
+  /** Body sent (JSON). */
+  body: unknown;
+}
+
+export interface ApprovalOptions {
+  /** The proposed action awaiting sign-off. */
+  tool: string;
+  /** Proposed arguments (JSON). */
+  args?: unknown;
+  /** When onTimeout fires. @default no timeout */
+  timeout?: Duration;
+  risk?: string;
+  policy?: string;
+  summary?: string;
+  context?: string;
+  escalatesTo?: string;
+  /** Decisions offered. @default all four */
+  allow?: ApprovalDecisionKind[];
+  /** @default 'escalate' */
+  onTimeout?: ApprovalOnTimeout;
+  /** CEL over tool, args, risk and iteration: raise the gate only when true. */
+  if?: string;
+  /** Raise the gate only at or above this risk. */
+  minRisk?: string;
+  /** Agent-loop turn of the gated call. @default 0 */
+  iteration?: number;
+}
+
+/** What an approval step resolves with (the approvals service decides the final shape). */
+export interface ApprovalDecision {
+  status: string;
+  /** Effective arguments: the decider's edited args on approve-with-edits. */
+  args?: unknown;
+  [key: string]: unknown;
+}
+
+/** A model call the service makes on the runner's behalf (Infer opcode). */
+export interface AiRequest {
+  provider?: string;
+  model?: string;
+  [key: string]: unknown;
+}
+
+export interface AiGenerateRequest extends AiRequest {
+  prompt?: string;
+  system?: string;
+  messages?: unknown[];
+  temperature?: number;
+  maxTokens?: number;
+  /** JSON Schema the output must satisfy; invalid output is re-asked once. */
+  output?: unknown;
+  /** Inference cache TTL in ms. @default 24 h (only with temperature <= 0.2) */
+  ttlMs?: number;
+}
+
+export interface AiEmbedRequest extends AiRequest {
+  inputs: string[];
+  /** Inputs per durable batch. @default 100 */
+  batchSize?: number;
+}
+
+/** The model response as the service completes the step. */
+export interface AiResult {
+  [key: string]: unknown;
+  usage?: Usage;
+}
+
+export interface ScoreOptions {
+  name: string;
+  value: unknown;
+  [key: string]: unknown;
+}
+
+/** AI steps: the runner states the request, the service makes the call (Infer opcode) and memoizes it. */
+export interface AiSteps {
+  generate<T = AiResult>(id: string, request: AiGenerateRequest): Promise<T>;
+  infer<T = AiResult>(id: string, request: AiRequest): Promise<T>;
+  embed<T = AiResult>(id: string, request: AiEmbedRequest): Promise<T>;
+}
+
+/** Durable building blocks. Every call is addressed by its step id. */
+export interface StepTools {
+  /**
+   * Runs `fn` once per run and memoizes its result: on replay the saved
+   * result (or failure) is returned without calling `fn` again.
+   *
+   * The result is JSON-normalised (`undefined` becomes `null`, a Date an
+   * ISO string) so the first pass and every replay see the same value.
+   * Repeated ids are disambiguated as `id`, `id:1`, `id:2`, ... in call
+   * order, so call steps in a deterministic order.
+   */
+  run<T>(id: string, fn: () => T | Promise<T>, options?: StepRunOptions): Promise<Awaited<T>>;
+  /** Parks the run for `duration` (`5000`, `"5m"`, `"1h30m"`). The service resolves the wake time once. */
+  sleep(id: string, duration: Duration): Promise<void>;
+  /** Parks the run until `until` (a Date, epoch ms, or an ISO string). A past time wakes at once. */
+  sleepUntil(id: string, until: Date | number | string): Promise<void>;
+  /** Parks until a matching event arrives (resolves with it) or the timeout passes (resolves with null). */
+  waitForEvent<TData = unknown>(id: string, options: WaitForEventOptions): Promise<WorkflowEvent<TData> | null>;
+  /** Starts a child run and resumes with its result; a failed child rejects with StepFailedError. */
+  runWorkflow<TResult = unknown, TData = unknown>(id: string, options: RunWorkflowOptions<TData, TResult>): Promise<TResult>;
+  /** Emits an event, exactly once per run and step id. Resolves with what the service recorded. */
+  emit(id: string, options: EmitOptions): Promise<unknown>;
+  /** Raises a human approval gate and parks until it is decided. */
+  approval(id: string, options: ApprovalOptions): Promise<ApprovalDecision>;
+  /** Records a score for this run (evals), exactly once per step id. */
+  score(id: string, options: ScoreOptions): Promise<unknown>;
+  ai: AiSteps;
+}
+
+/** The triggering event as the handler sees it. */
+export interface WorkflowEvent<TData = unknown> {
+  name: string;
+  data: TData;
+}
+
+/** Run identity plus side-effect helpers that live on ctx. */
+export interface WorkflowCtx extends InvokeContext {
+  webhook: {
+    /** A durable outbound POST of `body` to `url`, exactly once per run and step id. */
+    send(id: string, options: WebhookSendOptions): Promise<unknown>;
+  };
+}
+
+/** What a workflow handler receives on every pass. */
+export interface WorkflowContext<TData = unknown> {
+  event: WorkflowEvent<TData>;
+  step: StepTools;
+  /** Run identity from the invoke body (`runId`, `attempt`, `error` on an onFailure run, ...) and ctx.webhook. */
+  ctx: WorkflowCtx;
+  logger: WorkflowLogger;
+}
+
+export type WorkflowHandler<TData = unknown, TResult = unknown> = (
+  context: WorkflowContext<TData>,
+) => TResult | Promise<TResult>;
+
+/** Registration options of `runner.workflow`. */
+export interface WorkflowOptions extends Omit<WorkflowRegistration, 'name' | 'onFailure'> {
+  /**
+   * Runs as a follow-on run when the workflow fails terminally; `ctx.error`
+   * carries the error. Registered as `onFailure: true`.
+   */
+  onFailure?: WorkflowHandler;
+  /**
+   * A Standard Schema (zod, valibot, arktype, ...) for `event.data`: it types
+   * the handler and validates every pass; invalid data fails the run.
+   */
+  schema?: StandardSchemaV1;
+  /** Run-ahead budget of this workflow's passes, in ms (see RunnerOptions.stepBudgetMs). @default the runner's */
+  stepBudgetMs?: number;
+}
+
+/** A workflow served by a runner. */
+export interface Workflow<TData = unknown, TResult = unknown> {
+  readonly name: string;
+  readonly options: Readonly<WorkflowOptions>;
+  readonly handler: WorkflowHandler<TData, TResult>;
+  /** The entry of this workflow in the register body. */
+  toRegistration(): WorkflowRegistration;
+}

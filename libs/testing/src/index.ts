@@ -1,0 +1,10 @@
+export { testInfra, testDatabaseUrl, type TestInfra } from './infra.js';
+export { uniqueName } from './names.js';
+export {
+  openTestDb,
+  openEmbeddedTestDb,
+  testDbTargets,
+  type TestDb,
+  type TestDbOptions,
+} from './test-db.js';
+export { sse, type SseEvent } from './sse.js';

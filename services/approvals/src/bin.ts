@@ -1,0 +1,4 @@
+import { runStandalone } from '@dws/runtime';
+import { startApprovals } from './main.js';
+
+await runStandalone('approvals', 8292, startApprovals);

@@ -1,0 +1,1 @@
+export { startApprovals } from './main.js';

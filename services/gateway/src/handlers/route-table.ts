@@ -1,0 +1,98 @@
+import type { z } from 'zod';
+import * as s from './schemas.js';
+
+/** Who may call a route: any key (reads), a secret or console key (writes), the admin token, or anyone (the document). */
+export type Access = 'open' | 'read' | 'write' | 'admin';
+
+/** What serves a route: a service op over the bus, or a handler in the gateway itself. */
+export type Target =
+  | { kind: 'forward'; service: string; op: string }
+  | { kind: 'local'; name: LocalHandler };
+
+export type LocalHandler =
+  | 'openapi'
+  | 'runStream'
+  | 'runsStream'
+  | 'eventsStream'
+  | 'connectInfo'
+  | 'admin.createWorkspace'
+  | 'admin.getWorkspace'
+  | 'admin.patchWorkspace'
+  | 'admin.createKey'
+  | 'admin.revokeKey';
+
+export interface RouteSpec {
+  method: 'get' | 'post' | 'patch' | 'delete';
+  /** Express path under /v1. Literal segments first: /runs/stream is declared before /runs/:id. */
+  path: string;
+  summary: string;
+  tag: string;
+  access: Access;
+  params?: z.ZodObject;
+  query?: z.ZodObject;
+  body?: { schema: z.ZodType; required: boolean; /** Error code of a body that fails the schema. @default invalid_body */ errorCode?: string };
+  ok: {
+    status: number;
+    /** A registered component; `array` wraps it in an array. */
+    schema?: z.ZodType;
+    array?: boolean;
+    /** text/event-stream, each frame's data shaped like this component. */
+    sse?: z.ZodType;
+    headers?: Record<string, string>;
+  };
+  /** Error statuses worth documenting beyond 400/401/404/413/5xx. */
+  errors?: number[];
+  /** SPEC Errors: a suspended workspace is refused run-creating calls with 403. */
+  startsRuns?: boolean;
+  target: Target;
+}
+
+const fwd = (service: string, op: string): Target => ({ kind: 'forward', service, op });
+const local = (name: LocalHandler): Target => ({ kind: 'local', name });
+const NEXT_CURSOR = { 'X-Next-Cursor': 'Opaque cursor of the next page; absent on the last page.' };
+
+/**
+ * Every public route, its schemas and its owner. The router mounts exactly
+ * this list and the OpenAPI document is generated from it; a test compares
+ * the two. The gateway holds no run, event or runner data.
+ */
+export const ROUTES: RouteSpec[] = [
+  { method: 'get', path: '/openapi.json', summary: 'This OpenAPI 3.1 document', tag: 'meta', access: 'open', ok: { status: 200 }, target: local('openapi') },
+
+  // Runs (read). Literal paths before /runs/:id.
+  { method: 'get', path: '/runs', summary: 'Page of runs, newest first by default (keyset paging)', tag: 'runs', access: 'read', query: s.ListRunsQuery, ok: { status: 200, schema: s.Run, array: true, headers: NEXT_CURSOR }, target: fwd('scheduler', 'runs.list') },
+  { method: 'get', path: '/runs/stats', summary: 'Run counts and success rate', tag: 'runs', access: 'read', query: s.StatsQuery, ok: { status: 200, schema: s.RunStats }, target: fwd('scheduler', 'runs.stats') },
+  { method: 'get', path: '/runs/stream', summary: 'SSE: run_status frames of every run in the workspace (best-effort)', tag: 'runs', access: 'read', ok: { status: 200, sse: s.RunStatusFrame }, target: local('runsStream') },
+  { method: 'post', path: '/runs/bulk-replay', summary: 'Replay finished runs matching a filter, newest first, up to a per-call ceiling', tag: 'control', access: 'write', startsRuns: true, body: { schema: s.BulkReplayBody, required: true }, ok: { status: 200, schema: s.BulkReplayResult }, errors: [403], target: fwd('scheduler', 'runs.bulkReplay') },
+  { method: 'get', path: '/runs/:id', summary: 'One run, with input and result', tag: 'runs', access: 'read', params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, target: fwd('scheduler', 'runs.get') },
+  { method: 'get', path: '/runs/:id/steps', summary: "The run's steps, in order (unpaged)", tag: 'runs', access: 'read', params: s.IdParams, ok: { status: 200, schema: s.Step, array: true }, target: fwd('scheduler', 'runs.steps') },
+  { method: 'get', path: '/runs/:id/logs', summary: 'Run log lines, oldest first', tag: 'runs', access: 'read', params: s.IdParams, query: s.LogsQuery, ok: { status: 200, schema: s.LogLine, array: true }, target: fwd('scheduler', 'runs.logs') },
+  { method: 'get', path: '/runs/:id/stream', summary: 'SSE: the run timeline, replayed after `from` (or Last-Event-ID), then live; ends when the run is terminal', tag: 'runs', access: 'read', params: s.IdParams, query: s.StreamQuery, ok: { status: 200, sse: s.TimelineFrame }, target: local('runStream') },
+
+  // Run control, forwarded to the scheduler with the actor.
+  { method: 'post', path: '/runs/:id/cancel', summary: 'Cancel a run', tag: 'control', access: 'write', params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.cancel') },
+  { method: 'post', path: '/runs/:id/pause', summary: 'Pause a run at the next step boundary', tag: 'control', access: 'write', params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.pause') },
+  { method: 'post', path: '/runs/:id/resume', summary: 'Resume a paused run', tag: 'control', access: 'write', params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.resume') },
+  { method: 'post', path: '/runs/:id/replay', summary: 'Replay a finished run as a new run', tag: 'control', access: 'write', startsRuns: true, params: s.IdParams, body: { schema: s.ReplayBody, required: false }, ok: { status: 201, schema: s.NewRun }, errors: [403, 409], target: fwd('scheduler', 'runs.replay') },
+  { method: 'post', path: '/runs/:id/retry-from-step', summary: 'Fork a finished run, resuming at a step', tag: 'control', access: 'write', startsRuns: true, params: s.IdParams, body: { schema: s.RetryFromStepBody, required: true }, ok: { status: 201, schema: s.NewRun }, errors: [403, 409], target: fwd('scheduler', 'runs.retryFromStep') },
+  { method: 'get', path: '/control-actions', summary: 'Control audit entries, newest first', tag: 'control', access: 'read', query: s.ControlActionsQuery, ok: { status: 200, schema: s.ControlAction, array: true }, target: fwd('scheduler', 'control.list') },
+
+  // Events (ingest). /events/stream before /events/:id.
+  { method: 'post', path: '/events', summary: 'Ingest one event or a batch of up to 100', tag: 'events', access: 'write', body: { schema: s.EventBody, required: true, errorCode: 'invalid_event' }, ok: { status: 202, schema: s.IngestResult }, target: fwd('ingest', 'events.ingest') },
+  { method: 'get', path: '/events', summary: 'Event log, newest first', tag: 'events', access: 'read', query: s.ListEventsQuery, ok: { status: 200, schema: s.EventRecord, array: true }, target: fwd('ingest', 'events.list') },
+  { method: 'get', path: '/events/stream', summary: 'SSE: live tail of ingested events (best-effort)', tag: 'events', access: 'read', ok: { status: 200, sse: s.EventRecord }, target: local('eventsStream') },
+  { method: 'get', path: '/events/:id', summary: 'One event record', tag: 'events', access: 'read', params: s.IdParams, ok: { status: 200, schema: s.EventRecord }, target: fwd('ingest', 'events.get') },
+
+  // Runners and workflows (invoker).
+  { method: 'post', path: '/register', summary: 'A runner announces itself and its workflows', tag: 'runners', access: 'write', body: { schema: s.RegisterBody, required: true, errorCode: 'invalid_registration' }, ok: { status: 200 }, target: fwd('invoker', 'register') },
+  { method: 'get', path: '/runners', summary: 'Registered runners', tag: 'runners', access: 'read', query: s.AppQuery, ok: { status: 200, schema: s.Runner, array: true }, target: fwd('invoker', 'runners.list') },
+  { method: 'get', path: '/connect', summary: 'WebSocket upgrade for the Connect transport (subprotocol service.connect.v0); a plain GET answers 426', tag: 'runners', access: 'write', ok: { status: 101 }, errors: [426], target: local('connectInfo') },
+  { method: 'get', path: '/workflows', summary: 'Registered workflow definitions', tag: 'runners', access: 'read', query: s.AppQuery, ok: { status: 200, schema: s.Workflow, array: true }, target: fwd('invoker', 'workflows.list') },
+
+  // Admin API (CONTRACT.md), bearer SERVICE_ADMIN_TOKEN.
+  { method: 'post', path: '/admin/workspaces', summary: 'Create a workspace with its keys', tag: 'admin', access: 'admin', body: { schema: s.CreateWorkspaceBody, required: true }, ok: { status: 201, schema: s.CreatedWorkspace }, target: local('admin.createWorkspace') },
+  { method: 'get', path: '/admin/workspaces/:id', summary: 'One workspace', tag: 'admin', access: 'admin', params: s.IdParams, ok: { status: 200, schema: s.Workspace }, target: local('admin.getWorkspace') },
+  { method: 'patch', path: '/admin/workspaces/:id', summary: 'Suspend, unsuspend or change limits', tag: 'admin', access: 'admin', params: s.IdParams, body: { schema: s.PatchWorkspaceBody, required: true }, ok: { status: 200, schema: s.Workspace }, target: local('admin.patchWorkspace') },
+  { method: 'post', path: '/admin/workspaces/:id/keys', summary: 'Issue an API key', tag: 'admin', access: 'admin', params: s.IdParams, body: { schema: s.CreateKeyBody, required: true }, ok: { status: 201, schema: s.CreatedKey }, target: local('admin.createKey') },
+  { method: 'delete', path: '/admin/workspaces/:id/keys/:keyId', summary: 'Revoke an API key', tag: 'admin', access: 'admin', params: s.KeyParams, ok: { status: 204 }, target: local('admin.revokeKey') },
+];

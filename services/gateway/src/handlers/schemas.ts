@@ -1,0 +1,302 @@
+import { z } from 'zod';
+
+/**
+ * The zod schemas of the public API. The gateway validates path params,
+ * query strings and bodies with them before forwarding a call, and the
+ * OpenAPI document at /v1/openapi.json is generated from the very same
+ * objects, so the document cannot drift from what is enforced. Response
+ * schemas describe what the owning services answer (documentation only).
+ */
+export const registry = z.registry<{ id: string; description?: string; minProperties?: number }>();
+
+function component<T extends z.ZodType>(id: string, schema: T, description?: string, extra: { minProperties?: number } = {}): T {
+  registry.add(schema, { id, ...(description ? { description } : {}), ...extra });
+  return schema;
+}
+
+/** Postgres text cannot hold NUL: a value with one names nothing, so it is refused before any service sees it. */
+const str = () => z.string().regex(/^[^\u0000]*$/, 'must not contain NUL characters');
+
+/** SPEC Limits: names and ids are at most 256 characters. */
+const name = (description?: string) => (description ? str().min(1).max(256).meta({ description }) : str().min(1).max(256));
+const json = (description: string) => z.unknown().meta({ description });
+const timestamp = (description?: string) => z.string().meta({ format: 'date-time', ...(description ? { description } : {}) });
+
+/** Page size: an integer of at least 1; over `max` is clamped to `max` (SPEC Limits). */
+const limit = (def: number, max: number) =>
+  z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(Number.MAX_SAFE_INTEGER)
+    .transform((n) => Math.min(n, max))
+    .optional()
+    .meta({ description: `Page size, 1-${max} (default ${def}); a larger value is clamped to ${max}.` });
+
+const seqFrom = z.coerce
+  .number()
+  .int()
+  .min(0)
+  .max(Number.MAX_SAFE_INTEGER)
+  .optional()
+  .meta({ description: 'Exclusive lower bound on seq (default 0).' });
+
+const since = z.iso.datetime({ offset: true }).optional().meta({ description: 'RFC 3339; only runs started at or after it.' });
+
+export const RUN_STATUSES = ['queued', 'running', 'waiting', 'paused', 'succeeded', 'failed', 'cancelled'] as const;
+export const RUN_SORTS = ['started', 'workflow', 'status', 'app', 'duration'] as const;
+export const CONTROL_ACTIONS = ['cancel', 'pause', 'resume', 'replay', 'retry_from_step', 'bulk_replay'] as const;
+
+// ---- components
+
+export const ErrorBody = component(
+  'Error',
+  z.object({ error: z.object({ code: z.string().meta({ description: 'snake_case, stable' }), message: z.string() }) }),
+  'Every 4xx and 5xx answer (CONTRACT.md).',
+);
+
+const runFields = {
+  id: z.string(),
+  status: z.enum(RUN_STATUSES),
+  workflow: z.string(),
+  app: z.string(),
+  runner: z.string().optional().meta({ description: 'Pinned runner id; absent for anycast.' }),
+  triggerKind: z.string().meta({ description: 'event or cron (child, replay and on-failure runs name their origin).' }),
+  eventId: z.string().optional().meta({ description: 'Only on event-triggered runs: the event-log record that fanned out the run.' }),
+  eventName: z.string().optional(),
+  replayOf: z.string().optional().meta({ description: 'Source run of a replay, retry-from-step or bulk replay.' }),
+  attempt: z.number().int(),
+  stepCount: z.number().int(),
+  createdAt: timestamp('When the run was started by its trigger; sort=started and since use it.'),
+  startedAt: timestamp('When the scheduler first drove it.').optional(),
+  endedAt: timestamp('When it reached a terminal status.').optional(),
+  durationMs: z.number().int().optional().meta({ description: 'endedAt - startedAt, once finished.' }),
+  error: z.object({ message: z.string(), stack: z.string().optional() }).optional(),
+};
+
+export const Run = component('Run', z.object(runFields), 'A run summary, as listed by GET /runs.');
+export const RunDetail = component(
+  'RunDetail',
+  z.object({ ...runFields, input: json('The triggering payload.'), result: json('What the handler returned, once succeeded.') }),
+  'One run, with input and result.',
+);
+export const Step = component(
+  'Step',
+  z.object({
+    id: z.string().meta({ description: 'Hashed step id.' }),
+    name: z.string(),
+    op: z.string(),
+    index: z.number().int(),
+    status: z.string(),
+    attempts: z.number().int(),
+    input: json('Declared step input.').optional(),
+    output: json('Step result.').optional(),
+    error: z.object({ message: z.string(), stack: z.string().optional() }).optional(),
+    startedAt: timestamp(),
+    endedAt: timestamp().optional(),
+  }),
+);
+const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+export const LogLine = component(
+  'LogLine',
+  z.object({
+    seq: z.number().int(),
+    ts: timestamp('When the service persisted the line.'),
+    level: z.enum(LOG_LEVELS),
+    message: z.string(),
+    fields: z.record(z.string(), z.unknown()).optional(),
+    scope: z.string().meta({ description: 'Step name, or @root.' }),
+    attempt: z.number().int(),
+  }),
+);
+export const RunStats = component(
+  'RunStats',
+  z.object({
+    total: z.number().int(),
+    active: z.number().int().meta({ description: 'queued + running + waiting' }),
+    succeeded: z.number().int(),
+    failed: z.number().int(),
+    successRate: z.number().int().meta({ description: 'succeeded / (succeeded + failed), whole percent (floored); 100 when nothing has finished.' }),
+  }),
+);
+export const TimelineFrame = component(
+  'TimelineFrame',
+  z.looseObject({
+    kind: z.enum(['run_status', 'step_status', 'log']),
+    seq: z.number().int(),
+    ts: timestamp(),
+    runId: z.string(),
+    status: z.string().optional().meta({ description: 'run_status, step_status' }),
+    name: z.string().optional().meta({ description: 'step_status' }),
+    attempt: z.number().int().optional(),
+    level: z.enum(LOG_LEVELS).optional().meta({ description: 'log' }),
+    message: z.string().optional().meta({ description: 'log' }),
+    scope: z.string().optional().meta({ description: 'log' }),
+  }),
+  'One SSE frame of GET /runs/{id}/stream: `id:` is seq, `event:` is kind, `data:` this JSON.',
+);
+export const RunStatusFrame = component(
+  'RunStatusFrame',
+  z.looseObject({ kind: z.literal('run_status'), ts: timestamp(), runId: z.string(), status: z.enum(RUN_STATUSES), workflow: z.string(), app: z.string() }),
+  'One SSE frame of GET /runs/stream (best-effort, no seq).',
+);
+export const ControlAction = component(
+  'ControlAction',
+  z.object({
+    id: z.string(),
+    action: z.enum(CONTROL_ACTIONS),
+    runId: z.string().optional(),
+    newRunId: z.string().optional(),
+    actor: z.string().optional(),
+    detail: json('Action-specific context.').optional(),
+    createdAt: timestamp(),
+  }),
+);
+export const NewRun = component('NewRun', z.looseObject({ id: z.string(), status: z.enum(RUN_STATUSES) }), 'The run a replay created.');
+export const BulkReplayResult = component(
+  'BulkReplayResult',
+  z.object({ matched: z.number().int(), replayed: z.number().int(), skipped: z.number().int(), failed: z.number().int(), capped: z.boolean() }),
+);
+export const EventRecord = component(
+  'Event',
+  z.object({
+    id: z.string(),
+    name: z.string(),
+    app: z.string().optional(),
+    source: z.enum(['api', 'emit']),
+    data: json('Payload.'),
+    receivedAt: timestamp(),
+    woke: z.number().int(),
+    triggered: z.array(z.object({ workflow: z.string(), app: z.string(), runId: z.string() })),
+  }),
+);
+export const IngestResult = component(
+  'IngestResult',
+  z.looseObject({
+    runId: z.string().optional(),
+    woke: z.number().int(),
+    triggered: z.array(z.looseObject({ workflow: z.string(), app: z.string(), runId: z.string() })),
+    skipped: z.boolean(),
+    dropped: z.boolean(),
+    debounced: z.boolean(),
+    batched: z.boolean(),
+    deduped: z.boolean(),
+    suspended: z.boolean(),
+  }),
+);
+export const Runner = component(
+  'Runner',
+  z.looseObject({ id: z.string(), app: z.string(), url: z.string(), live: z.boolean(), keyMatch: z.boolean(), lastSeen: timestamp() }),
+);
+export const Workflow = component(
+  'Workflow',
+  z.looseObject({ name: z.string(), app: z.string(), retry: json('Retry policy.'), scheduled: z.boolean(), schedules: z.array(z.string()) }),
+);
+export const Workspace = component(
+  'Workspace',
+  z.object({ id: z.string(), name: z.string(), suspended: z.boolean(), limits: z.record(z.string(), z.unknown()), createdAt: timestamp() }),
+);
+export const CreatedWorkspace = component(
+  'CreatedWorkspace',
+  z.object({ id: z.string(), name: z.string(), secretKey: z.string(), publicKey: z.string(), consoleKey: z.string(), signingKey: z.string() }),
+  'Keys are shown once.',
+);
+export const CreatedKey = component('CreatedKey', z.object({ id: z.string(), kind: z.enum(['secret', 'public', 'console']), name: z.string(), key: z.string() }));
+
+// ---- requests
+
+export const IdParams = z.object({ id: name('Resource id.') });
+export const KeyParams = z.object({ id: name('Workspace id.'), keyId: name('Key id.') });
+
+export const ListRunsQuery = component(
+  'ListRunsQuery',
+  z.object({
+    app: name('Restrict to one app.').optional(),
+    status: z.enum(RUN_STATUSES).optional().meta({ description: 'running also matches waiting.' }),
+    runType: z.enum(['event', 'cron']).optional(),
+    eventId: name('Runs that one event fanned out.').optional(),
+    replayOf: name('Runs forked from one source run.').optional(),
+    q: name('Case-insensitive substring of workflow name, run id or app.').optional(),
+    deep: z.enum(['0', '1', 'true', 'false']).optional().meta({ description: '1 widens q to run input, result and error.' }),
+    since,
+    sort: z.enum(RUN_SORTS).optional().meta({ description: 'Default started.' }),
+    dir: z.enum(['asc', 'desc']).optional().meta({ description: 'Default desc.' }),
+    limit: limit(30, 200),
+    cursor: str().min(1).max(2048).optional().meta({ description: 'X-Next-Cursor of the previous page; tied to its sort and dir.' }),
+  }),
+);
+export const StatsQuery = component('RunStatsQuery', z.object({ app: name('Restrict to one app.').optional(), since }));
+export const LogsQuery = component('LogsQuery', z.object({ from: seqFrom, limit: limit(100, 1000) }));
+export const StreamQuery = component('RunStreamQuery', z.object({ from: seqFrom }));
+export const ControlActionsQuery = component(
+  'ControlActionsQuery',
+  z.object({
+    action: z.enum(CONTROL_ACTIONS).optional(),
+    runId: name('Entries that target the run or fork into it.').optional(),
+    limit: limit(100, 1000),
+  }),
+);
+export const ListEventsQuery = component(
+  'ListEventsQuery',
+  z.object({ app: name('Restrict to one app.').optional(), name: name('Only events of this name.').optional(), limit: limit(100, 1000) }),
+);
+export const AppQuery = component('AppQuery', z.object({ app: name('Restrict to one app.').optional() }));
+
+export const ReplayBody = component(
+  'ReplayBody',
+  z.object({ input: json('Replaces the payload; absent replays verbatim.').optional() }),
+);
+export const RetryFromStepBody = component('RetryFromStepBody', z.object({ step: name('Name of the step to resume at.') }));
+export const BulkReplayBody = component(
+  'BulkReplayBody',
+  z
+    .object({
+      app: name().optional(),
+      workflow: name().optional(),
+      status: z.enum(['succeeded', 'failed', 'cancelled']).optional(),
+      runType: z.enum(['event', 'cron']).optional(),
+      since,
+    })
+    .refine((b) => Object.values(b).some((v) => v !== undefined), { message: 'at least one filter field is required' }),
+  'At least one field is required.',
+  { minProperties: 1 },
+);
+
+const EventIn = z.looseObject({
+  name: str().max(256).regex(/\S/, 'must not be blank').meta({ description: 'Event name; matched against triggers and waiters.' }),
+  app: str().max(256).optional(),
+  data: json('Payload (any JSON).').optional(),
+  dedupeId: str().max(256).optional(),
+  runner: str().max(256).optional(),
+  targetApp: str().max(256).optional(),
+});
+export const EventBody = component(
+  'EventBody',
+  z.union([EventIn, z.array(z.unknown().meta({ description: 'An event object; an invalid one gets its own error result.' })).min(1).max(100)]),
+  'One event, or an array of up to 100.',
+);
+export const RegisterBody = component(
+  'RegisterBody',
+  z.looseObject({
+    app: name('App served.'),
+    url: str().max(2048).meta({ description: "The runner's invoke endpoint." }),
+    runner: name('Stable runner id.').optional(),
+    protocolVersion: z.number().optional(),
+    workflows: z.array(z.looseObject({ name: name('Workflow name.') })),
+  }),
+);
+export const CreateWorkspaceBody = component('CreateWorkspaceBody', z.object({ name: name('Workspace name.') }));
+export const CreateKeyBody = component(
+  'CreateKeyBody',
+  z.object({ kind: z.enum(['secret', 'public', 'console']), name: name('Label of the key in the audit log.') }),
+);
+export const PatchWorkspaceBody = component(
+  'PatchWorkspaceBody',
+  z.object({
+    suspended: z.boolean().optional(),
+    limits: z
+      .record(str().max(64), z.union([z.number(), z.null()]))
+      .optional()
+      .meta({ description: 'Merged into the current limits; a null value removes that limit.' }),
+  }),
+);

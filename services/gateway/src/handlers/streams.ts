@@ -1,0 +1,330 @@
+import type { Request, Response } from 'express';
+import type { Bus, Subscription } from '@dws/bus';
+import type { Logger } from '@dws/log';
+import { isServiceError, notFound, ServiceError } from '@dws/protocol';
+import { callApi, subjects, type Caller } from '@dws/runtime';
+import { idTimeMs, TimelineMerge, type Frame } from '../domain/timeline.js';
+
+const dec = new TextDecoder();
+
+/** Live tail of ingested events; ingest emits each recorded event here after commit. */
+export const liveEventsSubject = subjects.workspaceEvents;
+
+/** Run ids go into a bus subject: only plain tokens, so no wildcard or separator can slip in. */
+const SUBJECT_TOKEN = /^[A-Za-z0-9_-]{1,200}$/;
+
+export interface StreamOptions {
+  /** Comment line sent on every open stream so proxies keep it open. @default 15000 */
+  heartbeatMs?: number;
+  /** A run stream with no live frame for this long rereads storage (a lost terminal frame must not hang it). @default 5000 */
+  resyncMs?: number;
+  /** How long a run stream waits for a run announced moments ago (POST /events answers before the scheduler stores it). @default 5000 */
+  pendingRunWaitMs?: number;
+  /** A client this far behind (bytes buffered) is cut off; it resumes with Last-Event-ID. @default 8 MiB */
+  maxBufferedBytes?: number;
+}
+
+/**
+ * One bus subscription per subject however many clients listen: every SSE
+ * client of a run shares it, and the last one to leave unsubscribes.
+ */
+export class LiveHub {
+  private readonly topics = new Map<string, { sub: Subscription; fns: Set<(data: Uint8Array) => void> }>();
+
+  constructor(
+    private readonly bus: Bus,
+    private readonly log: Logger,
+  ) {}
+
+  /** Start receiving at once (the subscription is in place when this returns); call the result to stop. */
+  listen(subject: string, fn: (data: Uint8Array) => void): () => void {
+    let topic = this.topics.get(subject);
+    if (!topic) {
+      const fns = new Set<(data: Uint8Array) => void>();
+      const sub = this.bus.subscribe(subject, (data) => {
+        for (const f of fns) {
+          try {
+            f(data);
+          } catch (err) {
+            this.log.warn({ err, subject }, 'live listener failed');
+          }
+        }
+      });
+      topic = { sub, fns };
+      this.topics.set(subject, topic);
+    }
+    const t = topic;
+    t.fns.add(fn);
+    return () => {
+      t.fns.delete(fn);
+      if (t.fns.size === 0 && this.topics.get(subject) === t) {
+        this.topics.delete(subject);
+        t.sub.stop().catch((err: unknown) => this.log.warn({ err, subject }, 'live unsubscribe failed'));
+      }
+    };
+  }
+
+  get size(): number {
+    return this.topics.size;
+  }
+}
+
+/** One open text/event-stream response. */
+class SseConnection {
+  private closed = false;
+  private readonly timers: NodeJS.Timeout[] = [];
+  private readonly onClose: (() => void)[] = [];
+
+  constructor(
+    private readonly res: Response,
+    private readonly maxBuffered: number,
+  ) {
+    res.on('close', () => this.teardown());
+  }
+
+  open(heartbeatMs: number): void {
+    this.res.status(200);
+    this.res.setHeader('content-type', 'text/event-stream; charset=utf-8');
+    this.res.setHeader('cache-control', 'no-cache, no-transform');
+    this.res.setHeader('connection', 'keep-alive');
+    // nginx and friends: do not buffer the stream.
+    this.res.setHeader('x-accel-buffering', 'no');
+    this.res.socket?.setNoDelay(true);
+    this.res.socket?.setTimeout(0);
+    this.res.flushHeaders();
+    // A reconnecting client waits 1s, then resumes with Last-Event-ID.
+    this.write('retry: 1000\n\n');
+    this.every(heartbeatMs, () => this.write(': ping\n\n'));
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** One frame; `data` is a JSON text without newlines. */
+  send(event: string, data: string, id?: number): void {
+    this.write(`${id !== undefined ? `id: ${id}\n` : ''}event: ${event}\ndata: ${data}\n\n`);
+  }
+
+  every(ms: number, fn: () => void): void {
+    const t = setInterval(fn, ms);
+    t.unref();
+    this.timers.push(t);
+  }
+
+  whenClosed(fn: () => void): void {
+    if (this.closed) fn();
+    else this.onClose.push(fn);
+  }
+
+  /**
+   * End the response cleanly: the client sees the end of the stream, not a
+   * reset. `hangUp` also closes the connection (shutdown), so the server's
+   * close does not wait for a keep-alive socket.
+   */
+  close(hangUp = false): void {
+    if (this.closed) return;
+    const socket = this.res.socket;
+    this.res.end();
+    if (hangUp) socket?.end();
+    this.teardown();
+  }
+
+  private write(chunk: string): void {
+    if (this.closed) return;
+    this.res.write(chunk);
+    // A client that does not read is cut off rather than buffered without bound.
+    if (this.res.writableLength > this.maxBuffered) this.close();
+  }
+
+  private teardown(): void {
+    if (this.closed && this.onClose.length === 0) return;
+    this.closed = true;
+    for (const t of this.timers.splice(0)) clearInterval(t);
+    for (const fn of this.onClose.splice(0)) fn();
+  }
+}
+
+interface TimelinePage {
+  status: string;
+  terminal: boolean;
+  more: boolean;
+  frames: Frame[];
+}
+
+/**
+ * The SSE endpoints: a run's timeline (lossless: subscribe first, then read
+ * the backlog, merge on seq, reread storage on a gap), and the best-effort
+ * workspace tails of run status and ingested events.
+ */
+export class Streams {
+  private readonly open = new Set<SseConnection>();
+  private draining = false;
+  private readonly o: Required<StreamOptions>;
+
+  constructor(
+    private readonly d: { bus: Bus; hub: LiveHub; log: Logger },
+    opts: StreamOptions = {},
+  ) {
+    this.o = {
+      heartbeatMs: opts.heartbeatMs ?? 15_000,
+      resyncMs: opts.resyncMs ?? 5_000,
+      pendingRunWaitMs: opts.pendingRunWaitMs ?? 5_000,
+      maxBufferedBytes: opts.maxBufferedBytes ?? 8 * 1024 * 1024,
+    };
+  }
+
+  /** Open streams right now (for /metrics and tests). */
+  get count(): number {
+    return this.open.size;
+  }
+
+  /** SIGTERM: end every open stream cleanly; clients reconnect (to another replica) with Last-Event-ID. */
+  drain(): void {
+    this.draining = true;
+    for (const c of [...this.open]) c.close(true);
+  }
+
+  async runStream(req: Request, res: Response, caller: Caller, runId: string, from: number): Promise<void> {
+    if (!SUBJECT_TOKEN.test(runId)) throw notFound('run');
+    const start = Math.max(from, lastEventId(req));
+    const merge = new TimelineMerge(start);
+    let conn: SseConnection | undefined;
+    let early: Frame[] = [];
+    let lastLive = Date.now();
+    // Every step below runs in order on this chain, so storage reads and live frames never interleave.
+    let chain: Promise<void> = Promise.resolve();
+    const run = (fn: () => Promise<void> | void) => {
+      chain = chain.then(fn).catch((err: unknown) => {
+        this.d.log.warn({ err, runId, requestId: caller.requestId }, 'run stream step failed');
+      });
+    };
+
+    const sendAll = (frames: Frame[]) => {
+      for (const f of frames) conn!.send(f.kind, JSON.stringify(f), f.seq);
+      if (merge.done) conn!.close();
+    };
+    /** Read storage after merge.last until it has nothing more; end when the run is terminal and all is sent. */
+    const resync = async () => {
+      for (let i = 0; i < 1000 && !conn!.isClosed; i++) {
+        const page = await this.timeline(caller, runId, merge.last);
+        sendAll(merge.stored(page.frames));
+        if (conn!.isClosed) return;
+        if (page.terminal && !page.more) return conn!.close();
+        if (!page.more) return;
+      }
+    };
+
+    // 1. Subscribe first: a frame committed after the backlog read below is then surely received.
+    const unlisten = this.d.hub.listen(subjects.runTimeline(caller.workspaceId, runId), (data) => {
+      let frame: Frame;
+      try {
+        frame = JSON.parse(dec.decode(data)) as Frame;
+      } catch {
+        return;
+      }
+      lastLive = Date.now();
+      if (!conn) {
+        early.push(frame);
+        return;
+      }
+      run(async () => {
+        if (conn!.isClosed) return;
+        sendAll(merge.live(frame));
+        if (merge.gap && !conn!.isClosed) await resync();
+      });
+    });
+
+    // 2. The backlog; a 404 here is still an ordinary error answer (no SSE headers sent yet).
+    let first: TimelinePage;
+    try {
+      first = await this.firstPage(caller, runId, merge.last);
+    } catch (err) {
+      unlisten();
+      throw err;
+    }
+    if (this.draining) {
+      unlisten();
+      throw shuttingDown();
+    }
+
+    // 3. Stream: backlog, then what arrived meanwhile, then live.
+    conn = new SseConnection(res, this.o.maxBufferedBytes);
+    const c = conn;
+    this.open.add(c);
+    c.whenClosed(() => {
+      unlisten();
+      this.open.delete(c);
+    });
+    c.open(this.o.heartbeatMs);
+    run(async () => {
+      sendAll(merge.stored(first.frames));
+      for (const f of early) if (!c.isClosed) sendAll(merge.live(f));
+      early = [];
+      if (c.isClosed) return;
+      if (first.terminal && !first.more) return c.close();
+      if (first.more || merge.gap) await resync();
+    });
+    // A lost live frame (the bus tail is best-effort) must not stall the stream: reread storage when quiet.
+    c.every(this.o.resyncMs, () => {
+      if (Date.now() - lastLive >= this.o.resyncMs) run(resync);
+    });
+  }
+
+  /** GET /runs/stream: run_status frames of the workspace, as the scheduler emits them (no seq, no replay). */
+  runsStream(res: Response, caller: Caller): void {
+    this.tail(res, subjects.workspaceRuns(caller.workspaceId), 'run_status');
+  }
+
+  /** GET /events/stream: events as ingest records them (best-effort; GET /events is the complete record). */
+  eventsStream(res: Response, caller: Caller): void {
+    this.tail(res, liveEventsSubject(caller.workspaceId), 'event');
+  }
+
+  private tail(res: Response, subject: string, event: string): void {
+    const conn = new SseConnection(res, this.o.maxBufferedBytes);
+    const unlisten = this.d.hub.listen(subject, (data) => {
+      const text = dec.decode(data);
+      // Frames are one JSON line; anything else would break the event framing.
+      if (text.includes('\n')) return;
+      conn.send(event, text);
+    });
+    this.open.add(conn);
+    conn.whenClosed(() => {
+      unlisten();
+      this.open.delete(conn);
+    });
+    conn.open(this.o.heartbeatMs);
+    if (this.draining) conn.close(true);
+  }
+
+  private async timeline(caller: Caller, runId: string, from: number): Promise<TimelinePage> {
+    const reply = await callApi(this.d.bus, 'scheduler', 'runs.timeline', caller, { params: { id: runId }, query: { from, limit: 1000 } }, 10_000);
+    return JSON.parse(reply.bodyJson ?? '{}') as TimelinePage;
+  }
+
+  /** The first backlog page; a run announced moments ago may not be stored yet, so wait a little for it. */
+  private async firstPage(caller: Caller, runId: string, from: number): Promise<TimelinePage> {
+    const born = idTimeMs(runId);
+    const deadline = Date.now() + this.o.pendingRunWaitMs;
+    const fresh = born !== undefined && born > Date.now() - 60_000 && born < Date.now() + 5_000;
+    for (;;) {
+      try {
+        return await this.timeline(caller, runId, from);
+      } catch (err) {
+        const missing = isServiceError(err) && err.code === 'run_not_found';
+        if (!missing || !fresh || Date.now() >= deadline || this.draining) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  }
+}
+
+const shuttingDown = () => new ServiceError(503, 'shutting_down', 'This gateway is shutting down; reconnect.');
+
+/** Last-Event-ID: the seq an EventSource saw last; it resumes after it. */
+function lastEventId(req: Request): number {
+  const v = req.headers['last-event-id'];
+  if (typeof v !== 'string' || !/^\d{1,15}$/.test(v.trim())) return 0;
+  return Number(v.trim());
+}

@@ -1,0 +1,1 @@
+export { startGateway, credentialsBanner, type GatewayHandle } from './main.js';

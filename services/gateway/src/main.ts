@@ -1,0 +1,136 @@
+import { fileURLToPath } from 'node:url';
+import type { Config } from '@dws/config';
+import { migrate } from '@dws/db';
+import type { Socket } from 'node:net';
+import { createHttpApp, errorMiddleware, healthRoutes, listen, notFoundHandler, type HttpListener } from '@dws/http';
+import type { Logger } from '@dws/log';
+import { errorBody } from '@dws/protocol';
+import { Outbox, sealKeyFor, streams, type Infra, type ServiceHandle } from '@dws/runtime';
+import type { RequestHandler } from 'express';
+import { ensureDefaultWorkspace, type DevCredentials } from './domain/bootstrap.js';
+import { AdminApi, announceWorkspace } from './handlers/admin.js';
+import { Authenticator } from './handlers/auth.js';
+import { openApiDocument } from './handlers/openapi.js';
+import { ROUTES } from './handlers/route-table.js';
+import { apiRouter } from './handlers/routes.js';
+import { attachConnect, type UpgradeHandler } from './handlers/connect-proxy.js';
+import { LiveHub, Streams, type StreamOptions } from './handlers/streams.js';
+
+const MIGRATIONS = fileURLToPath(new URL('./store/migrations', import.meta.url));
+
+export interface GatewayHandle extends ServiceHandle {
+  readonly port: number;
+  readonly credentials: DevCredentials;
+  /** SSE streams open right now. */
+  openStreams(): number;
+  /** Live bus subscriptions behind them (one per run or workspace tail, shared by its clients). */
+  liveSubscriptions(): number;
+}
+
+export interface GatewayOptions {
+  /** `pnpm dev` folds the other five services into /readyz. */
+  otherServicesReady?: () => Promise<boolean>;
+  /** Heartbeat and resync timings of the SSE endpoints (tests shorten them). */
+  streams?: StreamOptions;
+  /** `pnpm dev`: the invoker's upgrade handler for GET /v1/connect (else proxied to SERVICE_INVOKER_URL). */
+  connect?: UpgradeHandler;
+}
+
+/**
+ * Composition root of the gateway: workspaces and keys, authentication, and
+ * the public REST API under /v1 composed from the owning services over the bus.
+ * `otherServicesReady` lets `pnpm dev` fold the other five into /readyz.
+ */
+export async function startGateway(
+  cfg: Config,
+  infra: Infra,
+  opts: GatewayOptions = {},
+): Promise<GatewayHandle> {
+  const log = infra.log.child({ service: 'gateway' });
+  const { db, bus } = infra;
+  await migrate(db, { schema: 'gateway', migrationsDir: MIGRATIONS });
+  await bus.ensureStream(streams.gatewayFacts);
+  const sealKey = sealKeyFor(cfg);
+  const outbox = new Outbox({ db, bus, schema: 'gateway', log });
+  outbox.start();
+
+  const credentials = await ensureDefaultWorkspace(db, cfg, sealKey);
+  // Announce the workspace (and its signing key) on every start: the invoker signs invokes with it.
+  const pending = await db.tx((tx) =>
+    announceWorkspace(tx, outbox, { id: credentials.workspaceId, name: 'default', signingKey: credentials.signingKey.value, suspended: false }),
+  );
+  await outbox.afterCommit(pending);
+
+  const auth = new Authenticator(db, { enabled: cfg.SERVICE_AUTH === 'on', adminToken: cfg.SERVICE_ADMIN_TOKEN });
+  const admin = new AdminApi({ db, outbox, sealKey, auth });
+  const hub = new LiveHub(bus, log);
+  const sse = new Streams({ bus, hub, log }, opts.streams);
+  const openapi = openApiDocument(ROUTES, { version: '1.0.0' });
+  const app = createHttpApp();
+  app.use(accessLog(log));
+  healthRoutes(app, {
+    ready: async () => (await db.healthy()) && (await bus.healthy()) && (opts.otherServicesReady ? await opts.otherServicesReady() : true),
+  });
+  app.use('/v1', apiRouter(ROUTES, { bus, auth, admin, streams: sse, openapi: () => openapi }));
+  app.use(notFoundHandler);
+  app.use(errorMiddleware(log));
+  const http: HttpListener = await listen(app, cfg.HOST, cfg.PORT ?? 8288);
+  attachConnect(http.server, { auth, log, sealKey, local: opts.connect, invokerUrl: cfg.SERVICE_INVOKER_URL });
+  http.server.on('clientError', clientErrorAnswer);
+
+  return {
+    name: 'gateway',
+    port: http.port,
+    credentials,
+    ready: async () => true,
+    openStreams: () => sse.count,
+    liveSubscriptions: () => hub.size,
+    async stop() {
+      // Graceful drain: stop accepting, end open SSE streams cleanly (clients resume with Last-Event-ID), let requests finish.
+      const closing = http.close();
+      sse.drain();
+      await closing;
+      await outbox.stop();
+    },
+  };
+}
+
+/** The start banner: where the API is and which keys to use. */
+export function credentialsBanner(url: string, c: DevCredentials, authOn: boolean): string {
+  const line = (label: string, v: { value: string; from: string }, env: string) =>
+    `  ${label.padEnd(12)} ${v.value}  (${v.from === 'env' ? `from ${env}` : `generated; set ${env} to choose it`})`;
+  return [
+    '',
+    `  API          ${url}/v1${authOn ? '' : '   (SERVICE_AUTH=off: no key needed)'}`,
+    line('secret key', c.secretKey, 'SERVICE_DEV_SECRET_KEY'),
+    line('public key', c.publicKey, 'SERVICE_DEV_PUBLIC_KEY'),
+    line('signing key', c.signingKey, 'SERVICE_SIGNING_KEY'),
+    '',
+  ].join('\n');
+}
+
+/** One line per request at debug, with its request id (5xx are logged by the error middleware). */
+function accessLog(log: Logger): RequestHandler {
+  return (req, res, next) => {
+    const t0 = performance.now();
+    res.on('finish', () => {
+      if (log.isLevelEnabled('debug')) {
+        log.debug({ requestId: req.requestId, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(performance.now() - t0) }, 'request');
+      }
+    });
+    next();
+  };
+}
+
+/** HTTP the parser rejects (malformed request line, oversized headers) still gets the JSON error body. */
+function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const big = err.code === 'HPE_HEADER_OVERFLOW';
+  const body = JSON.stringify(errorBody(big ? 'headers_too_large' : 'bad_request', big ? 'Request headers are too large.' : 'Malformed HTTP request.'));
+  socket.end(
+    `HTTP/1.1 ${big ? '431 Request Header Fields Too Large' : '400 Bad Request'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
+}

@@ -1,0 +1,306 @@
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { consumeOnce } from './consume.js';
+import type { ApiCall } from '@dws/runtime';
+import { streams, subjects } from '@dws/runtime';
+import { fromBinary, WorkspaceUpsertedSchema } from '@dws/proto';
+import { http, infraAvailable, startTestGateway, type TestGateway } from './harness.js';
+
+if (!infraAvailable) console.warn('\n!!! Postgres/NATS missing: gateway API tests SKIPPED !!!\n');
+const d = infraAvailable ? describe : describe.skip;
+
+/**
+ * The gateway on real Postgres and NATS, with stand-ins for the services
+ * behind it answering on the real bus: authentication and tenancy, the
+ * admin API, validation, forwarding with the caller, limits and errors.
+ */
+d('gateway API', () => {
+  let g: TestGateway;
+  const calls: { op: string; call: ApiCall }[] = [];
+  const record = (op: string) => async (call: ApiCall) => {
+    calls.push({ op, call });
+    return { body: { op, workspaceId: call.caller.workspaceId }, headers: op === 'runs.list' ? { 'x-next-cursor': 'abc' } : undefined };
+  };
+  const last = () => calls[calls.length - 1]!;
+
+  beforeAll(async () => {
+    g = await startTestGateway();
+    const ops = ['runs.list', 'runs.get', 'runs.steps', 'runs.logs', 'runs.stats', 'runs.cancel', 'runs.pause', 'runs.resume', 'runs.replay', 'runs.retryFromStep', 'runs.bulkReplay', 'control.list'];
+    g.stub('scheduler', {
+      ...Object.fromEntries(ops.map((op) => [op, record(op)])),
+      'runs.get': async (call) => {
+        calls.push({ op: 'runs.get', call });
+        if (call.params.id === 'boom') throw new Error('secret detail: password=hunter2 at /srv/app.ts:42');
+        return { body: { id: call.params.id, workspaceId: call.caller.workspaceId } };
+      },
+    });
+    g.stub('ingest', { 'events.ingest': async (call) => ({ status: 202, body: { got: call.body } }), 'events.list': record('events.list'), 'events.get': record('events.get') });
+    g.stub('invoker', { register: record('register'), 'runners.list': record('runners.list'), 'workflows.list': record('workflows.list') });
+  }, 60_000);
+  afterAll(() => g?.stop(), 30_000);
+
+  describe('authentication', () => {
+    it('answers 401 without a key or with an unknown one, with the error body', async () => {
+      for (const key of [undefined, 'sk_nope', 'x'.repeat(600)]) {
+        const r = await http(g.base, 'GET', '/v1/runs', { key });
+        expect(r.status).toBe(401);
+        expect(r.body).toEqual({ error: { code: 'unauthorized', message: expect.any(String) } });
+      }
+      for (const authorization of ['Basic abc', 'Bearer', 'Bearer a b', `bearer  ${'x'}`]) {
+        expect((await http(g.base, 'GET', '/v1/runs', { headers: { authorization } })).status).toBe(401);
+      }
+    });
+
+    it('lets a public key read and refuses it every write with 403', async () => {
+      expect((await http(g.base, 'GET', '/v1/runs', { key: g.publicKey })).status).toBe(200);
+      for (const [path, body] of [['/v1/events', { name: 'x' }], ['/v1/runs/r1/cancel', undefined], ['/v1/runs/bulk-replay', { app: 'a' }], ['/v1/register', { app: 'a', url: 'http://x', workflows: [] }]] as const) {
+        const r = await http(g.base, 'POST', path, { key: g.publicKey, body });
+        expect({ path, status: r.status, code: r.body.error.code }).toEqual({ path, status: 403, code: 'key_read_only' });
+      }
+    });
+
+    it("binds the key's workspace and name to every call; X-Service-Actor only counts on a console key", async () => {
+      await http(g.base, 'POST', '/v1/runs/run_1/cancel', { key: g.secretKey, headers: { 'x-service-actor': 'mallory@example.com', 'x-request-id': 'req-42' } });
+      expect(last().call.caller).toEqual({ workspaceId: 'ws_default', actor: 'dev-secret', keyKind: 'secret', requestId: 'req-42', suspended: false });
+      const ws = (await http(g.base, 'POST', '/v1/admin/workspaces', { key: g.adminToken, body: { name: 'acme' } })).body;
+      await http(g.base, 'POST', '/v1/runs/run_1/pause', { key: ws.consoleKey, headers: { 'x-service-actor': 'ada@acme.test' } });
+      expect(last()).toMatchObject({ op: 'runs.pause', call: { caller: { workspaceId: ws.id, actor: 'ada@acme.test', keyKind: 'console' }, params: { id: 'run_1' } } });
+      await http(g.base, 'POST', '/v1/runs/run_1/resume', { key: ws.consoleKey });
+      expect(last().call.caller.actor).toBe('console');
+    });
+  });
+
+  describe('admin API', () => {
+    it('is closed to API keys and to a wrong token', async () => {
+      expect((await http(g.base, 'POST', '/v1/admin/workspaces', { body: { name: 'x' } })).status).toBe(401);
+      expect((await http(g.base, 'POST', '/v1/admin/workspaces', { key: g.secretKey, body: { name: 'x' } })).status).toBe(401);
+      expect((await http(g.base, 'POST', '/v1/admin/workspaces', { key: `${g.adminToken}x`, body: { name: 'x' } })).status).toBe(401);
+    });
+
+    it('creates a workspace with working keys, announces it to the invoker, issues and revokes keys', async () => {
+      const facts: { workspaceId: string; name: string; signingKey: string; suspended: boolean }[] = [];
+      await g.bus.ensureStream(streams.gatewayFacts);
+      const stopFacts = await consumeOnce(g.bus, subjects.workspaceUpserted, (data) => facts.push(fromBinary(WorkspaceUpsertedSchema, data)));
+      const created = await http(g.base, 'POST', '/v1/admin/workspaces', { key: g.adminToken, body: { name: 'beta' } });
+      expect(created.status).toBe(201);
+      expect(created.body).toEqual({
+        id: expect.stringMatching(/^ws_/),
+        name: 'beta',
+        secretKey: expect.stringMatching(/^sk_/),
+        publicKey: expect.stringMatching(/^pk_/),
+        consoleKey: expect.stringMatching(/^ck_/),
+        signingKey: expect.any(String),
+      });
+      const ws = created.body;
+      await http(g.base, 'GET', '/v1/runs', { key: ws.publicKey });
+      expect(last().call.caller).toMatchObject({ workspaceId: ws.id, actor: 'public', keyKind: 'public' });
+      await expectEventually(() => facts.some((f) => f.workspaceId === ws.id && f.signingKey === ws.signingKey && !f.suspended && f.name === 'beta'));
+
+      const key = await http(g.base, 'POST', `/v1/admin/workspaces/${ws.id}/keys`, { key: g.adminToken, body: { kind: 'secret', name: 'ci-bot' } });
+      expect(key.status).toBe(201);
+      expect(key.body).toEqual({ id: expect.stringMatching(/^key_/), kind: 'secret', name: 'ci-bot', key: expect.stringMatching(/^sk_/) });
+      await http(g.base, 'POST', '/v1/runs/r/cancel', { key: key.body.key });
+      expect(last().call.caller).toMatchObject({ workspaceId: ws.id, actor: 'ci-bot' });
+      expect((await http(g.base, 'DELETE', `/v1/admin/workspaces/${ws.id}/keys/${key.body.id}`, { key: g.adminToken })).status).toBe(204);
+      expect((await http(g.base, 'GET', '/v1/runs', { key: key.body.key })).status).toBe(401);
+      expect((await http(g.base, 'DELETE', `/v1/admin/workspaces/${ws.id}/keys/key_nope`, { key: g.adminToken })).status).toBe(404);
+      // Another workspace's key id reads as 404 too.
+      expect((await http(g.base, 'DELETE', `/v1/admin/workspaces/ws_default/keys/${String(key.body.id)}`, { key: g.adminToken })).status).toBe(404);
+
+      for (const [path, body] of [
+        ['/v1/admin/workspaces', {}],
+        ['/v1/admin/workspaces', { name: '' }],
+        ['/v1/admin/workspaces', { name: 'x'.repeat(257) }],
+        [`/v1/admin/workspaces/${ws.id}/keys`, { kind: 'root', name: 'x' }],
+        [`/v1/admin/workspaces/${ws.id}/keys`, { kind: 'secret' }],
+      ] as const) {
+        expect({ path, body, status: (await http(g.base, 'POST', path, { key: g.adminToken, body })).status }).toEqual({ path, body, status: 400 });
+      }
+      expect((await http(g.base, 'POST', '/v1/admin/workspaces/ws_nope/keys', { key: g.adminToken, body: { kind: 'public', name: 'x' } })).status).toBe(404);
+      await stopFacts();
+    });
+
+    it('suspends a workspace: run-creating calls get 403, reads and other writes go on; limits merge', async () => {
+      const ws = (await http(g.base, 'POST', '/v1/admin/workspaces', { key: g.adminToken, body: { name: 'gamma' } })).body;
+      const patched = await http(g.base, 'PATCH', `/v1/admin/workspaces/${ws.id}`, { key: g.adminToken, body: { suspended: true, limits: { runsPerMonth: 1000, steps: 5 } } });
+      expect(patched.status).toBe(200);
+      expect(patched.body).toEqual({ id: ws.id, name: 'gamma', suspended: true, limits: { runsPerMonth: 1000, steps: 5 }, createdAt: expect.any(String) });
+      for (const [path, body] of [['/v1/runs/r/replay', undefined], ['/v1/runs/r/retry-from-step', { step: 's' }], ['/v1/runs/bulk-replay', { status: 'failed' }]] as const) {
+        const r = await http(g.base, 'POST', path, { key: ws.secretKey, body });
+        expect({ path, status: r.status, code: r.body.error.code }).toEqual({ path, status: 403, code: 'workspace_suspended' });
+      }
+      expect((await http(g.base, 'GET', '/v1/runs', { key: ws.secretKey })).status).toBe(200);
+      expect((await http(g.base, 'POST', '/v1/runs/r/cancel', { key: ws.secretKey })).status).toBe(200);
+      const back = await http(g.base, 'PATCH', `/v1/admin/workspaces/${ws.id}`, { key: g.adminToken, body: { suspended: false, limits: { steps: null } } });
+      expect(back.body).toMatchObject({ suspended: false, limits: { runsPerMonth: 1000 } });
+      expect((await http(g.base, 'POST', '/v1/runs/r/replay', { key: ws.secretKey })).status).toBe(200);
+      expect((await http(g.base, 'GET', `/v1/admin/workspaces/${ws.id}`, { key: g.adminToken })).body).toEqual(back.body);
+      expect((await http(g.base, 'PATCH', '/v1/admin/workspaces/ws_nope', { key: g.adminToken, body: { suspended: true } })).status).toBe(404);
+      expect((await http(g.base, 'PATCH', `/v1/admin/workspaces/${ws.id}`, { key: g.adminToken, body: { suspended: 'yes' } })).status).toBe(400);
+    });
+  });
+
+  describe('routing and validation', () => {
+    it('forwards every route to its owner op with params, the validated query and the raw body', async () => {
+      const cases: [string, string, unknown, string, Partial<ApiCall>][] = [
+        ['GET', '/v1/runs?app=billing&status=running&limit=500&sort=duration&dir=asc&deep=1&q=x&junk=1', undefined, 'runs.list', { query: { app: 'billing', status: 'running', limit: 200, sort: 'duration', dir: 'asc', deep: '1', q: 'x' } }],
+        ['GET', '/v1/runs/stats?app=a&since=2024-01-01T00:00:00Z', undefined, 'runs.stats', { query: { app: 'a', since: '2024-01-01T00:00:00Z' } }],
+        ['GET', '/v1/runs/run_9', undefined, 'runs.get', { params: { id: 'run_9' } }],
+        ['GET', '/v1/runs/run_9/steps', undefined, 'runs.steps', { params: { id: 'run_9' } }],
+        ['GET', '/v1/runs/run_9/logs?from=4&limit=5000', undefined, 'runs.logs', { params: { id: 'run_9' }, query: { from: 4, limit: 1000 } }],
+        ['POST', '/v1/runs/run_9/cancel', undefined, 'runs.cancel', { params: { id: 'run_9' } }],
+        ['POST', '/v1/runs/run_9/replay', { input: { a: 1 } }, 'runs.replay', { params: { id: 'run_9' }, body: { input: { a: 1 } } }],
+        ['POST', '/v1/runs/run_9/retry-from-step', { step: 'two' }, 'runs.retryFromStep', { body: { step: 'two' } }],
+        ['POST', '/v1/runs/bulk-replay', { app: 'a', status: 'failed' }, 'runs.bulkReplay', { body: { app: 'a', status: 'failed' } }],
+        ['GET', '/v1/control-actions?action=cancel&runId=run_9&limit=2', undefined, 'control.list', { query: { action: 'cancel', runId: 'run_9', limit: 2 } }],
+        ['GET', '/v1/events?app=a&name=n', undefined, 'events.list', { query: { app: 'a', name: 'n' } }],
+        ['GET', '/v1/events/evt_1', undefined, 'events.get', { params: { id: 'evt_1' } }],
+        ['GET', '/v1/runners?app=a', undefined, 'runners.list', { query: { app: 'a' } }],
+        ['GET', '/v1/workflows', undefined, 'workflows.list', { query: {} }],
+        ['POST', '/v1/register', { app: 'a', url: 'http://r/invoke', workflows: [{ name: 'w', extra: true }] }, 'register', { body: { app: 'a', url: 'http://r/invoke', workflows: [{ name: 'w', extra: true }] } }],
+      ];
+      for (const [method, path, body, op, expected] of cases) {
+        const r = await http(g.base, method, path, { key: g.secretKey, body });
+        expect({ path, status: r.status }).toEqual({ path, status: 200 });
+        expect({ path, op: last().op }).toEqual({ path, op });
+        expect(last().call).toMatchObject(expected);
+      }
+      const list = await http(g.base, 'GET', '/v1/runs', { key: g.secretKey });
+      expect(list.headers['x-next-cursor']).toBe('abc');
+      const ingest = await http(g.base, 'POST', '/v1/events', { key: g.secretKey, raw: '{"name":"a.b","data":{"n":1.50}}' });
+      expect(ingest).toMatchObject({ status: 202, body: { got: { name: 'a.b', data: { n: 1.5 } } } });
+    });
+
+    it('refuses bad parameters and bodies with 400 before any service sees them', async () => {
+      const before = calls.length;
+      const cases: [string, string, { body?: unknown; raw?: string }][] = [
+        ['GET', '/v1/runs?limit=0', {}],
+        ['GET', '/v1/runs?limit=abc', {}],
+        ['GET', '/v1/runs?sort=size', {}],
+        ['GET', '/v1/runs?dir=sideways', {}],
+        ['GET', '/v1/runs?status=done', {}],
+        ['GET', '/v1/runs?runType=child', {}],
+        ['GET', '/v1/runs?since=yesterday', {}],
+        ['GET', '/v1/runs?app=a&app=b', {}],
+        ['GET', `/v1/runs?q=${'x'.repeat(300)}`, {}],
+        ['GET', '/v1/runs/r/logs?from=-1', {}],
+        ['GET', '/v1/control-actions?action=explode', {}],
+        ['POST', '/v1/runs/r/retry-from-step', {}],
+        ['POST', '/v1/runs/r/retry-from-step', { body: { step: '' } }],
+        ['POST', '/v1/runs/r/replay', { body: [1] }],
+        ['POST', '/v1/runs/bulk-replay', { body: {} }],
+        ['POST', '/v1/runs/bulk-replay', { raw: '{"app":' }],
+        ['POST', '/v1/runs/bulk-replay', { body: { status: 'running' } }],
+        ['POST', '/v1/events', {}],
+        ['POST', '/v1/events', { body: { name: '   ' } }],
+        ['POST', '/v1/events', { body: [] }],
+        ['POST', '/v1/events', { body: 'just a string' }],
+        ['POST', '/v1/register', { body: { app: 'a' } }],
+      ];
+      for (const [method, path, opts] of cases) {
+        const r = await http(g.base, method, path, { key: g.secretKey, ...opts });
+        expect({ path, opts, status: r.status }).toEqual({ path, opts, status: 400 });
+        expect(r.body).toEqual({ error: { code: expect.stringMatching(/^[a-z_]+$/), message: expect.any(String) } });
+      }
+      expect(calls.length).toBe(before);
+      expect((await http(g.base, 'GET', '/v1/runs?limit=abc', { key: g.secretKey })).body.error.code).toBe('invalid_limit');
+    });
+
+    it('answers unknown routes and methods with 404, and ids too long to exist as 404', async () => {
+      for (const [method, path] of [['GET', '/v1/nope'], ['PUT', '/v1/runs'], ['DELETE', '/v1/runs/r1'], ['GET', '/v2/runs'], ['GET', '/v1/runs/r/nope'], ['POST', '/v1/runs/r/explode']] as [string, string][]) {
+        const r = await http(g.base, method, path, { key: g.secretKey });
+        expect({ path, method, status: r.status, code: r.body?.error?.code }).toEqual({ path, method, status: 404, code: 'route_not_found' });
+      }
+      expect((await http(g.base, 'GET', `/v1/runs/${'r'.repeat(300)}`, { key: g.secretKey })).status).toBe(404);
+      expect((await http(g.base, 'GET', '/v1/connect', { key: g.secretKey })).body.error.code).toBe('upgrade_required');
+    });
+  });
+
+  describe('limits and errors', () => {
+    it('caps bodies at 1 MiB (413) and answers bad JSON with 400, both with the error body', async () => {
+      const big = await http(g.base, 'POST', '/v1/events', { key: g.secretKey, raw: JSON.stringify({ name: 'big', data: 'x'.repeat(1024 * 1024) }) });
+      expect(big).toMatchObject({ status: 413, body: { error: { code: 'payload_too_large' } } });
+      // NATS core caps a message at max_payload (1 MiB here), envelope included: see the TODO in routes.ts.
+      const large = await http(g.base, 'POST', '/v1/events', { key: g.secretKey, raw: JSON.stringify({ name: 'ok', data: 'x'.repeat(400 * 1024) }) });
+      expect(large.status).toBe(202);
+      const nearCap = await http(g.base, 'POST', '/v1/events', { key: g.secretKey, raw: JSON.stringify({ name: 'ok', data: 'x'.repeat(1024 * 1024 - 100) }) });
+      expect([202, 413]).toContain(nearCap.status);
+      expect(nearCap.status === 202 || nearCap.body.error.code === 'payload_too_large').toBe(true);
+      const bad = await http(g.base, 'POST', '/v1/events', { key: g.secretKey, raw: '{"name": "x",' });
+      expect(bad).toMatchObject({ status: 400, body: { error: { code: 'invalid_json' } } });
+    });
+
+    it('never sends a stack trace or an internal message; every answer carries a request id', async () => {
+      const r = await http(g.base, 'GET', '/v1/runs/boom', { key: g.secretKey });
+      expect(r.status).toBe(500);
+      expect(r.body).toEqual({ error: { code: 'internal', message: 'Internal error.' } });
+      expect(r.text).not.toMatch(/hunter2|app\.ts|at /);
+      expect(r.headers['x-request-id']).toEqual(expect.any(String));
+      const own = await http(g.base, 'GET', '/v1/runs', { key: g.secretKey, headers: { 'x-request-id': 'trace-me' } });
+      expect(own.headers['x-request-id']).toBe('trace-me');
+    });
+
+    it('answers a service that is not there with 503 and the error body', async () => {
+      const lone = await startTestGateway();
+      try {
+        const r = await http(lone.base, 'GET', '/v1/runs', { key: lone.secretKey });
+        expect(r).toMatchObject({ status: 503, body: { error: { code: 'service_unavailable' } } });
+      } finally {
+        await lone.stop();
+      }
+    }, 30_000);
+
+    it('answers malformed HTTP and oversized headers with a JSON error, and keeps serving', async () => {
+      const raw = (text: string) =>
+        new Promise<string>((resolve) => {
+          const s = net.connect(Number(new URL(g.base).port), '127.0.0.1', () => s.write(text));
+          let out = '';
+          s.on('data', (b) => (out += b.toString()));
+          s.on('close', () => resolve(out));
+          s.on('error', () => resolve(out));
+        });
+      const garbage = await raw('GARBAGE / HTTP/1.1\r\n\r\n');
+      expect(garbage).toMatch(/^HTTP\/1\.1 400/);
+      expect(garbage).toContain('"error":{"code":"bad_request"');
+      const huge = await raw(`GET /v1/runs HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(70_000)}\r\n\r\n`);
+      expect(huge).toMatch(/^HTTP\/1\.1 431/);
+      expect((await http(g.base, 'GET', '/v1/runs', { key: g.secretKey })).status).toBe(200);
+    });
+  });
+});
+
+d('gateway with SERVICE_AUTH=off', () => {
+  let g: TestGateway;
+  const seen: ApiCall[] = [];
+  beforeAll(async () => {
+    g = await startTestGateway({ env: { SERVICE_AUTH: 'off' } });
+    g.stub('scheduler', {
+      'runs.list': async (call) => (seen.push(call), { body: [] }),
+      'runs.cancel': async (call) => (seen.push(call), { body: {} }),
+    });
+  }, 60_000);
+  afterAll(() => g?.stop(), 30_000);
+
+  it('needs no key, binds workspace default and records no key kind (decidedVia unrecorded)', async () => {
+    expect((await http(g.base, 'GET', '/v1/runs')).status).toBe(200);
+    expect((await http(g.base, 'POST', '/v1/runs/r/cancel', { key: 'pk_not_a_key' })).status).toBe(200);
+    expect(seen.map((c) => c.caller)).toEqual([
+      { workspaceId: 'ws_default', actor: 'anonymous', keyKind: 'none', requestId: expect.any(String), suspended: false },
+      { workspaceId: 'ws_default', actor: 'anonymous', keyKind: 'none', requestId: expect.any(String), suspended: false },
+    ]);
+    // A real key still selects its workspace, so admin-made workspaces stay reachable.
+    const ws = (await http(g.base, 'POST', '/v1/admin/workspaces', { key: g.adminToken, body: { name: 'w' } })).body;
+    await http(g.base, 'GET', '/v1/runs', { key: ws.publicKey });
+    expect(seen[2]!.caller).toMatchObject({ workspaceId: ws.id, keyKind: 'none' });
+    // The admin API keeps its own token.
+    expect((await http(g.base, 'POST', '/v1/admin/workspaces', { body: { name: 'x' } })).status).toBe(401);
+  });
+});
+
+async function expectEventually(check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -1,0 +1,29 @@
+import { describe, expect, it } from '@jest/globals';
+import { parseWorkflowPolicy } from '@dws/cel';
+import { matchTriggers, triggersOf as fromPolicy } from './matching.js';
+
+const triggersOf = (app: string, wf: string, config: Record<string, unknown>) => fromPolicy(app, wf, parseWorkflowPolicy(config).policy);
+
+describe('trigger matching', () => {
+  const index = [
+    ...triggersOf('shop', 'on-order', { triggers: [{ event: 'order.created' }] }),
+    ...triggersOf('shop', 'all-orders', { triggers: [{ event: 'order.*' }] }),
+    ...triggersOf('shop', 'big-orders', { triggers: [{ event: 'order.created', if: 'event.data.total > 100' }] }),
+    ...triggersOf('billing', 'implicit', {}),
+    ...triggersOf('billing', 'cron-only', { triggers: [{ cron: '0 * * * *' }] }),
+  ];
+  it('matches exact names, prefixes and CEL filters', () => {
+    const m = matchTriggers(index, { name: 'order.created', data: { total: 50 } });
+    expect(m.map((x) => x.workflow).sort()).toEqual(['all-orders', 'on-order']);
+    const big = matchTriggers(index, { name: 'order.created', data: { total: 500 } });
+    expect(big.map((x) => x.workflow).sort()).toEqual(['all-orders', 'big-orders', 'on-order']);
+  });
+  it('gives a workflow without triggers an implicit trigger on its name; cron adds no event trigger', () => {
+    expect(matchTriggers(index, { name: 'implicit', data: null })).toEqual([{ app: 'billing', workflow: 'implicit' }]);
+    expect(matchTriggers(index, { name: 'cron-only', data: null })).toEqual([]);
+  });
+  it('scopes to app, and to targetApp over app', () => {
+    expect(matchTriggers(index, { name: 'order.created', data: {}, app: 'billing' })).toEqual([]);
+    expect(matchTriggers(index, { name: 'implicit', data: {}, app: 'shop', targetApp: 'billing' })).toHaveLength(1);
+  });
+});

@@ -1,0 +1,35 @@
+import type { Bus, Subscription } from '@dws/bus';
+import { EmitEventSchema, fromBinary } from '@dws/proto';
+import { streams, subjects } from '@dws/runtime';
+import type { Ingestor } from './ingestor.js';
+
+const dec = new TextDecoder();
+
+/**
+ * step.emit: events a workflow emits, recorded with source `emit` under the
+ * id the scheduler drew for the step, so a redelivered command records and
+ * fans out nothing the second time.
+ */
+export function consumeEmits(bus: Bus, ingestor: Ingestor): Promise<Subscription> {
+  return bus.consume({ stream: streams.ingestCmds.name, durable: 'ingest-emits', filterSubject: subjects.emitEvent, concurrency: 16 }, async (msg) => {
+    const e = fromBinary(EmitEventSchema, msg.data);
+    const dataJson = e.data.length ? dec.decode(e.data) : 'null';
+    await ingestor.ingest({ workspaceId: e.workspaceId, actor: `run:${e.sourceRunId}`, keyKind: 'internal', requestId: '' }, [
+      {
+        source: 'emit',
+        id: e.eventId,
+        ev: {
+          name: e.name,
+          // SPEC Emit: targetApp narrows to one app's triggers; omitted, it broadcasts workspace-wide.
+          app: undefined,
+          targetApp: e.targetApp || undefined,
+          dataJson,
+          data: JSON.parse(dataJson) as unknown,
+          dedupeId: e.dedupeId || undefined,
+          runner: undefined,
+          session: undefined,
+        },
+      },
+    ]);
+  });
+}

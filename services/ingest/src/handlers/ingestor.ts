@@ -1,0 +1,297 @@
+import type { Bus } from '@dws/bus';
+import type { Database } from '@dws/db';
+import type { Logger } from '@dws/log';
+import { ApiRequestSchema, create, toBinary } from '@dws/proto';
+import { isServiceError } from '@dws/protocol';
+import { callApi, ids, subjects, type Caller, type Outbox, type OutboxMessage } from '@dws/runtime';
+import { entry, type EventVars, type TriggeredEntry } from '../domain/admission.js';
+import type { EventInput } from '../domain/event-input.js';
+import { matchTriggers } from '../domain/matching.js';
+import { insertEvents, seenDedupeId, setTriggered, type NewEvent } from '../store/events.js';
+import { lockAll, type GateScope } from '../store/gates.js';
+import { withTxRetry } from '../store/retry.js';
+import { singletonId, type Admission, type SingletonCheck } from './admission.js';
+import { policyId, type WorkflowIndex, type WorkspaceIndex } from './workflow-index.js';
+
+const enc = new TextEncoder();
+
+export interface IngestResult {
+  id?: string;
+  runId?: string;
+  woke: number;
+  triggered: TriggeredEntry[];
+  skipped: boolean;
+  dropped: boolean;
+  debounced: boolean;
+  batched: boolean;
+  deduped: boolean;
+  suspended: boolean;
+}
+
+const emptyResult = (): IngestResult => ({
+  woke: 0, triggered: [], skipped: false, dropped: false, debounced: false, batched: false, deduped: false, suspended: false,
+});
+
+/** An event to take in: validated input plus where it came from. `id` is given for emits (exactly-once). */
+export interface Incoming {
+  ev: EventInput;
+  source: 'api' | 'emit';
+  id?: string;
+}
+
+interface Prepared {
+  item: Incoming;
+  id: string;
+  woke: number;
+  /** The scheduler could not be asked now: the wake rides the outbox (durable, applied later). */
+  wakeDeferred: boolean;
+  repeat: boolean;
+  tsMs: number;
+  vars: EventVars;
+  matched: { app: string; workflow: string }[];
+}
+
+/** One ingest call waiting for a transaction. */
+interface Job {
+  caller: Caller;
+  ix: WorkspaceIndex;
+  prepared: Prepared[];
+  suspended: boolean;
+  singletons: Map<string, SingletonCheck>;
+  locks: string[];
+  resolve(results: IngestResult[]): void;
+  reject(err: unknown): void;
+}
+
+/** Transactions in flight at once; calls arriving meanwhile share the next one (group commit). */
+const MAX_PARALLEL_TX = 2;
+/** Events per shared transaction. */
+const MAX_GROUP_EVENTS = 500;
+
+/**
+ * Takes events in (SPEC Events): dedupe, wake waiters, record in the event
+ * log, match triggers, pass each match through the admission gates, and
+ * hand the admitted runs to the scheduler through the outbox, in one
+ * transaction; publish after commit. Calls that arrive while transactions
+ * are in flight are committed together (one commit for many events is
+ * what makes single-event POSTs cheap under load); each gets its own results.
+ */
+export class Ingestor {
+  private readonly queue: Job[] = [];
+  private active = 0;
+
+  constructor(
+    private readonly d: { db: Database; bus: Bus; log: Logger; outbox: Outbox; index: WorkflowIndex; admission: Admission },
+  ) {}
+
+  async ingest(caller: Caller, items: Incoming[]): Promise<IngestResult[]> {
+    // Reads and bus calls happen before the transaction: on PGlite (one connection) they would wait for it.
+    const ix = await this.d.index.of(caller.workspaceId);
+    // SPEC POST /events: a suspended workspace wakes waiters and starts nothing. The gateway knows first; the projection covers emits.
+    const suspended = caller.suspended === true || ix.suspended;
+    const prepared = await Promise.all(items.map((item) => this.prepare(caller, ix, item)));
+    const singletons = suspended ? new Map<string, SingletonCheck>() : await this.singletonChecks(caller, ix, prepared);
+    const locks = this.lockNames(caller, ix, prepared, suspended);
+    const results = await new Promise<IngestResult[]>((resolve, reject) => {
+      this.queue.push({ caller, ix, prepared, suspended, singletons, locks, resolve, reject });
+      this.pump();
+    });
+    // Live tail of GET /v1/events/stream (best-effort, after commit); data rides as the raw JSON text it came in as.
+    const receivedAt = new Date().toISOString();
+    results.forEach((r, i) => {
+      const { ev, source } = prepared[i]!.item;
+      if (!r.id) return; // not recorded (a repeat dedupeId)
+      const head = JSON.stringify({ id: r.id, name: ev.name, app: ev.app, source, receivedAt, woke: r.woke, triggered: logged(r.triggered) });
+      this.d.bus.emit(subjects.workspaceEvents(caller.workspaceId), enc.encode(`${head.slice(0, -1)},"data":${ev.dataJson}}`));
+    });
+    return results;
+  }
+
+  private pump(): void {
+    while (this.active < MAX_PARALLEL_TX && this.queue.length > 0) {
+      const group: Job[] = [];
+      let events = 0;
+      while (this.queue.length > 0 && (group.length === 0 || events + this.queue[0]!.prepared.length <= MAX_GROUP_EVENTS)) {
+        const j = this.queue.shift()!;
+        events += j.prepared.length;
+        group.push(j);
+      }
+      this.active++;
+      void this.commit(group).finally(() => {
+        this.active--;
+        this.pump();
+      });
+    }
+  }
+
+  private async commit(group: Job[]): Promise<void> {
+    try {
+      const { results, pending } = await withTxRetry(this.d.db, async (tx) => {
+        await lockAll(tx, group.flatMap((j) => j.locks));
+        const out: OutboxMessage[] = [];
+        const results = await this.accept(tx, group, out);
+        return { results, pending: await this.d.outbox.enqueue(tx, out) };
+      });
+      await this.d.outbox.afterCommit(pending);
+      group.forEach((j, i) => j.resolve(results[i]!));
+    } catch (err) {
+      // One call's bad row must not fail the calls it shared a transaction with: each alone again.
+      if (group.length > 1) await Promise.all(group.map((j) => this.commit([j])));
+      else group[0]!.reject(err);
+    }
+  }
+
+  private async prepare(caller: Caller, ix: WorkspaceIndex, item: Incoming): Promise<Prepared> {
+    const { ev } = item;
+    const repeat = ev.dedupeId !== undefined && (await seenDedupeId(this.d.db, caller.workspaceId, ev.app, ev.dedupeId));
+    const id = item.id ?? ids.event();
+    const tsMs = Date.now();
+    return {
+      item,
+      id,
+      repeat,
+      tsMs,
+      // SPEC: a repeat dedupeId wakes no waiter and fans out to nothing.
+      ...(repeat ? { woke: 0, wakeDeferred: false } : await this.wake(caller, ev, id, tsMs)),
+      matched: repeat ? [] : matchTriggers(ix.triggers, ev),
+      vars: { event: { id, name: ev.name, data: ev.data, ts: tsMs } },
+    };
+  }
+
+  /** Every gate row (and dedupe id) this call may lock; see lockAll. */
+  private lockNames(caller: Caller, ix: WorkspaceIndex, prepared: Prepared[], suspended: boolean): string[] {
+    const names: string[] = [];
+    for (const p of prepared) {
+      if (p.item.ev.dedupeId) names.push(dedupeLock(caller.workspaceId, p.item.ev.app, p.item.ev.dedupeId));
+      if (suspended) continue; // no gate is touched
+      for (const m of p.matched) {
+        names.push(...this.d.admission.lockNames(caller.workspaceId, m.app, m.workflow, ix.policies.get(policyId(m.app, m.workflow)), p.vars));
+      }
+    }
+    return names;
+  }
+
+  /** Ask about every singleton (skip) key the matches touch, once each, in parallel. */
+  private async singletonChecks(caller: Caller, ix: WorkspaceIndex, prepared: Prepared[]): Promise<Map<string, SingletonCheck>> {
+    const scopes = new Map<string, GateScope>();
+    for (const p of prepared) {
+      for (const m of p.matched) {
+        const s = this.d.admission.singletonScopes(caller.workspaceId, ix.policies.get(policyId(m.app, m.workflow)), m.app, m.workflow, p.vars);
+        if (s) scopes.set(singletonId(s), s);
+      }
+    }
+    const checks = new Map<string, SingletonCheck>();
+    await Promise.all([...scopes].map(async ([id, s]) => checks.set(id, await this.d.admission.singletonCheck(caller, s))));
+    return checks;
+  }
+
+  /**
+   * Inside the transaction: dedupe, record every event in one statement,
+   * then admit each match in arrival order, then write the events'
+   * `triggered` in one statement.
+   */
+  private async accept(tx: Database, group: Job[], out: OutboxMessage[]): Promise<IngestResult[][]> {
+    const results = group.map((j) => j.prepared.map((p) => ({ ...emptyResult(), woke: p.woke, suspended: j.suspended })));
+    // The dedupe ids' locks were taken with the others: a concurrent repeat waits for this commit, then sees the row.
+    const dedupeSeen = new Set<string>();
+    const seenIds = new Set<string>();
+    const rows: NewEvent[] = [];
+    for (const [gi, j] of group.entries()) {
+      for (const [pi, p] of j.prepared.entries()) {
+        const { ev, source } = p.item;
+        if (ev.dedupeId) {
+          const k = dedupeLock(j.caller.workspaceId, ev.app, ev.dedupeId);
+          if (p.repeat || dedupeSeen.has(k) || (await seenDedupeId(tx, j.caller.workspaceId, ev.app, ev.dedupeId))) {
+            results[gi]![pi]!.deduped = true;
+            continue;
+          }
+          dedupeSeen.add(k);
+        }
+        // The same emit delivered twice into one group: the second is the redelivery.
+        if (seenIds.has(p.id)) {
+          results[gi]![pi] = { ...emptyResult(), deduped: true };
+          continue;
+        }
+        seenIds.add(p.id);
+        if (p.wakeDeferred) out.push(wakeCommand(j.caller, ev, p.id, p.tsMs));
+        rows.push({
+          id: p.id, workspaceId: j.caller.workspaceId, name: ev.name, app: ev.app, source, dataJson: ev.dataJson, dedupeId: ev.dedupeId,
+          runner: ev.runner, targetApp: ev.targetApp, woke: p.woke,
+        });
+      }
+    }
+    // A redelivered emit (same id) finds its row and admits nothing twice.
+    const inserted = await insertEvents(tx, rows);
+    const triggered: { id: string; triggered: unknown[] }[] = [];
+    for (const [gi, j] of group.entries()) {
+      for (const [pi, p] of j.prepared.entries()) {
+        const result = results[gi]![pi]!;
+        if (result.deduped) continue;
+        if (!inserted.has(p.id)) {
+          results[gi]![pi] = { ...emptyResult(), deduped: true };
+          continue;
+        }
+        result.id = p.id;
+        const ev = p.item.ev;
+        const buffered = { id: p.id, name: ev.name, dataJson: ev.dataJson, tsMs: p.tsMs, runner: ev.runner ?? '' };
+        for (const m of p.matched) {
+          const policy = j.ix.policies.get(policyId(m.app, m.workflow));
+          const e = j.suspended
+            ? entry(m.app, m.workflow)
+            : await this.d.admission.admit(tx, { workspaceId: j.caller.workspaceId, app: m.app, workflow: m.workflow, policy, ev: buffered, vars: p.vars }, j.singletons, out);
+          result.triggered.push(e);
+          result.skipped ||= e.skipped;
+          result.dropped ||= e.dropped;
+          result.debounced ||= e.debounced;
+          result.batched ||= e.batched;
+          result.deduped ||= e.deduped;
+        }
+        const record = logged(result.triggered);
+        if (record.length > 0) triggered.push({ id: p.id, triggered: record });
+        // SPEC: runId when exactly one workflow matched, mirroring the first triggered entry.
+        if (result.triggered.length === 1 && result.triggered[0]!.runId) result.runId = result.triggered[0]!.runId;
+      }
+    }
+    await setTriggered(tx, triggered);
+    return results;
+  }
+
+  /**
+   * Ask the scheduler to resume the waitForEvent steps this event satisfies
+   * (the answer is the 202's `woke`). When it cannot be asked now, the wake
+   * is written to the outbox with the event and applied when the scheduler
+   * is back: a lost request delays a wake, it never loses it.
+   */
+  private async wake(caller: Caller, ev: EventInput, id: string, tsMs: number): Promise<{ woke: number; wakeDeferred: boolean }> {
+    try {
+      const res = await callApi(this.d.bus, 'scheduler', 'waiters.wake', caller, { rawBody: wakeBody(ev, id, tsMs) });
+      return { woke: (JSON.parse(res.bodyJson ?? '{}') as { woke?: number }).woke ?? 0, wakeDeferred: false };
+    } catch (err) {
+      // The scheduler answered (an error of its own): nothing to retry.
+      if (isServiceError(err)) return { woke: 0, wakeDeferred: false };
+      this.d.log.warn({ err, event: ev.name }, 'waking waiters now failed; the wake is queued durably');
+      return { woke: 0, wakeDeferred: true };
+    }
+  }
+}
+
+const wakeBody = (ev: EventInput, id: string, tsMs: number) =>
+  JSON.stringify({ name: ev.name, data: ev.data, id, ts: new Date(tsMs).toISOString() });
+
+/** The deferred wake: the same `waiters.wake` call, as a command on the scheduler's stream (keyed by the event id). */
+function wakeCommand(caller: Caller, ev: EventInput, id: string, tsMs: number): OutboxMessage {
+  const req = create(ApiRequestSchema, {
+    workspaceId: caller.workspaceId,
+    actor: caller.actor,
+    keyKind: caller.keyKind,
+    requestId: caller.requestId,
+    op: 'waiters.wake',
+    body: enc.encode(`{"params":{},"query":{},"body":${wakeBody(ev, id, tsMs)}}`),
+  });
+  return { subject: subjects.wakeWaiters, msgId: `wake:${id}`, payload: toBinary(ApiRequestSchema, req) };
+}
+
+const dedupeLock = (workspaceId: string, app: string | undefined, dedupeId: string) => ['dedupe', workspaceId, app ?? '', dedupeId].join('\u001f');
+
+/** The event record's `triggered` (SPEC Event record): the runs it produced or joined. */
+const logged = (t: TriggeredEntry[]) => t.flatMap((e) => (e.runId ? [{ workflow: e.workflow, app: e.app, runId: e.runId }] : []));

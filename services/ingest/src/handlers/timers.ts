@@ -1,0 +1,161 @@
+import { nextCronTick } from '@dws/cel';
+import type { Database } from '@dws/db';
+import type { Logger } from '@dws/log';
+import { ids, type Outbox, type OutboxMessage } from '@dws/runtime';
+import type { WorkflowPolicy } from '@dws/cel';
+import { closeBatch, dueBatches, firstBatchEvent, takeDueDebounces } from '../store/buffers.js';
+import { advanceSchedule, claimTick, dueSchedules, pruneTicks } from '../store/cron.js';
+import { lockAll, pruneGates } from '../store/gates.js';
+import { withTxRetry } from '../store/retry.js';
+import { isSuspended, policyOf } from '../store/workflows.js';
+import type { Admission, NewRun } from './admission.js';
+
+/** Rows taken per statement: a backlog drains over several polls instead of one long transaction. */
+const BATCH = 100;
+const PRUNE_EVERY_MS = 10 * 60_000;
+
+export interface TimersOptions {
+  /** How often due cron ticks, debounces and batch timeouts are looked for. @default 250 */
+  pollMs?: number;
+}
+
+/**
+ * The due-time work of ingest, on every replica: cron ticks, debounce
+ * buffers whose quiet period passed, batches whose timeout passed. Each
+ * kind is claimed with FOR UPDATE SKIP LOCKED in a transaction that also
+ * writes the StartRun to the outbox, so a due item fires once across
+ * replicas, and a crash before commit leaves it due for the next poll.
+ */
+export class Timers {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> = Promise.resolve();
+  private stopped = false;
+  private lastPrune = 0;
+
+  constructor(
+    private readonly d: { db: Database; log: Logger; outbox: Outbox; admission: Admission },
+    private readonly opts: TimersOptions = {},
+  ) {}
+
+  start(): void {
+    const loop = () => {
+      if (this.stopped) return;
+      this.running = this.poll()
+        .then(() => undefined)
+        .catch((err: unknown) => this.d.log.warn({ err }, 'ingest timers poll failed'))
+        .finally(() => {
+          if (!this.stopped) this.timer = setTimeout(loop, this.opts.pollMs ?? 250);
+        });
+    };
+    this.timer = setTimeout(loop, 0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+  }
+
+  /** One round of every kind; returns how many items fired. */
+  async poll(): Promise<number> {
+    let n = 0;
+    n += await this.fire((tx, out) => this.cron(tx, out));
+    n += await this.fire((tx, out) => this.debounces(tx, out));
+    n += await this.fire((tx, out) => this.batches(tx, out));
+    if (Date.now() - this.lastPrune > PRUNE_EVERY_MS) {
+      this.lastPrune = Date.now();
+      await pruneGates(this.d.db);
+      await pruneTicks(this.d.db);
+    }
+    return n;
+  }
+
+  private async fire(work: (tx: Database, out: OutboxMessage[]) => Promise<number>): Promise<number> {
+    const { n, pending } = await withTxRetry(this.d.db, async (tx) => {
+      const out: OutboxMessage[] = [];
+      const n = await work(tx, out);
+      return { n, pending: await this.d.outbox.enqueue(tx, out) };
+    });
+    await this.d.outbox.afterCommit(pending);
+    return n;
+  }
+
+  /**
+   * Start the runs `starts` describes, locking their throttle rows first in
+   * the global order (lockAll), as the event path does.
+   */
+  private async startAll(tx: Database, starts: { policy: WorkflowPolicy | undefined; run: NewRun }[], out: OutboxMessage[]): Promise<void> {
+    const locks = starts.flatMap(({ policy, run: r }) => this.d.admission.throttleLock(r.workspaceId, r.app, r.workflow, policy, r.vars) ?? []);
+    await lockAll(tx, locks);
+    for (const { policy, run } of starts) await this.d.admission.startRun(tx, policy, run, out);
+  }
+
+  /**
+   * Cron: one run per due schedule, for the tick it was due at, then the
+   * schedule moves to its first tick after now. Ticks missed while no
+   * replica ran collapse into that one run (not one per missed tick).
+   * SPEC Errors: a suspended workspace's tick is refused (recorded, no run).
+   */
+  private async cron(tx: Database, out: OutboxMessage[]): Promise<number> {
+    const due = await dueSchedules(tx, BATCH);
+    const starts: { policy: WorkflowPolicy | undefined; run: NewRun }[] = [];
+    for (const s of due) {
+      const tick = new Date(s.next_at);
+      const now = new Date(s.db_now);
+      const suspended = await isSuspended(tx, s.workspace_id);
+      const runId = suspended ? '' : ids.run();
+      if ((await claimTick(tx, s, tick, runId)) && !suspended) {
+        const input = { cron: s.cron, scheduledAt: tick.toISOString() };
+        starts.push({
+          policy: await policyOf(tx, s.workspace_id, s.app, s.workflow),
+          run: {
+            workspaceId: s.workspace_id, app: s.app, workflow: s.workflow, runId, runner: '', eventId: '', eventName: '',
+            inputJson: JSON.stringify(input), vars: { event: { id: '', name: '', data: input, ts: tick.getTime() } }, triggerKind: 'cron',
+          },
+        });
+      }
+      await advanceSchedule(tx, s, nextCronTick(s, now > tick ? now : tick));
+    }
+    await this.startAll(tx, starts, out);
+    return due.length;
+  }
+
+  /** Debounce buffers whose quiet period (or timeout) passed: one run with the last event. */
+  private async debounces(tx: Database, out: OutboxMessage[]): Promise<number> {
+    const due = await takeDueDebounces(tx, BATCH);
+    const starts: { policy: WorkflowPolicy | undefined; run: NewRun }[] = [];
+    for (const r of due) {
+      if (await isSuspended(tx, r.workspace_id)) continue;
+      const data = JSON.parse(r.data) as unknown;
+      starts.push({
+        policy: await policyOf(tx, r.workspace_id, r.app, r.workflow),
+        run: {
+          workspaceId: r.workspace_id, app: r.app, workflow: r.workflow, runId: r.run_id, runner: r.runner, eventId: r.event_id,
+          eventName: r.event_name, inputJson: r.data, vars: { event: { id: r.event_id, name: r.event_name, data, ts: Date.now() } }, triggerKind: 'event',
+        },
+      });
+    }
+    await this.startAll(tx, starts, out);
+    return due.length;
+  }
+
+  /** Batches whose timeout passed before they filled: one run over what they hold. */
+  private async batches(tx: Database, out: OutboxMessage[]): Promise<number> {
+    const due = await dueBatches(tx, BATCH);
+    const fire: { runId: string; policy: WorkflowPolicy | undefined }[] = [];
+    for (const b of due) {
+      if (await isSuspended(tx, b.workspace_id)) await closeBatch(tx, b.run_id);
+      else fire.push({ runId: b.run_id, policy: await policyOf(tx, b.workspace_id, b.app, b.workflow) });
+    }
+    // A batch's throttle key is its first event's: read under the batch's row lock, which this transaction holds.
+    const locks: string[] = [];
+    for (const f of fire) {
+      const b = due.find((x) => x.run_id === f.runId)!;
+      const first = await firstBatchEvent(tx, f.runId);
+      if (first) locks.push(...[this.d.admission.throttleLock(b.workspace_id, b.app, b.workflow, f.policy, first)].flatMap((x) => x ?? []));
+    }
+    await lockAll(tx, locks);
+    for (const f of fire) await this.d.admission.fireBatch(tx, f.runId, f.policy, out);
+    return due.length;
+  }
+}

@@ -1,0 +1,1 @@
+export { startIngest } from './main.js';

@@ -1,0 +1,94 @@
+import type { Database } from '@dws/db';
+
+export interface EventRow {
+  id: string;
+  name: string;
+  app: string | null;
+  source: string;
+  data: string;
+  woke: number;
+  triggered: { workflow: string; app: string; runId: string }[];
+  received_at: Date | string;
+}
+
+export interface NewEvent {
+  id: string;
+  workspaceId: string;
+  name: string;
+  app?: string;
+  source: string;
+  /** Raw JSON text of the payload. */
+  dataJson: string;
+  dedupeId?: string;
+  runner?: string;
+  targetApp?: string;
+  woke: number;
+}
+
+/**
+ * Insert events in one statement (their `triggered` is set once admission
+ * decided it). Rows travel as one jsonb parameter (postgres.js mangles null
+ * inside array parameters); data stays the text it came in as.
+ * @returns the ids inserted: an id already there (a redelivered emit) is not
+ */
+export async function insertEvents(tx: Database, events: NewEvent[]): Promise<Set<string>> {
+  if (events.length === 0) return new Set();
+  const rows = await tx.query<{ id: string }>(
+    `insert into ingest.events (id, workspace_id, name, app, source, data, dedupe_id, runner, target_app, triggered, woke)
+     select e.id, e.workspace_id, e.name, e.app, e.source, e.data, e.dedupe_id, e.runner, e.target_app, '[]'::jsonb, e.woke
+       from jsonb_to_recordset($1::jsonb) as e(id text, workspace_id text, name text, app text, source text, data text, dedupe_id text,
+                                               runner text, target_app text, woke int)
+     on conflict (id) do nothing returning id`,
+    [
+      `[${events
+        .map((e) =>
+          JSON.stringify({
+            id: e.id, workspace_id: e.workspaceId, name: e.name, app: e.app ?? null, source: e.source, data: e.dataJson, dedupe_id: e.dedupeId ?? null,
+            runner: e.runner ?? null, target_app: e.targetApp ?? null, woke: e.woke,
+          }),
+        )
+        .join(',')}]`,
+    ],
+  );
+  return new Set(rows.map((r) => r.id));
+}
+
+/** The runs events produced or joined, once their admissions are decided (same transaction as the rows). */
+export async function setTriggered(tx: Database, entries: { id: string; triggered: unknown[] }[]): Promise<void> {
+  if (entries.length === 0) return;
+  await tx.query(
+    `update ingest.events e set triggered = t.triggered from jsonb_to_recordset($1::jsonb) as t(id text, triggered jsonb) where e.id = t.id`,
+    [JSON.stringify(entries)],
+  );
+}
+
+/**
+ * SPEC: a repeat dedupeId (per app) within 24 h is dropped entirely. Inside
+ * the transaction, the caller holds the dedupe id's advisory lock (lockAll)
+ * so two concurrent repeats see each other.
+ */
+export async function seenDedupeId(db: Database, workspaceId: string, app: string | undefined, dedupeId: string): Promise<boolean> {
+  const rows = await db.query(
+    `select 1 from ingest.events where workspace_id = $1 and app is not distinct from $2 and dedupe_id = $3
+        and received_at > now() - interval '24 hours' limit 1`,
+    [workspaceId, app ?? null, dedupeId],
+  );
+  return rows.length > 0;
+}
+
+export async function eventById(db: Database, workspaceId: string, id: string): Promise<EventRow | undefined> {
+  const rows = await db.query<EventRow>(
+    'select id, name, app, source, data, woke, triggered, received_at from ingest.events where workspace_id = $1 and id = $2',
+    [workspaceId, id],
+  );
+  return rows[0];
+}
+
+export async function listEvents(db: Database, workspaceId: string, f: { app?: string; name?: string; limit: number }): Promise<EventRow[]> {
+  return db.query<EventRow>(
+    `select id, name, app, source, data, woke, triggered, received_at from ingest.events
+      where workspace_id = $1 and ($2::text is null or app = $2) and ($3::text is null or name = $3)
+      order by received_at desc, id desc limit $4`,
+    [workspaceId, f.app ?? null, f.name ?? null, f.limit],
+  );
+}

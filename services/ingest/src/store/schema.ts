@@ -1,0 +1,196 @@
+import { bigint, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { outboxTable } from '@dws/runtime';
+
+export const ingest = pgSchema('ingest');
+
+/** The durable event log: every ingested event with its fan-out. */
+export const events = ingest.table(
+  'events',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull(),
+    name: text('name').notNull(),
+    app: text('app'),
+    source: text('source').notNull(),
+    /** Raw JSON text of the payload. */
+    data: text('data').notNull(),
+    dedupeId: text('dedupe_id'),
+    runner: text('runner'),
+    targetApp: text('target_app'),
+    woke: integer('woke').notNull().default(0),
+    triggered: jsonb('triggered').notNull(),
+    receivedAt: timestamp('received_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    index('events_ws_received').on(t.workspaceId, t.receivedAt.desc(), t.id.desc()),
+    index('events_ws_dedupe').on(t.workspaceId, t.app, t.dedupeId, t.receivedAt),
+  ],
+);
+
+/**
+ * Registered workflows (projection of `invoker.fact.workflows`): the object
+ * as the runner sent it. Triggers, cron schedules and flow control are
+ * parsed from it (@dws/cel parseWorkflowPolicy) when the index loads.
+ */
+export const workflows = ingest.table(
+  'workflows',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    name: text('name').notNull(),
+    config: jsonb('config').notNull(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.app, t.name] })],
+);
+
+/** Suspension of workspaces (projection of `gateway.fact.workspace`), for cron and emits, which have no gateway caller. */
+export const workspaces = ingest.table('workspaces', {
+  id: text('id').primaryKey(),
+  suspended: boolean('suspended').notNull().default(false),
+  updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+});
+
+/**
+ * GCRA state of rateLimit and throttle, one row per (workflow, kind, key):
+ * the theoretical arrival time, in epoch ms. Updated under the row lock of
+ * an upsert, so concurrent events see each other.
+ */
+export const gates = ingest.table(
+  'gates',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    workflow: text('workflow').notNull(),
+    /** rate_limit | throttle */
+    kind: text('kind').notNull(),
+    key: text('key').notNull(),
+    tatMs: bigint('tat_ms', { mode: 'number' }).notNull(),
+    /** The clock of the last admission (epoch ms): the upsert reads it back as `excluded.now_ms`. */
+    nowMs: bigint('now_ms', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.app, t.workflow, t.kind, t.key] }), index('gates_tat').on(t.tatMs)],
+);
+
+/** idempotency: the key of each started run, for 24 h. */
+export const idempotencyKeys = ingest.table(
+  'idempotency_keys',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    workflow: text('workflow').notNull(),
+    key: text('key').notNull(),
+    runId: text('run_id').notNull(),
+    expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.app, t.workflow, t.key] }), index('idempotency_expires').on(t.expiresAt)],
+);
+
+/** singleton skip: the last run ingest started per key; whether it is still active is the scheduler's answer. */
+export const singletons = ingest.table(
+  'singletons',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    workflow: text('workflow').notNull(),
+    key: text('key').notNull(),
+    runId: text('run_id').notNull(),
+    claimedAt: timestamp('claimed_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.app, t.workflow, t.key] })],
+);
+
+/** debounce: one pending run per key, holding the last event; fired by the timers when due. */
+export const debounces = ingest.table(
+  'debounces',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    workflow: text('workflow').notNull(),
+    key: text('key').notNull(),
+    /** Drawn when the first event arrives, answered to every coalesced event. */
+    runId: text('run_id').notNull(),
+    eventId: text('event_id').notNull(),
+    eventName: text('event_name').notNull(),
+    /** Raw JSON text of the last event's data. */
+    data: text('data').notNull(),
+    runner: text('runner').notNull().default(''),
+    dueAt: timestamp('due_at', { withTimezone: true }).notNull(),
+    /** First event + timeout: the latest the run may wait. */
+    deadlineAt: timestamp('deadline_at', { withTimezone: true }),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.app, t.workflow, t.key] }), index('debounces_due').on(t.dueAt)],
+);
+
+/** batchEvents: one open batch per key; fired when full (in the event's transaction) or by the timers at its timeout. */
+export const batches = ingest.table(
+  'batches',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    workflow: text('workflow').notNull(),
+    key: text('key').notNull(),
+    runId: text('run_id').notNull().unique(),
+    size: integer('size').notNull(),
+    bytes: integer('bytes').notNull(),
+    runner: text('runner').notNull().default(''),
+    dueAt: timestamp('due_at', { withTimezone: true }).notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.app, t.workflow, t.key] }), index('batches_due').on(t.dueAt)],
+);
+
+/** The events of open batches, in arrival order. */
+export const batchEvents = ingest.table(
+  'batch_events',
+  {
+    runId: text('run_id').notNull(),
+    seq: integer('seq').notNull(),
+    eventId: text('event_id').notNull(),
+    name: text('name').notNull(),
+    /** Raw JSON text. */
+    data: text('data').notNull(),
+    tsMs: bigint('ts_ms', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.seq] })],
+);
+
+/** Cron triggers (projection of registrations) with the next tick each is due at. */
+export const cronSchedules = ingest.table(
+  'cron_schedules',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    workflow: text('workflow').notNull(),
+    /** As registered, with its zone: the schedule's identity. */
+    cron: text('cron').notNull(),
+    pattern: text('pattern').notNull(),
+    tz: text('tz').notNull(),
+    nextAt: timestamp('next_at', { withTimezone: true }).notNull(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.app, t.workflow, t.cron] }), index('cron_schedules_next').on(t.nextAt)],
+);
+
+/**
+ * Fired cron ticks. The key (workflow, tick) is claimed in the transaction
+ * that writes the StartRun to the outbox: a tick fires once across replicas
+ * and restarts, even if two schedules of the workflow share the instant.
+ */
+export const cronTicks = ingest.table(
+  'cron_ticks',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    workflow: text('workflow').notNull(),
+    tickAt: timestamp('tick_at', { withTimezone: true }).notNull(),
+    cron: text('cron').notNull(),
+    /** '' when refused (suspended workspace). */
+    runId: text('run_id').notNull(),
+    firedAt: timestamp('fired_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.app, t.workflow, t.tickAt] }), index('cron_ticks_fired').on(t.firedAt)],
+);
+
+export const outbox = outboxTable(ingest);

@@ -1,0 +1,193 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { create, EmitEventSchema, toBinary } from '@dws/proto';
+import { createLogger } from '@dws/log';
+import { ids, Outbox, streams, subjects } from '@dws/runtime';
+import { uniqueName } from '@dws/testing';
+import { Admission } from '../src/handlers/admission.js';
+import { Ingestor } from '../src/handlers/ingestor.js';
+import { WorkflowIndex } from '../src/handlers/workflow-index.js';
+import { modes, startHarness, type Harness } from './harness.js';
+
+describe.each(modes())('ingest events (%s)', (mode) => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness(mode);
+    await h.register('shop', [
+      { name: 'on-order', triggers: [{ event: 'order.created' }] },
+      { name: 'all-orders', triggers: [{ event: 'order.*' }] },
+      { name: 'big-orders', triggers: [{ event: 'order.created', if: 'event.data.total > 100' }] },
+      { name: 'implicit' },
+      { name: 'nightly', triggers: [{ cron: '0 3 * * *' }] },
+    ]);
+    await h.register('billing', [{ name: 'invoice', triggers: [{ event: 'order.created' }] }]);
+  }, 60_000);
+  afterAll(() => h?.close());
+
+  it('validates per SPEC: blank or missing name, over-long fields, non-object bodies (400 invalid_event)', async () => {
+    for (const body of [{}, { name: '  ' }, { name: 'x'.repeat(257) }, { name: 'a', app: 'x'.repeat(257) }, { name: 'a', dedupeId: 'x'.repeat(257) },
+      { name: 'a', runner: 'x'.repeat(257) }, { name: 'a', targetApp: 'x'.repeat(257) }, { name: 'a', session: 'x'.repeat(257) }, { name: 'a', app: 5 }, 'text', [], Array(101).fill({ name: 'a' })]) {
+      const r = await h.send(body);
+      expect(r).toMatchObject({ status: 400, body: { error: { code: 'invalid_event' } } });
+    }
+    expect((await h.send({ name: 'x'.repeat(256), app: 'a'.repeat(256) })).status).toBe(202);
+  });
+
+  it('matches exact, prefix and CEL triggers, records eventId on every run, and answers 202 as SPEC says', async () => {
+    const r = await h.send({ name: 'order.created', data: { total: 500 }, app: 'shop' });
+    expect(r.status).toBe(202);
+    expect(r.body.runId).toBeUndefined(); // three matched
+    expect(r.body).toMatchObject({ woke: 0, skipped: false, dropped: false, debounced: false, batched: false, deduped: false, suspended: false });
+    expect(r.body.triggered.map((t: any) => t.workflow).sort()).toEqual(['all-orders', 'big-orders', 'on-order']);
+    for (const t of r.body.triggered) expect(t).toMatchObject({ app: 'shop', runId: expect.stringMatching(/^run_/), dropped: false });
+    const runIds = r.body.triggered.map((t: any) => t.runId);
+    const starts = await h.waitStarts((s) => runIds.every((id: string) => s.some((x) => x.cmd.runId === id)));
+    for (const s of starts.filter((x) => runIds.includes(x.cmd.runId))) {
+      expect(s.cmd).toMatchObject({ workspaceId: h.ws, app: 'shop', eventId: r.body.id, eventName: 'order.created', triggerKind: 'event', runner: '' });
+      expect(s.input).toEqual({ total: 500 });
+    }
+    const small = await h.send({ name: 'order.created', data: { total: 5 }, app: 'shop' });
+    expect(small.body.triggered.map((t: any) => t.workflow).sort()).toEqual(['all-orders', 'on-order']);
+  });
+
+  it('broadcasts without app, scopes with app, routes with targetApp, pins with runner', async () => {
+    const all = await h.send({ name: 'order.created', data: { total: 1 } });
+    expect(all.body.triggered.map((t: any) => `${t.app}/${t.workflow}`).sort()).toEqual(['billing/invoice', 'shop/all-orders', 'shop/on-order']);
+    const scoped = await h.send({ name: 'order.created', data: { total: 1 }, app: 'billing' });
+    expect(scoped.body.triggered.map((t: any) => t.workflow)).toEqual(['invoice']);
+    const routed = await h.send({ name: 'order.created', data: { total: 1 }, app: 'shop', targetApp: 'billing' });
+    expect(routed.body.triggered.map((t: any) => t.workflow)).toEqual(['invoice']);
+    const pinned = await h.send({ name: 'implicit', data: null, runner: 'runner-7' });
+    expect(pinned.body.runId).toMatch(/^run_/);
+    const [s] = await h.waitStarts((x) => x.some((y) => y.cmd.runId === pinned.body.runId));
+    expect([...h.starts.values()].find((y) => y.cmd.runId === pinned.body.runId)!.cmd.runner).toBe('runner-7');
+    expect(s).toBeDefined();
+  });
+
+  it('an event matching nothing is recorded with an empty triggered; cron triggers add no event trigger', async () => {
+    const r = await h.send({ name: 'nightly', data: { a: 1 } });
+    expect(r).toMatchObject({ status: 202, body: { triggered: [] } });
+    const rec = await h.call('events.get', { params: { id: r.body.id } });
+    expect(rec.body).toMatchObject({ id: r.body.id, name: 'nightly', source: 'api', data: { a: 1 }, woke: 0, triggered: [] });
+  });
+
+  it('takes an array of up to 100; a bad event gets its own error and does not sink the others', async () => {
+    const r = await h.send([{ name: 'implicit', data: { i: 1 } }, { name: '' }, { name: 'implicit', data: { i: 2 } }]);
+    expect(r.status).toBe(202);
+    expect(r.body.results).toHaveLength(3);
+    expect(r.body.results[0].runId).toMatch(/^run_/);
+    expect(r.body.results[1]).toEqual({ error: { code: 'invalid_event', message: expect.any(String) } });
+    expect(r.body.results[2].runId).toMatch(/^run_/);
+    const hundred = await h.send(Array.from({ length: 100 }, (_, i) => ({ name: 'nothing.matches', data: { i } })));
+    expect(hundred.body.results).toHaveLength(100);
+  });
+
+  it('drops a repeat dedupeId per app within 24 h entirely: no waiters, no fan-out, no row', async () => {
+    let wakes = 0;
+    h.scheduler['waiters.wake'] = async () => ({ body: { woke: ++wakes } });
+    const id = uniqueName('d');
+    const first = await h.send({ name: 'implicit', dedupeId: id });
+    expect(first.body).toMatchObject({ deduped: false, woke: 1, runId: expect.any(String) });
+    const again = await h.send({ name: 'implicit', dedupeId: id });
+    expect(again.body).toMatchObject({ deduped: true, woke: 0, triggered: [] });
+    expect(again.body.id).toBeUndefined();
+    // Another app's same dedupeId is its own.
+    const other = await h.send({ name: 'implicit', dedupeId: id, app: 'shop' });
+    expect(other.body.deduped).toBe(false);
+    // Concurrent repeats: exactly one wins.
+    const id2 = uniqueName('d');
+    const many = await Promise.all(Array.from({ length: 20 }, () => h.send({ name: 'implicit', dedupeId: id2 })));
+    expect(many.filter((m) => !m.body.deduped)).toHaveLength(1);
+    const rows = await h.call('events.list', { query: { name: 'implicit', limit: 1000 } });
+    expect(rows.body.filter((e: any) => e.id === first.body.id)).toHaveLength(1);
+    h.scheduler['waiters.wake'] = async () => ({ body: { woke: 0 } });
+  });
+
+  it('lists events newest first with app, name and limit (default 100, max 1000)', async () => {
+    const app = uniqueName('app');
+    for (let i = 0; i < 3; i++) await h.send({ name: 'list.me', app, data: { i } });
+    const r = await h.call('events.list', { query: { app, name: 'list.me', limit: 2 } });
+    expect(r.body.map((e: any) => e.data.i)).toEqual([2, 1]);
+    expect((await h.call('events.list', { query: { limit: 0 } })).status).toBe(400);
+    expect((await h.call('events.list', { query: { limit: 5000 } })).status).toBe(200);
+    expect((await h.call('events.get', { params: { id: 'evt_nope' } })).status).toBe(404);
+    // Another workspace's event reads as 404.
+    const mine = await h.send({ name: 'list.me', app });
+    expect((await h.call('events.get', { params: { id: mine.body.id } }, uniqueName('ws'))).status).toBe(404);
+  });
+
+  it('keeps the trigger index right when a runner re-registers with changed triggers', async () => {
+    await h.register('reg', [{ name: 'moving', triggers: [{ event: 'first.name' }] }]);
+    expect((await h.send({ name: 'first.name', app: 'reg' })).body.triggered).toHaveLength(1);
+    await h.register('reg', [{ name: 'moving', triggers: [{ event: 'second.name', if: 'event.data.ok == true' }] }]);
+    expect((await h.send({ name: 'first.name', app: 'reg' })).body.triggered).toHaveLength(0);
+    expect((await h.send({ name: 'second.name', app: 'reg', data: { ok: false } })).body.triggered).toHaveLength(0);
+    expect((await h.send({ name: 'second.name', app: 'reg', data: { ok: true } })).body.triggered).toHaveLength(1);
+    // Dropping the triggers list brings back the implicit trigger on the name.
+    await h.register('reg', [{ name: 'moving' }]);
+    expect((await h.send({ name: 'moving', app: 'reg' })).body.triggered).toHaveLength(1);
+  });
+
+  it('reports the waiters the scheduler woke', async () => {
+    const seen: any[] = [];
+    h.scheduler['waiters.wake'] = async ({ body }) => {
+      seen.push(body);
+      return { body: { woke: 2 } };
+    };
+    const r = await h.send({ name: 'wake.me', data: { k: 1 } });
+    expect(r.body.woke).toBe(2);
+    expect(seen[0]).toMatchObject({ name: 'wake.me', data: { k: 1 }, id: r.body.id });
+    expect((await h.call('events.get', { params: { id: r.body.id } })).body.woke).toBe(2);
+    h.scheduler['waiters.wake'] = async () => ({ body: { woke: 0 } });
+  });
+
+  it('suspended workspace (gateway flag or projected fact): 202 suspended, waiters woken, nothing started', async () => {
+    let woke = 0;
+    h.scheduler['waiters.wake'] = async () => ({ body: { woke: ++woke } });
+    const r = await h.send({ name: 'order.created', app: 'shop', data: { total: 1 } }, { suspended: true });
+    expect(r.body).toMatchObject({ suspended: true, woke: 1 });
+    expect(r.body.runId).toBeUndefined();
+    expect(r.body.triggered.length).toBe(2);
+    for (const t of r.body.triggered) expect(t.runId).toBeUndefined();
+    expect((await h.call('events.get', { params: { id: r.body.id } })).body.triggered).toEqual([]);
+
+    const ws = uniqueName('ws');
+    await h.register('shop', [{ name: 'on-order', triggers: [{ event: 'order.created' }] }], ws);
+    await h.suspend(ws, true);
+    const s = await h.send({ name: 'order.created', app: 'shop' }, { ws });
+    expect(s.body).toMatchObject({ suspended: true, triggered: [{ workflow: 'on-order' }] });
+    await h.suspend(ws, false);
+    const ok = await h.send({ name: 'order.created', app: 'shop' }, { ws });
+    expect(ok.body).toMatchObject({ suspended: false, runId: expect.any(String) });
+    await h.waitStarts((x) => x.some((y) => y.cmd.runId === ok.body.runId));
+    expect([...h.starts.values()].some((x) => x.cmd.eventId === r.body.id || x.cmd.eventId === s.body.id)).toBe(false);
+    h.scheduler['waiters.wake'] = async () => ({ body: { woke: 0 } });
+  });
+
+  it('an emit delivered many times at once (one shared transaction) is recorded and fans out once', async () => {
+    await h.bus.ensureStream(streams.ingestCmds);
+    const eventId = ids.event();
+    const cmd = toBinary(
+      EmitEventSchema,
+      create(EmitEventSchema, { workspaceId: h.ws, eventId, name: 'implicit', data: new TextEncoder().encode('{"n":1}'), sourceRunId: 'run_src' }),
+    );
+    await Promise.all(Array.from({ length: 20 }, (_, i) => h.bus.publish(subjects.emitEvent, cmd, { msgId: `many-${eventId}-${i}` })));
+    await h.waitStarts((s) => s.some((x) => x.cmd.eventId === eventId));
+    await new Promise((r) => setTimeout(r, 1000));
+    expect([...h.starts.values()].filter((s) => s.cmd.eventId === eventId)).toHaveLength(1);
+    const rec = await h.call('events.get', { params: { id: eventId } });
+    expect(rec.body).toMatchObject({ source: 'emit', triggered: [{ workflow: 'implicit' }] });
+
+    // The same id several times in one transaction (one group commit; here one call carrying it twice, which only a test does).
+    const log = createLogger({ level: 'silent' });
+    const outbox = new Outbox({ db: h.db, bus: h.bus, schema: 'ingest', log });
+    const index = new WorkflowIndex(h.db, log, 0);
+    const ingestor = new Ingestor({ db: h.db, bus: h.bus, log, outbox, index, admission: new Admission({ db: h.db, bus: h.bus, log }) });
+    const again = ids.event();
+    const ev = { name: 'implicit', app: undefined, dataJson: '{}', data: {}, dedupeId: undefined, runner: undefined, targetApp: undefined, session: undefined };
+    const caller = { workspaceId: h.ws, actor: 'run:x', keyKind: 'internal', requestId: '' };
+    const res = await ingestor.ingest(caller, Array.from({ length: 3 }, () => ({ ev, source: 'emit' as const, id: again })));
+    expect(res.filter((r) => r.runId)).toHaveLength(1);
+    expect(res.filter((r) => r.deduped)).toHaveLength(2);
+    await outbox.stop();
+  });
+});

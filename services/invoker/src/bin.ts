@@ -1,0 +1,4 @@
+import { runStandalone } from '@dws/runtime';
+import { startInvoker } from './main.js';
+
+await runStandalone('invoker', 8291, startInvoker);

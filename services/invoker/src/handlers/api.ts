@@ -1,0 +1,77 @@
+import type { Database } from '@dws/db';
+import type { ApiHandler, Outbox } from '@dws/runtime';
+import { keyFingerprint } from '@dws/protocol';
+import { parseRegistration } from '../domain/registration.js';
+import { LIVENESS_TTL_MS, listRunners, listWorkflows } from '../store/runners.js';
+import { registerRunner } from './register.js';
+import type { RunnerDirectory } from './runner-directory.js';
+
+const iso = (d: Date | string) => (d instanceof Date ? d : new Date(d)).toISOString();
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+
+export function invokerApi(deps: { db: Database; outbox: Outbox; directory: RunnerDirectory }): Record<string, ApiHandler> {
+  const { db, outbox, directory } = deps;
+  return {
+    /** POST /register: store the runner and its workflows, then tell ingest and the scheduler. */
+    async register({ caller, body }) {
+      const reg = parseRegistration(body, { transport: 'serve' });
+      await registerRunner({ db, outbox }, caller.workspaceId, reg, 'serve');
+      directory.forget(caller.workspaceId, reg.app);
+      return { status: 200, body: { ok: true, runner: reg.runnerId, app: reg.app, workflows: reg.workflows.map((w) => w.name) } };
+    },
+
+    /** GET /runners?app= */
+    async 'runners.list'({ caller, query }) {
+      const rows = await listRunners(db, caller.workspaceId, str(query.app));
+      const key = await directory.signingKey(caller.workspaceId);
+      const expected = key ? keyFingerprint(key) : undefined;
+      const now = Date.now();
+      return {
+        body: rows.map((r) => {
+          const fresh = now - new Date(r.last_seen).getTime() < LIVENESS_TTL_MS;
+          return {
+            id: r.id,
+            app: r.app,
+            // A connect runner has no inbound address.
+            url: r.url === '' ? undefined : r.url,
+            transport: r.transport,
+            runtime: r.runtime ?? undefined,
+            language: r.language ?? undefined,
+            version: r.version ?? undefined,
+            workflows: r.workflows,
+            lastSeen: iso(r.last_seen),
+            registeredAt: iso(r.registered_at),
+            // SPEC: live within 90 s of the last heartbeat; a connect runner also needs its socket.
+            live: fresh && (r.transport !== 'connect' || r.replica !== null),
+            connected: r.transport === 'connect' ? r.replica !== null : undefined,
+            keyMatch: r.key_fingerprint !== null && r.key_fingerprint === expected,
+          };
+        }),
+      };
+    },
+
+    /** GET /workflows?app= */
+    async 'workflows.list'({ caller, query }) {
+      const rows = await listWorkflows(db, caller.workspaceId, str(query.app));
+      return {
+        body: rows.map((r) => {
+          const cfg = r.config;
+          const triggers = Array.isArray(cfg.triggers) ? (cfg.triggers as Record<string, unknown>[]) : [];
+          const schedules = triggers.filter((t) => typeof t.cron === 'string').map((t) => t.cron as string);
+          return {
+            name: r.name,
+            app: r.app,
+            triggers: triggers.length ? triggers : [{ event: r.name }],
+            retry: cfg.retry ?? { maxAttempts: 1 },
+            onFailure: cfg.onFailure === true,
+            concurrency: cfg.concurrency ?? undefined,
+            scheduled: schedules.length > 0,
+            schedules,
+            steps: Array.isArray(cfg.steps) ? cfg.steps : undefined,
+            updatedAt: iso(r.updated_at),
+          };
+        }),
+      };
+    },
+  };
+}

@@ -1,0 +1,1 @@
+export { startInvoker } from './main.js';

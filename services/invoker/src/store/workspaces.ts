@@ -1,0 +1,21 @@
+import type { Database } from '@dws/db';
+
+export async function upsertWorkspace(
+  db: Database,
+  ws: { id: string; name: string; signingKeySealed: string; suspended: boolean },
+): Promise<void> {
+  await db.query(
+    `insert into invoker.workspaces (id, name, signing_key_sealed, suspended, updated_at) values ($1, $2, $3, $4, now())
+     on conflict (id) do update set name = excluded.name, signing_key_sealed = excluded.signing_key_sealed,
+       suspended = excluded.suspended, updated_at = now()`,
+    [ws.id, ws.name, ws.signingKeySealed, ws.suspended],
+  );
+}
+
+export async function workspaceSigningKey(db: Database, id: string): Promise<string | undefined> {
+  const rows = await db.query<{ signing_key_sealed: string }>(
+    'select signing_key_sealed from invoker.workspaces where id = $1',
+    [id],
+  );
+  return rows[0]?.signing_key_sealed;
+}

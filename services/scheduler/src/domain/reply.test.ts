@@ -1,0 +1,87 @@
+import { describe, expect, it } from '@jest/globals';
+import { hashStepId } from '@dws/protocol';
+import { backoffMs, decide, MISSING_RUNNER_LIMIT_MS, TRANSPORT_BUDGET, type RunView } from './reply.js';
+
+const run = (over: Partial<RunView> = {}): RunView => ({
+  attempt: 1, transportFailures: 0, noRunnerSinceMs: null, stepAttempts: new Map(), maxAttempts: 1, workflow: 'wf', runner: '',
+  pendingDeadlines: [], hasOpenPending: false, ...over,
+});
+const ids = { run: () => 'run_child', event: () => 'evt_1', delivery: () => 'dlv_1' };
+const NOW = 1_000_000;
+const reply = (status: number, body: unknown) => ({ kind: 'reply' as const, status, body: JSON.stringify(body) });
+const id = hashStepId('a');
+
+describe('decide', () => {
+  it('200 succeeds with the data; 4xx fails with the runner error', () => {
+    expect(decide(run(), reply(200, { data: { x: 1 }, logs: [] }), NOW, ids)).toEqual({ type: 'succeed', resultJson: '{"x":1}' });
+    expect(decide(run(), reply(400, { error: { message: 'bad' }, logs: [] }), NOW, ids)).toMatchObject({ type: 'fail', error: { message: 'bad' } });
+  });
+
+  it('retries 5xx and transport errors on a fixed budget, then fails', () => {
+    const d = decide(run(), reply(503, { logs: [] }), NOW, ids, () => 0.5);
+    expect(d).toMatchObject({ type: 'retry_later', transportFailures: 1 });
+    expect(decide(run({ transportFailures: TRANSPORT_BUDGET }), { kind: 'transport_error', error: 'ECONNREFUSED' }, NOW, ids)).toMatchObject({
+      type: 'fail',
+      error: { message: expect.stringContaining('ECONNREFUSED') },
+    });
+  });
+
+  it('waits for a missing runner from a durable stamp, then fails naming the workflow and the pin', () => {
+    expect(decide(run(), { kind: 'no_runner' }, NOW, ids)).toMatchObject({ type: 'retry_later', noRunnerSinceMs: NOW });
+    const late = decide(run({ noRunnerSinceMs: NOW - MISSING_RUNNER_LIMIT_MS, runner: 'r-9' }), { kind: 'no_runner' }, NOW, ids);
+    expect(late).toMatchObject({ type: 'fail', error: { message: expect.stringMatching(/wf.*r-9/) } });
+  });
+
+  it('retries a failed step up to maxAttempts, honours retryAfterMs, and fails at once when not retriable', () => {
+    const fail = { opcodes: [{ op: 'StepRun', id, name: 'a', error: { message: 'x' } }], logs: [] };
+    expect(decide(run({ maxAttempts: 3 }), reply(206, fail), NOW, ids, () => 0)).toMatchObject({ type: 'park', untilMs: NOW + 500, attempt: 2 });
+    const after = { opcodes: [{ op: 'StepRun', id, name: 'a', error: { message: 'x' }, retryAfterMs: 7000 }], logs: [] };
+    expect(decide(run({ maxAttempts: 3 }), reply(206, after), NOW, ids)).toMatchObject({ type: 'park', untilMs: NOW + 7000 });
+    const last = decide(run({ maxAttempts: 3, stepAttempts: new Map([[id, 2]]) }), reply(206, fail), NOW, ids);
+    expect(last).toMatchObject({ type: 'continue', steps: [{ status: 'failed', attempts: 3, memo: true }] });
+    const fatal = { opcodes: [{ op: 'StepRun', id, name: 'a', error: { message: 'no' }, retriable: false }], logs: [] };
+    expect(decide(run({ maxAttempts: 3 }), reply(206, fatal), NOW, ids)).toMatchObject({ type: 'fail', error: { message: 'no' } });
+  });
+
+  it('parks a batch at its earliest deadline; a past SleepUntil is due now; an unknown op fails its step', () => {
+    const b = hashStepId('b');
+    const d = decide(run({ pendingDeadlines: [NOW + 50_000] }), reply(206, {
+      opcodes: [{ op: 'Sleep', id, name: 'a', sleepMs: 60_000 }, { op: 'WaitForEvent', id: b, name: 'b', eventName: 'e', timeoutMs: 30_000 }],
+      logs: [],
+    }), NOW, ids);
+    expect(d).toMatchObject({ type: 'park', untilMs: NOW + 30_000 });
+    const past = decide(run(), reply(206, { opcodes: [{ op: 'SleepUntil', id, name: 'a', sleepUntilMs: NOW - 5 }], logs: [] }), NOW, ids);
+    expect(past).toMatchObject({ type: 'park', untilMs: NOW - 5 });
+    const unknown = decide(run(), reply(206, { opcodes: [{ op: 'Teleport', id, name: 'a' }], logs: [] }), NOW, ids);
+    expect(unknown).toMatchObject({ type: 'continue', steps: [{ status: 'failed', error: { message: expect.stringContaining('Teleport') } }] });
+  });
+
+  it('a 206 with no new opcode parks on what is pending, and fails when nothing is', () => {
+    expect(decide(run({ hasOpenPending: true }), reply(206, { opcodes: [], logs: [] }), NOW, ids)).toMatchObject({ type: 'park', untilMs: null });
+    expect(decide(run(), reply(206, { opcodes: [], logs: [] }), NOW, ids)).toMatchObject({ type: 'fail' });
+  });
+
+  it('draws ids for children, emits and deliveries once, into the step', () => {
+    const d = decide(run(), reply(206, {
+      opcodes: [
+        { op: 'RunWorkflow', id, name: 'a', childName: 'kid', childData: { n: 1 } },
+        { op: 'Emit', id: hashStepId('e'), name: 'e', eventName: 'x.y', data: {} },
+      ],
+      logs: [],
+    }), NOW, ids);
+    expect(d).toMatchObject({
+      type: 'continue',
+      steps: [
+        { status: 'child', child: { runId: 'run_child', workflow: 'kid', dataJson: '{"n":1}' } },
+        { status: 'succeeded', dataJson: '{"id":"evt_1"}', handoff: { kind: 'emit', eventId: 'evt_1', name: 'x.y' } },
+      ],
+    });
+  });
+
+  it('backs off exponentially with jitter, capped', () => {
+    expect(backoffMs(1, () => 0)).toBe(500);
+    expect(backoffMs(1, () => 1)).toBe(1000);
+    expect(backoffMs(3, () => 1)).toBe(4000);
+    expect(backoffMs(20, () => 1)).toBe(30_000);
+  });
+});

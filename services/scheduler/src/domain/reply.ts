@@ -1,0 +1,340 @@
+import type { StepError } from '@dws/protocol';
+
+/** What the invoker reported for one pass. */
+export type PassOutcome =
+  | { kind: 'reply'; status: number; body: string; /** The body parsed once, when the caller already did. */ parsed?: unknown }
+  | { kind: 'no_runner' }
+  | { kind: 'transport_error'; error: string };
+
+/** The parts of a run the decision reads (all in memory while a replica holds the run). */
+export interface RunView {
+  attempt: number;
+  transportFailures: number;
+  /** ms epoch of the durable stamp taken when no runner was first missing; null when one was found. */
+  noRunnerSinceMs: number | null;
+  /** Failed attempts so far of steps that are being retried, by hashed id. */
+  stepAttempts: ReadonlyMap<string, number>;
+  maxAttempts: number;
+  workflow: string;
+  runner: string;
+  /** Deadlines of steps already parked (sleeps, wait timeouts) that the new batch adds to. */
+  pendingDeadlines: readonly number[];
+  /** True when some step is parked without a deadline (a child, a wait with no timeout). */
+  hasOpenPending: boolean;
+}
+
+/** A step result to persist. `memo` marks what the runner will see on the next pass. */
+export type StepStatus = 'succeeded' | 'failed' | 'retrying' | 'sleeping' | 'waiting' | 'child';
+
+/** Work a step hands to another service, published through the outbox after commit. */
+export type Handoff =
+  | { kind: 'emit'; eventId: string; name: string; dataJson: string; dedupeId?: string; targetApp?: string }
+  | { kind: 'webhook'; deliveryId: string; url: string; bodyJson: string }
+  | { kind: 'approval'; requestJson: string }
+  | { kind: 'infer'; requestJson: string };
+
+export interface StepOutcome {
+  id: string;
+  name: string;
+  op: string;
+  status: StepStatus;
+  /** sleeping: wake time; waiting: timeout deadline (none = wait forever). */
+  wakeAtMs?: number;
+  /** waiting (WaitForEvent): what resumes it. */
+  wait?: { eventName: string; ifExpr?: string };
+  /** child (RunWorkflow): the run to start. */
+  child?: { runId: string; workflow: string; app?: string; runner?: string; dataJson: string };
+  handoff?: Handoff;
+  /** Raw JSON text of the result. */
+  dataJson?: string;
+  inputJson?: string;
+  error?: StepError;
+  /** Attempts made so far, this one included. */
+  attempts: number;
+  memo: boolean;
+}
+
+export type Decision =
+  | { type: 'succeed'; resultJson: string }
+  | { type: 'fail'; error: StepError; steps: StepOutcome[] }
+  | { type: 'continue'; steps: StepOutcome[] }
+  /** Nothing to run now: wait for the earliest deadline (null: only an outside event can wake it). */
+  | { type: 'park'; untilMs: number | null; steps: StepOutcome[]; attempt: number }
+  | {
+      type: 'retry_later';
+      delayMs: number;
+      steps: StepOutcome[];
+      transportFailures: number;
+      noRunnerSinceMs: number | null;
+      /** A step retry starts a new run attempt (logs stay distinct per attempt). */
+      attempt: number;
+    };
+
+/** SPEC Limits: a run waits at most 5 minutes for a capable runner. */
+export const MISSING_RUNNER_LIMIT_MS = 5 * 60_000;
+/** Transport failures (5xx, timeouts, connection errors) tolerated before the run fails. */
+export const TRANSPORT_BUDGET = 5;
+
+/** Exponential backoff with full jitter over [base/2, base], base = 1 s * 2^(n-1), capped. */
+export function backoffMs(failures: number, rnd = Math.random, capMs = 30_000): number {
+  const base = Math.min(capMs, 1000 * 2 ** Math.max(0, failures - 1));
+  return Math.round(base / 2 + (rnd() * base) / 2);
+}
+
+const parseJson = (text: string): unknown => {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+};
+
+/** Parse a reply body once: the engine parses it up front and shares the result. */
+export function withParsedBody(outcome: PassOutcome): PassOutcome {
+  return outcome.kind === 'reply' && outcome.parsed === undefined ? { ...outcome, parsed: parseJson(outcome.body) ?? null } : outcome;
+}
+
+const bodyOf = (o: { body: string; parsed?: unknown }): unknown => (o.parsed !== undefined ? o.parsed : parseJson(o.body));
+
+const asStepError = (v: unknown, fallback: string): StepError => {
+  const e = v as { message?: unknown; stack?: unknown } | undefined;
+  if (e && typeof e.message === 'string') return typeof e.stack === 'string' ? { message: e.message, stack: e.stack } : { message: e.message };
+  return { message: fallback };
+};
+
+/**
+ * Pure: what the scheduler does with one pass's outcome (SPEC "Invoke reply
+ * statuses", "Opcode semantics", retries). No I/O; the engine persists the
+ * decision in one statement.
+ */
+export interface IdSource {
+  run(): string;
+  event(): string;
+  delivery(): string;
+}
+
+/** Runner log lines of a reply (SPEC Runner log line), as sent. */
+export interface RawLogLine {
+  level?: unknown;
+  message?: unknown;
+  fields?: unknown;
+  scope?: unknown;
+  index?: unknown;
+}
+
+/** The log lines riding a reply body (every status carries them in protocol v1). */
+export function logsOf(outcome: PassOutcome): RawLogLine[] {
+  if (outcome.kind !== 'reply') return [];
+  const parsed = bodyOf(outcome) as { logs?: unknown } | undefined;
+  return Array.isArray(parsed?.logs) ? (parsed.logs as RawLogLine[]) : [];
+}
+
+export function decide(run: RunView, outcome: PassOutcome, nowMs: number, newIds: IdSource, rnd = Math.random): Decision {
+  if (outcome.kind === 'no_runner') {
+    const since = run.noRunnerSinceMs ?? nowMs;
+    if (nowMs - since >= MISSING_RUNNER_LIMIT_MS) {
+      const who = run.runner ? ` on runner ${run.runner}` : '';
+      return { type: 'fail', steps: [], error: { message: `No capable runner registered for workflow ${run.workflow}${who} within 5 minutes.` } };
+    }
+    const waited = nowMs - since;
+    return {
+      type: 'retry_later',
+      delayMs: Math.min(10_000, Math.max(250, waited / 4)),
+      steps: [],
+      transportFailures: run.transportFailures,
+      noRunnerSinceMs: since,
+      attempt: run.attempt,
+    };
+  }
+  if (outcome.kind === 'transport_error' || outcome.status >= 500) {
+    const failures = run.transportFailures + 1;
+    if (failures > TRANSPORT_BUDGET) {
+      const detail = outcome.kind === 'transport_error' ? outcome.error : errorFromBody(bodyOf(outcome), `runner answered ${outcome.status}`).message;
+      return { type: 'fail', steps: [], error: { message: `Runner unreachable after ${TRANSPORT_BUDGET} transport retries: ${detail}` } };
+    }
+    return { type: 'retry_later', delayMs: backoffMs(failures, rnd), steps: [], transportFailures: failures, noRunnerSinceMs: null, attempt: run.attempt };
+  }
+  const { status } = outcome;
+  const body = bodyOf(outcome);
+  if (status === 200) {
+    const parsed = body as { data?: unknown } | undefined;
+    if (!parsed || typeof parsed !== 'object') return { type: 'fail', steps: [], error: { message: 'Runner answered 200 with a body that is not a protocol v1 reply.' } };
+    return { type: 'succeed', resultJson: JSON.stringify(parsed.data ?? null) };
+  }
+  if (status === 206) return decideOpcodes(run, body, nowMs, newIds, rnd);
+  // 4xx (and anything else unexpected): non-retriable, the run fails.
+  return { type: 'fail', steps: [], error: errorFromBody(body, `Runner answered ${status}.`) };
+}
+
+function errorFromBody(body: unknown, fallback: string): StepError {
+  const parsed = body as { error?: unknown } | undefined;
+  const err = parsed?.error;
+  if (typeof err === 'string') return { message: err };
+  if (err && typeof err === 'object' && typeof (err as { message?: unknown }).message === 'string') return asStepError(err, fallback);
+  return { message: fallback };
+}
+
+interface RawOpcode {
+  op?: unknown;
+  id?: unknown;
+  name?: unknown;
+  data?: unknown;
+  input?: unknown;
+  error?: unknown;
+  retriable?: unknown;
+  retryAfterMs?: unknown;
+  sleepMs?: unknown;
+  sleepUntilMs?: unknown;
+  eventName?: unknown;
+  eventIf?: unknown;
+  timeoutMs?: unknown;
+  childName?: unknown;
+  childData?: unknown;
+  childApp?: unknown;
+  childRunner?: unknown;
+  dedupeId?: unknown;
+  targetApp?: unknown;
+  webhookUrl?: unknown;
+  [k: string]: unknown;
+}
+
+const optStr = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+const finite = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+
+/**
+ * One opcode -> one step outcome. Pure except for the ids it draws (child
+ * runs, emitted events, deliveries), which are persisted with the step so a
+ * replay sees the same ones.
+ */
+function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, newIds: IdSource, rnd: () => number): { step: StepOutcome; retryAfterMs?: number; fatal?: StepError } {
+  const name = typeof raw.name === 'string' ? raw.name : id;
+  const op = typeof raw.op === 'string' ? raw.op : 'unknown';
+  const attempts = (run.stepAttempts.get(id) ?? 0) + 1;
+  const base = { id, name, op, attempts };
+  const failStep = (message: string): { step: StepOutcome } => ({ step: { ...base, status: 'failed', memo: true, error: { message } } });
+  switch (op) {
+    case 'StepRun': {
+      const inputJson = raw.input === undefined ? undefined : JSON.stringify(raw.input);
+      if (raw.error === undefined) {
+        return { step: { ...base, status: 'succeeded', dataJson: JSON.stringify(raw.data ?? null), inputJson, memo: true } };
+      }
+      const error = asStepError(raw.error, 'Step failed.');
+      const retriable = raw.retriable !== false;
+      if (retriable && attempts < run.maxAttempts) {
+        const after = finite(raw.retryAfterMs) !== undefined && (raw.retryAfterMs as number) >= 0 ? (raw.retryAfterMs as number) : backoffMs(attempts, rnd);
+        // The memo never holds an error that will still be retried.
+        return { step: { ...base, status: 'retrying', error, inputJson, memo: false }, retryAfterMs: after };
+      }
+      return { step: { ...base, status: 'failed', error, inputJson, memo: true }, fatal: retriable ? undefined : error };
+    }
+    case 'Sleep': {
+      const ms = finite(raw.sleepMs);
+      if (ms === undefined || ms < 0) return failStep('Sleep needs a non-negative sleepMs.');
+      // SPEC: the wake time is resolved once, when the sleep is persisted.
+      return { step: { ...base, status: 'sleeping', wakeAtMs: nowMs + ms, memo: true } };
+    }
+    case 'SleepUntil': {
+      const at = finite(raw.sleepUntilMs);
+      if (at === undefined) return failStep('SleepUntil needs sleepUntilMs (UTC epoch ms).');
+      // Stored verbatim: a past deadline wakes on the next cycle.
+      return { step: { ...base, status: 'sleeping', wakeAtMs: at, memo: true } };
+    }
+    case 'WaitForEvent': {
+      const eventName = optStr(raw.eventName);
+      if (!eventName) return failStep('WaitForEvent needs eventName.');
+      const ifExpr = optStr(raw.eventIf);
+      const timeout = finite(raw.timeoutMs);
+      return {
+        step: { ...base, status: 'waiting', wait: { eventName, ifExpr }, wakeAtMs: timeout !== undefined && timeout >= 0 ? nowMs + timeout : undefined, memo: true },
+      };
+    }
+    case 'RunWorkflow': {
+      const workflow = optStr(raw.childName);
+      if (!workflow) return failStep('RunWorkflow needs childName.');
+      return {
+        step: {
+          ...base,
+          status: 'child',
+          memo: true,
+          child: { runId: newIds.run(), workflow, app: optStr(raw.childApp), runner: optStr(raw.childRunner), dataJson: JSON.stringify(raw.childData ?? null) },
+        },
+      };
+    }
+    case 'Emit': {
+      const eventName = optStr(raw.eventName) ?? (typeof (raw.data as { name?: unknown })?.name === 'string' ? ((raw.data as { name: string }).name) : undefined);
+      if (!eventName) return failStep('Emit needs eventName.');
+      const eventId = newIds.event();
+      return {
+        step: {
+          ...base,
+          status: 'succeeded',
+          memo: true,
+          dataJson: JSON.stringify({ id: eventId }),
+          handoff: { kind: 'emit', eventId, name: eventName, dataJson: JSON.stringify(raw.data ?? null), dedupeId: optStr(raw.dedupeId), targetApp: optStr(raw.targetApp) },
+        },
+      };
+    }
+    case 'Webhook': {
+      const url = optStr(raw.webhookUrl);
+      if (!url || !/^https?:\/\//.test(url)) return failStep('Webhook needs an absolute http(s) webhookUrl.');
+      const deliveryId = newIds.delivery();
+      return {
+        step: { ...base, status: 'succeeded', memo: true, dataJson: JSON.stringify({ deliveryId }), handoff: { kind: 'webhook', deliveryId, url, bodyJson: JSON.stringify(raw.data ?? null) } },
+      };
+    }
+    case 'Score': {
+      const d = raw.data as { name?: unknown; value?: unknown } | undefined;
+      if (!d || typeof d.name !== 'string' || d.value === undefined) return failStep('Score needs data { name, value }.');
+      // Memoised: a replay never writes the score twice.
+      return { step: { ...base, status: 'succeeded', memo: true, dataJson: JSON.stringify(raw.data) } };
+    }
+    case 'Approval':
+    case 'Infer': {
+      // Handed to the approvals service / the invoker's model calls; the step stays pending until they answer.
+      const timeout = finite(raw.timeoutMs);
+      return {
+        step: {
+          ...base,
+          status: 'waiting',
+          memo: true,
+          wakeAtMs: op === 'Approval' && timeout !== undefined && timeout >= 0 ? nowMs + timeout : undefined,
+          handoff: { kind: op === 'Approval' ? 'approval' : 'infer', requestJson: JSON.stringify(raw) },
+        },
+      };
+    }
+    default:
+      // SPEC: an unrecognized op fails the step rather than re-invoking forever.
+      return failStep(`Opcode ${op} is not supported by this service.`);
+  }
+}
+
+function decideOpcodes(run: RunView, body: unknown, nowMs: number, newIds: IdSource, rnd: () => number): Decision {
+  const parsed = body as { opcodes?: unknown } | undefined;
+  const ops = parsed?.opcodes;
+  if (!Array.isArray(ops)) return { type: 'fail', steps: [], error: { message: 'Runner answered 206 without an opcodes array.' } };
+  const steps: StepOutcome[] = [];
+  let retryAt: number | undefined;
+  let failure: StepError | undefined;
+  let progressed = false;
+  const seen = new Set<string>();
+  for (const raw of ops as RawOpcode[]) {
+    const id = typeof raw?.id === 'string' ? raw.id : undefined;
+    if (!id || !/^[0-9a-f]{64}$/.test(id)) return { type: 'fail', steps, error: { message: 'Runner sent an opcode without a valid hashed step id.' } };
+    if (seen.has(id)) continue;
+    seen.add(id);
+    const r = opcodeOutcome(run, raw, id, nowMs, newIds, rnd);
+    steps.push(r.step);
+    if (r.retryAfterMs !== undefined) retryAt = Math.min(retryAt ?? Infinity, nowMs + r.retryAfterMs);
+    if (r.fatal) failure ??= r.fatal;
+    if (r.step.status === 'succeeded' || r.step.status === 'failed') progressed = true;
+  }
+  if (failure) return { type: 'fail', steps, error: failure };
+  // Something completed: the handler may go further at once.
+  if (progressed && retryAt === undefined) return { type: 'continue', steps };
+  const deadlines = [retryAt, ...steps.map((s) => s.wakeAtMs), ...run.pendingDeadlines].filter((d): d is number => d !== undefined);
+  const untilMs = deadlines.length ? Math.min(...deadlines) : null;
+  if (steps.length === 0 && untilMs === null && !run.hasOpenPending) {
+    return { type: 'fail', steps, error: { message: 'Runner reported no new steps and nothing is pending: the run cannot make progress.' } };
+  }
+  return { type: 'park', untilMs, steps, attempt: retryAt !== undefined ? run.attempt + 1 : run.attempt };
+}

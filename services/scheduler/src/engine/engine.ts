@@ -1,0 +1,390 @@
+import type { Bus } from '@dws/bus';
+import type { Database } from '@dws/db';
+import type { Logger } from '@dws/log';
+import { redact, type StepError } from '@dws/protocol';
+import { create, fromBinary, InvokeRequestSchema, InvokeResult_Outcome, InvokeResultSchema, toBinary } from '@dws/proto';
+import { ids, subjects, type Outbox, type OutboxMessage } from '@dws/runtime';
+import { decide, logsOf, withParsedBody, type Decision, type PassOutcome, type StepOutcome } from '../domain/reply.js';
+import { invokeBody, memoEntry } from '../domain/invoke-body.js';
+import { handoffMessage, runFinishedMessage, stepFailedMessage } from '../domain/handoffs.js';
+import { appendFrames, applyPass, claimDueRuns, loadClaimedSteps, renewLeases, type ApplyPass, type NewFrame } from '../store/runs.js';
+import { finishRun, parkSteps } from '../store/effects.js';
+import { admitToSlots } from '../store/flow.js';
+import { heldFromClaim, type HeldRun } from './held-run.js';
+import type { WorkflowConfigs } from './workflow-configs.js';
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+const LOG_LEVELS = new Set(['debug', 'info', 'warn', 'error']);
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
+
+export interface EngineOptions {
+  db: Database;
+  bus: Bus;
+  log: Logger;
+  outbox: Outbox;
+  /** This replica's identity on leases. */
+  owner: string;
+  leaseMs: number;
+  invokeTimeoutMs: number;
+  workflows: WorkflowConfigs;
+  /** Runs driven at once by this replica. @default 512 */
+  maxConcurrent?: number;
+  /** How often due runs are claimed when nothing nudges. @default 250 */
+  pollMs?: number;
+}
+
+/**
+ * Drives runs: one invoke per pass, one statement per applied reply (a
+ * transaction only when the pass has side effects: waiters, children,
+ * hand-offs, a parent to wake), the next pass at once while the run keeps
+ * making progress. Between passes the run stays in memory, held under a
+ * lease, so nothing is re-read.
+ */
+export class Engine {
+  private readonly held = new Map<string, HeldRun>();
+  private readonly active = new Set<Promise<void>>();
+  private pollTimer: NodeJS.Timeout | undefined;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private stopping = false;
+  private claiming = false;
+  private claimAgain = false;
+
+  constructor(private readonly o: EngineOptions) {}
+
+  get capacity(): number {
+    return (this.o.maxConcurrent ?? 512) - this.held.size;
+  }
+
+  start(): void {
+    const poll = () => {
+      if (this.stopping) return;
+      void this.claimDue().finally(() => {
+        if (!this.stopping) this.pollTimer = setTimeout(poll, this.o.pollMs ?? 250);
+      });
+    };
+    this.pollTimer = setTimeout(poll, 0);
+    this.renewTimer = setInterval(() => {
+      renewLeases(this.o.db, this.o.owner, [...this.held.keys()], this.o.leaseMs).catch((err: unknown) =>
+        this.o.log.warn({ err }, 'lease renewal failed'),
+      );
+    }, Math.max(500, Math.floor(this.o.leaseMs / 3)));
+  }
+
+  /** Stop claiming, let passes in flight finish and be applied. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    clearTimeout(this.pollTimer);
+    clearInterval(this.renewTimer);
+    await Promise.allSettled([...this.active]);
+  }
+
+  /** Drive a run this replica just created (it already holds the lease). */
+  adopt(run: HeldRun): void {
+    this.spawn(run);
+  }
+
+  /** Claim soon: something just became due (a child started, a waiter woke). */
+  nudge(): void {
+    void this.claimDue();
+  }
+
+  /** Claim due runs (expired leases, finished sleeps and backoffs, woken waits) up to capacity. */
+  async claimDue(): Promise<number> {
+    if (this.claiming) {
+      this.claimAgain = true;
+      return 0;
+    }
+    if (this.stopping || this.capacity <= 0) return 0;
+    this.claiming = true;
+    let total = 0;
+    try {
+      do {
+        this.claimAgain = false;
+        await admitToSlots(this.o.db);
+        const claimed = await claimDueRuns(this.o.db, this.o.owner, this.o.leaseMs, Math.min(100, this.capacity));
+        for (const c of claimed) {
+          const { steps, logKeys } = await loadClaimedSteps(this.o.db, c.id);
+          this.spawn(heldFromClaim(c, steps, logKeys));
+        }
+        total += claimed.length;
+        if (claimed.length === 100) this.claimAgain = true;
+      } while (this.claimAgain && !this.stopping && this.capacity > 0);
+      return total;
+    } catch (err) {
+      this.o.log.warn({ err }, 'claiming due runs failed');
+      return total;
+    } finally {
+      this.claiming = false;
+    }
+  }
+
+  private spawn(run: HeldRun): void {
+    this.held.set(run.id, run);
+    const p = this.drive(run)
+      .catch((err: unknown) => {
+        // Ours, not the runner's (database or bus trouble): the lease lapses and any replica retries.
+        this.o.log.error({ err, runId: run.id }, 'driving run failed; it will be retried after its lease');
+      })
+      .finally(() => {
+        this.held.delete(run.id);
+        this.active.delete(p);
+      });
+    this.active.add(p);
+  }
+
+  private async drive(run: HeldRun): Promise<void> {
+    for (;;) {
+      const outcome = withParsedBody(await this.invoke(run));
+      const cfg = await this.o.workflows.get(run.workspaceId, run.app, run.workflow);
+      const deadlines: number[] = [];
+      let open = false;
+      for (const p of run.pending.values()) {
+        if (p.wakeAtMs !== undefined) deadlines.push(p.wakeAtMs);
+        else open = true;
+      }
+      const decision = decide(
+        {
+          attempt: run.attempt,
+          transportFailures: run.transportFailures,
+          noRunnerSinceMs: run.noRunnerSinceMs,
+          stepAttempts: run.stepAttempts,
+          maxAttempts: cfg.maxAttempts,
+          workflow: run.workflow,
+          runner: run.runner,
+          pendingDeadlines: deadlines,
+          hasOpenPending: open,
+        },
+        outcome,
+        Date.now(),
+        { run: ids.run, event: ids.event, delivery: () => ids.generic('dlv') },
+      );
+      const again = await this.apply(run, decision, logsOf(outcome), cfg.onFailure);
+      if (!again || this.stopping) return;
+    }
+  }
+
+  private async invoke(run: HeldRun): Promise<PassOutcome> {
+    const body = invokeBody(
+      {
+        runId: run.id,
+        workflow: run.workflow,
+        attempt: run.attempt,
+        app: run.app,
+        runner: run.runner,
+        eventName: run.eventName,
+        inputJson: run.inputJson,
+        onFailureError: run.onFailure?.error,
+      },
+      run.memo.values(),
+    );
+    const req = create(InvokeRequestSchema, {
+      workspaceId: run.workspaceId,
+      runId: run.id,
+      app: run.app,
+      runner: run.runner,
+      workflow: run.workflow,
+      pass: BigInt(run.pass),
+      body: enc.encode(body),
+    });
+    let bytes: Uint8Array;
+    try {
+      bytes = await this.o.bus.request(subjects.invoke, toBinary(InvokeRequestSchema, req), { timeoutMs: this.o.invokeTimeoutMs + 5000 });
+    } catch (err) {
+      return { kind: 'transport_error', error: `invoker unavailable: ${(err as Error).message}` };
+    }
+    const res = fromBinary(InvokeResultSchema, bytes);
+    switch (res.outcome) {
+      case InvokeResult_Outcome.REPLY:
+        return { kind: 'reply', status: res.status, body: dec.decode(res.body) };
+      case InvokeResult_Outcome.NO_RUNNER:
+        return { kind: 'no_runner' };
+      default:
+        return { kind: 'transport_error', error: res.error || 'transport error' };
+    }
+  }
+
+  /** New log lines of a reply as frames, each stored once per (attempt, scope, index). */
+  private logFrames(run: HeldRun, logs: ReturnType<typeof logsOf>, firstSeq: number): NewFrame[] {
+    const frames: NewFrame[] = [];
+    for (const l of logs) {
+      const scope = typeof l.scope === 'string' && l.scope !== '' ? l.scope.slice(0, 256) : '@root';
+      const index = typeof l.index === 'number' && Number.isInteger(l.index) ? l.index : undefined;
+      if (index === undefined) continue;
+      const key = `${run.attempt}:${scope}:${index}`;
+      if (run.logKeys.has(key)) continue;
+      run.logKeys.add(key);
+      const fields = l.fields !== undefined && l.fields !== null && typeof l.fields === 'object' ? redact(l.fields) : undefined;
+      frames.push({
+        seq: firstSeq + frames.length,
+        kind: 'log',
+        logKey: key,
+        fields: {
+          level: typeof l.level === 'string' && LOG_LEVELS.has(l.level) ? l.level : 'info',
+          message: typeof l.message === 'string' ? l.message.slice(0, 64 * 1024) : String(l.message ?? ''),
+          ...(fields ? { fields } : {}),
+          scope,
+          attempt: run.attempt,
+        },
+      });
+    }
+    return frames;
+  }
+
+  /** Persist a decision; true when the run should be invoked again right away. */
+  private async apply(run: HeldRun, d: Decision, logs: ReturnType<typeof logsOf>, onFailure: boolean): Promise<boolean> {
+    const frames: NewFrame[] = run.pendingFrames.splice(0);
+    frames.push(...this.logFrames(run, logs, run.nextSeq + frames.length));
+    const steps: (StepOutcome & { idx: number })[] = [];
+    let newSteps = 0;
+    for (const s of d.type === 'succeed' ? [] : d.steps) {
+      let idx = run.known.get(s.id);
+      if (idx === undefined) idx = run.stepCount + newSteps++;
+      steps.push({ ...s, idx });
+      frames.push({
+        seq: run.nextSeq + frames.length,
+        kind: 'step_status',
+        fields: { name: s.name, status: s.status, attempt: s.attempts, index: idx, ...(s.error ? { error: s.error } : {}) },
+      });
+    }
+    let status = run.status;
+    let resultJson: string | null = null;
+    let error: StepError | null = null;
+    let lease: ApplyPass['lease'];
+    let attempt = run.attempt;
+    let transportFailures = 0;
+    let noRunnerSinceMs: number | null = null;
+    switch (d.type) {
+      case 'succeed':
+        status = 'succeeded';
+        resultJson = d.resultJson;
+        lease = { kind: 'none' };
+        break;
+      case 'fail':
+        status = 'failed';
+        error = d.error;
+        lease = { kind: 'none' };
+        break;
+      case 'continue':
+        status = 'running';
+        lease = { kind: 'hold', ms: this.o.leaseMs };
+        break;
+      case 'park':
+        status = 'waiting';
+        attempt = d.attempt;
+        lease = d.untilMs === null ? { kind: 'none' } : { kind: 'at', atMs: d.untilMs };
+        break;
+      case 'retry_later':
+        status = 'waiting';
+        attempt = d.attempt;
+        transportFailures = d.transportFailures;
+        noRunnerSinceMs = d.noRunnerSinceMs;
+        lease = { kind: 'delay', ms: Math.round(d.delayMs) };
+        break;
+    }
+    if (status !== run.status) {
+      frames.push({ seq: 0, kind: 'run_status', fields: { status, attempt, ...(error ? { error } : {}) } });
+    }
+    // Gap-free per-run seqs, numbered in the order the frames are written.
+    frames.forEach((f, i) => (f.seq = run.nextSeq + i));
+    const terminal = TERMINAL.has(status);
+    const handoffs: OutboxMessage[] = [];
+    for (const s of steps) {
+      if (s.handoff) handoffs.push(handoffMessage(run, s));
+      if (s.status === 'failed') handoffs.push(stepFailedMessage(run, s));
+    }
+    if (terminal) handoffs.push(runFinishedMessage(run, status, resultJson, error));
+    const spawnOnFailure = status === 'failed' && onFailure && !run.onFailure ? ids.run() : null;
+    const parks = steps.some((s) => s.status === 'waiting' || s.status === 'child');
+    const hadOpen = [...run.pending.values()].some((p) => p.status === 'waiting' || p.status === 'child');
+    // One statement covers the common pass, outbox rows included; a transaction only when the
+    // pass parks on waiters or children, or its end touches a parent, children or a follow-on run.
+    const needsTx = parks || (terminal && (run.parentRunId !== null || spawnOnFailure !== null || hadOpen));
+    const args: ApplyPass = {
+      runId: run.id,
+      workspaceId: run.workspaceId,
+      pass: run.pass,
+      owner: this.o.owner,
+      status,
+      resultJson,
+      error,
+      attempt,
+      transportFailures,
+      noRunnerSinceMs,
+      lease,
+      newSteps,
+      nextSeq: run.nextSeq + frames.length,
+      steps,
+      frames,
+      outbox: handoffs,
+    };
+    const result = needsTx
+      ? await this.o.db.tx(async (tx) => {
+          const r = await applyPass(tx, args);
+          if (!r.applied) return r;
+          await parkSteps(tx, run, steps);
+          if (terminal) {
+            await finishRun(tx, run, { status: status as 'succeeded' | 'failed', resultJson, error }, { parentRunId: run.parentRunId, spawnOnFailure, hadOpen });
+          }
+          return r;
+        })
+      : await applyPass(this.o.db, args);
+    if (!result.applied) {
+      this.o.log.info({ runId: run.id, pass: run.pass }, 'pass no longer current; reply dropped');
+      return false;
+    }
+    if (handoffs.length) await this.o.outbox.afterCommit({ ids: result.outboxIds, messages: handoffs });
+    // Committed: update memory, then tell live tails.
+    run.pass += 1;
+    run.stepCount += newSteps;
+    run.nextSeq += frames.length;
+    run.attempt = attempt;
+    run.transportFailures = transportFailures;
+    run.noRunnerSinceMs = noRunnerSinceMs;
+    run.status = status;
+    for (const s of steps) {
+      run.known.set(s.id, s.idx);
+      if (s.status === 'retrying') {
+        run.stepAttempts.set(s.id, s.attempts);
+        continue;
+      }
+      run.stepAttempts.delete(s.id);
+      if (s.status === 'succeeded' || s.status === 'failed') {
+        run.pending.delete(s.id);
+        run.memo.set(s.id, memoEntry(s.id, { dataJson: s.dataJson, error: s.status === 'failed' ? s.error : undefined }));
+      } else {
+        run.pending.set(s.id, { status: s.status, wakeAtMs: s.wakeAtMs });
+        run.memo.set(s.id, memoEntry(s.id, { pending: true }));
+      }
+    }
+    if (steps.some((s) => s.status === 'child') || spawnOnFailure) this.nudge();
+    if (result.status === 'paused' && status !== 'paused') {
+      // The pause requested while this pass ran took effect at its boundary.
+      const paused: NewFrame = { seq: run.nextSeq, kind: 'run_status', fields: { status: 'paused', attempt } };
+      await appendFrames(this.o.db, run.id, run.workspaceId, [paused]);
+      frames.push(paused);
+      run.status = 'paused';
+      this.publishLive(run, frames);
+      return false;
+    }
+    this.publishLive(run, frames);
+    return d.type === 'continue';
+  }
+
+  private publishLive(run: HeldRun, frames: NewFrame[]): void {
+    if (frames.length === 0) return;
+    const ts = new Date().toISOString();
+    const subject = subjects.runTimeline(run.workspaceId, run.id);
+    let statusChanged = false;
+    for (const f of frames) {
+      this.o.bus.emit(subject, enc.encode(JSON.stringify({ kind: f.kind, seq: f.seq, ts, runId: run.id, ...f.fields })));
+      if (f.kind === 'run_status') statusChanged = true;
+    }
+    if (statusChanged) {
+      this.o.bus.emit(
+        subjects.workspaceRuns(run.workspaceId),
+        enc.encode(JSON.stringify({ kind: 'run_status', ts, runId: run.id, status: run.status, workflow: run.workflow, app: run.app })),
+      );
+    }
+  }
+}

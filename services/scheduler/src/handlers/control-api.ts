@@ -1,0 +1,233 @@
+import type { Database } from '@dws/db';
+import type { Logger } from '@dws/log';
+import { celMatches } from '@dws/cel';
+import { conflict, invalid, notFound } from '@dws/protocol';
+import { ids, type ApiHandler, type Caller, type Outbox } from '@dws/runtime';
+import { cancelLockedRun, insertQueuedRun } from '../store/effects.js';
+import { singletonState } from '../store/flow.js';
+import { resolveStep } from '../store/runs.js';
+import {
+  cancelPauseRequest,
+  copySteps,
+  listAudit,
+  lockRun,
+  requestPause,
+  runsForBulk,
+  setRunStatus,
+  stepsBefore,
+  anyWaiter,
+  waitersFor,
+  writeAudit,
+  type BulkFilter,
+  type ControlRun,
+} from '../store/control.js';
+
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
+const RUN_STATUSES = new Set(['queued', 'running', 'waiting', 'paused', 'succeeded', 'failed', 'cancelled']);
+/** Per-call ceiling of bulk replay (SPEC leaves the value open). */
+export const BULK_REPLAY_CEILING = 1000;
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+
+export interface ControlDeps {
+  db: Database;
+  log: Logger;
+  /** The run record of the API, read after the action. */
+  runRecord(workspaceId: string, id: string): Promise<Record<string, unknown>>;
+  /** Something became due: claim now rather than at the next poll. */
+  nudge(): void;
+  outbox: Outbox;
+}
+
+/**
+ * Run control (SPEC Run control and transitions), each action written to the
+ * audit log. A failed audit write is logged and never fails the action.
+ */
+export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
+  const { db, log } = deps;
+
+  const audit = async (caller: Caller, action: string, e: { runId?: string; newRunId?: string; detail?: unknown }) => {
+    try {
+      await writeAudit(db, { workspaceId: caller.workspaceId, action, actor: caller.actor || undefined, ...e });
+    } catch (err) {
+      log.error({ err, action, runId: e.runId }, 'control audit write failed; the action stands');
+    }
+  };
+
+  const mustLock = async (tx: Database, caller: Caller, id: string | undefined): Promise<ControlRun> => {
+    const run = id ? await lockRun(tx, caller.workspaceId, id) : undefined;
+    if (!run) throw notFound('run');
+    return run;
+  };
+
+  /** A new run from a finished one (replay, retry-from-step, bulk replay). */
+  const fork = async (tx: Database, src: ControlRun, inputJson: string): Promise<string> => {
+    const id = ids.run();
+    await insertQueuedRun(tx, {
+      id,
+      workspaceId: src.workspace_id,
+      workflow: src.workflow,
+      app: src.app,
+      runner: src.runner,
+      triggerKind: src.trigger_kind,
+      eventId: src.event_id,
+      eventName: src.event_name,
+      replayOf: src.id,
+      inputJson,
+    });
+    return id;
+  };
+
+  return {
+    async 'runs.cancel'({ caller, params }) {
+      const pending = await db.tx(async (tx) => {
+        const run = await mustLock(tx, caller, params.id);
+        if (TERMINAL.has(run.status)) throw conflict('run_terminal', `Run is already ${run.status}.`);
+        return deps.outbox.enqueue(tx, await cancelLockedRun(tx, run, { message: `Cancelled by ${caller.actor || 'a user'}.` }));
+      });
+      await deps.outbox.afterCommit(pending);
+      await audit(caller, 'cancel', { runId: params.id });
+      return { body: await deps.runRecord(caller.workspaceId, params.id!) };
+    },
+
+    async 'runs.pause'({ caller, params }) {
+      await db.tx(async (tx) => {
+        const run = await mustLock(tx, caller, params.id);
+        if (TERMINAL.has(run.status)) throw conflict('run_terminal', `Run is already ${run.status}.`);
+        if (run.status === 'paused') return; // idempotent
+        // A held run stops at its next step boundary; an idle one stops now.
+        if (run.lease_owner) await requestPause(tx, run.id);
+        else await setRunStatus(tx, run, 'paused');
+      });
+      await audit(caller, 'pause', { runId: params.id });
+      return { body: await deps.runRecord(caller.workspaceId, params.id!) };
+    },
+
+    async 'runs.resume'({ caller, params }) {
+      await db.tx(async (tx) => {
+        const run = await mustLock(tx, caller, params.id);
+        if (run.status !== 'paused') {
+          if (run.pause_requested && !TERMINAL.has(run.status)) return cancelPauseRequest(tx, run.id);
+          throw conflict('run_not_paused', `Run is ${run.status}, not paused.`);
+        }
+        await setRunStatus(tx, run, 'queued', { leaseUntilNow: true });
+      });
+      deps.nudge();
+      await audit(caller, 'resume', { runId: params.id });
+      return { body: await deps.runRecord(caller.workspaceId, params.id!) };
+    },
+
+    async 'runs.replay'({ caller, params, body }) {
+      const override = body !== undefined && body !== null && typeof body === 'object' && 'input' in (body as object);
+      const newId = await db.tx(async (tx) => {
+        const run = await mustLock(tx, caller, params.id);
+        if (!TERMINAL.has(run.status)) throw conflict('run_not_finished', `Run is ${run.status}; only a finished run can be replayed.`);
+        return fork(tx, run, override ? JSON.stringify((body as { input: unknown }).input ?? null) : run.input);
+      });
+      deps.nudge();
+      await audit(caller, 'replay', { runId: params.id, newRunId: newId, detail: override ? { inputOverridden: true } : undefined });
+      return { status: 201, body: await deps.runRecord(caller.workspaceId, newId) };
+    },
+
+    async 'runs.retryFromStep'({ caller, params, body }) {
+      const step = str((body as { step?: unknown } | undefined)?.step);
+      if (!step) throw invalid('step_required', 'Body must name the step to retry from: { "step": "<name>" }.');
+      const newId = await db.tx(async (tx) => {
+        const run = await mustLock(tx, caller, params.id);
+        if (!TERMINAL.has(run.status)) throw conflict('run_not_finished', `Run is ${run.status}; only a finished run can be retried.`);
+        const carried = await stepsBefore(tx, run.id, step);
+        if (!carried) throw notFound('step');
+        const id = await fork(tx, run, run.input);
+        await copySteps(tx, id, run.workspace_id, carried);
+        return id;
+      });
+      deps.nudge();
+      await audit(caller, 'retry_from_step', { runId: params.id, newRunId: newId, detail: { step } });
+      return { status: 201, body: await deps.runRecord(caller.workspaceId, newId) };
+    },
+
+    async 'runs.bulkReplay'({ caller, body }) {
+      if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
+        throw invalid('invalid_body', 'Body must be a filter object: { app?, workflow?, status?, runType?, since? }.');
+      }
+      const b = body as Record<string, unknown>;
+      const filter: BulkFilter = { app: str(b.app), workflow: str(b.workflow), status: str(b.status), runType: str(b.runType), since: str(b.since) };
+      if (!Object.values(filter).some((v) => v !== undefined)) throw invalid('filter_required', 'At least one filter field is required.');
+      if (filter.status && !RUN_STATUSES.has(filter.status)) throw invalid('invalid_status', 'status is not a run status.');
+      if (filter.runType && filter.runType !== 'event' && filter.runType !== 'cron') throw invalid('invalid_run_type', 'runType must be event or cron.');
+      if (filter.since && Number.isNaN(Date.parse(filter.since))) throw invalid('invalid_since', 'since must be an RFC 3339 time.');
+      const { matched, rows } = await runsForBulk(db, caller.workspaceId, filter, BULK_REPLAY_CEILING + 1);
+      let replayed = 0;
+      let skipped = 0;
+      let failed = 0;
+      for (const r of rows.slice(0, BULK_REPLAY_CEILING)) {
+        if (!TERMINAL.has(r.status)) {
+          skipped++;
+          continue;
+        }
+        try {
+          const newId = await db.tx(async (tx) => {
+            const run = await lockRun(tx, caller.workspaceId, r.id);
+            if (!run || !TERMINAL.has(run.status)) return undefined;
+            return fork(tx, run, run.input);
+          });
+          if (newId) replayed++;
+          else skipped++;
+        } catch (err) {
+          failed++;
+          log.warn({ err, runId: r.id }, 'bulk replay of one run failed');
+        }
+      }
+      deps.nudge();
+      const result = { matched, replayed, skipped, failed, capped: matched > replayed + skipped + failed };
+      await audit(caller, 'bulk_replay', { detail: { filter, ...result } });
+      return { body: result };
+    },
+
+    async 'control.list'({ caller, query }) {
+      const limitRaw = query.limit === undefined ? 100 : Number(query.limit);
+      if (!Number.isInteger(limitRaw) || limitRaw < 1) throw invalid('invalid_limit', 'limit must be an integer from 1 to 1000.');
+      const rows = await listAudit(db, caller.workspaceId, { action: str(query.action), runId: str(query.runId), limit: Math.min(1000, limitRaw) });
+      return {
+        body: rows.map((r) => ({
+          id: String(r.id),
+          action: r.action,
+          runId: r.run_id ?? undefined,
+          newRunId: r.new_run_id ?? undefined,
+          actor: r.actor ?? undefined,
+          detail: r.detail ?? undefined,
+          createdAt: new Date(r.created_at).toISOString(),
+        })),
+      };
+    },
+
+    /** Internal (ingest, singleton skip): the active runs of a singleton key, and which of `runIds` have finished. */
+    async 'runs.activeForKey'({ caller, body }) {
+      const b = (body ?? {}) as { app?: unknown; workflow?: unknown; key?: unknown; runIds?: unknown };
+      const app = str(b.app);
+      const workflow = str(b.workflow);
+      if (!app || !workflow || typeof b.key !== 'string') throw invalid('invalid_body', 'app, workflow and key are required.');
+      const runIds = Array.isArray(b.runIds) ? b.runIds.filter((x): x is string => typeof x === 'string').slice(0, 100) : [];
+      return { body: await singletonState(db, { workspaceId: caller.workspaceId, app, workflow, key: b.key, runIds }) };
+    },
+
+    /** Internal (ingest): an event arrived; resume the waitForEvent steps it satisfies. Returns { woke }. */
+    async 'waiters.wake'({ caller, body }) {
+      const b = body as { name?: unknown; data?: unknown; id?: unknown; ts?: unknown } | undefined;
+      const name = str(b?.name);
+      if (!name) throw invalid('invalid_event', 'name is required.');
+      const event = { name, data: b?.data ?? null, id: str(b?.id), ts: str(b?.ts) };
+      // Most events have no waiter: one indexed read, no transaction.
+      if (!(await anyWaiter(db, caller.workspaceId, name))) return { body: { woke: 0 } };
+      const woke = await db.tx(async (tx) => {
+        let n = 0;
+        for (const w of await waitersFor(tx, caller.workspaceId, name)) {
+          if (w.if_expr && !celMatches(w.if_expr, { event, async: event })) continue;
+          if (await resolveStep(tx, { runId: w.run_id, stepId: w.step_id, dataJson: JSON.stringify(event) })) n++;
+        }
+        return n;
+      });
+      if (woke > 0) deps.nudge();
+      return { body: { woke } };
+    },
+  };
+}

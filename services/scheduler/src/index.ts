@@ -1,0 +1,1 @@
+export { startScheduler } from './main.js';

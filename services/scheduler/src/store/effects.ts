@@ -1,0 +1,152 @@
+import type { Database } from '@dws/db';
+import type { StepError } from '@dws/protocol';
+import type { StepOutcome } from '../domain/reply.js';
+import type { OutboxMessage } from '@dws/runtime';
+import { runFinishedMessage } from '../domain/handoffs.js';
+import { setRunStatus, type ControlRun } from './control.js';
+import { resolveStep, type NewRun } from './runs.js';
+
+export interface QueuedRun extends Omit<NewRun, 'createdAtMs'> {
+  parentRunId?: string;
+  parentStepId?: string;
+  onFailureOf?: string;
+}
+
+/**
+ * Insert a run that any replica may pick up at once (queued, due now), with
+ * its queued frame. Children, onFailure runs and replays start this way.
+ */
+export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<void> {
+  await db.query(
+    `with r as (
+       insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, input,
+                                   next_seq, lease_until, started_at, parent_run_id, parent_step_id, on_failure_of)
+       values ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, 2, now(), now(), $11, $12, $13)
+       on conflict (id) do nothing
+       returning id
+     )
+     insert into scheduler.frames (run_id, seq, workspace_id, kind, payload)
+     select r.id, 1, $2, 'run_status', '{"status":"queued","attempt":1}'::jsonb from r`,
+    [
+      r.id, r.workspaceId, r.workflow, r.app, r.runner, r.triggerKind, r.eventId, r.eventName, r.replayOf, r.inputJson,
+      r.parentRunId ?? null, r.parentStepId ?? null, r.onFailureOf ?? null,
+    ],
+  );
+}
+
+/**
+ * SPEC RunWorkflow: an explicit childApp wins; else the parent's app when it
+ * has the workflow, else any app that has it (cross-app fallback), else the
+ * parent's app (the run then waits for a runner like any other).
+ */
+export async function resolveChildApp(db: Database, workspaceId: string, parentApp: string, workflow: string): Promise<string> {
+  const rows = await db.query<{ app: string }>(
+    `select app from scheduler.workflows where workspace_id = $1 and name = $2
+      order by (app = $3) desc, app limit 1`,
+    [workspaceId, workflow, parentApp],
+  );
+  return rows[0]?.app ?? parentApp;
+}
+
+export interface ParentRef {
+  id: string;
+  workspaceId: string;
+  app: string;
+  runner: string;
+  workflow: string;
+}
+
+/** Waiters and child runs of newly parked steps, written in the pass's transaction. */
+export async function parkSteps(tx: Database, run: ParentRef, steps: StepOutcome[]): Promise<void> {
+  const waits = steps.filter((s) => s.status === 'waiting' && s.wait);
+  if (waits.length) {
+    await tx.query(
+      `insert into scheduler.waiters (workspace_id, event_name, run_id, step_id, if_expr)
+       select $1, x.event_name, $2, x.step_id, x.if_expr from jsonb_to_recordset($3::jsonb) as x(event_name text, step_id text, if_expr text)
+       on conflict do nothing`,
+      [run.workspaceId, run.id, JSON.stringify(waits.map((s) => ({ event_name: s.wait!.eventName, step_id: s.id, if_expr: s.wait!.ifExpr ?? null })))],
+    );
+  }
+  for (const s of steps) {
+    if (s.status !== 'child' || !s.child) continue;
+    const app = s.child.app ?? (await resolveChildApp(tx, run.workspaceId, run.app, s.child.workflow));
+    // SPEC: a child inherits its parent's pin only within the same app.
+    const runner = s.child.runner ?? (app === run.app ? run.runner : '');
+    await insertQueuedRun(tx, {
+      id: s.child.runId,
+      workspaceId: run.workspaceId,
+      workflow: s.child.workflow,
+      app,
+      runner,
+      triggerKind: 'event',
+      eventId: null,
+      eventName: null,
+      replayOf: null,
+      inputJson: s.child.dataJson,
+      parentRunId: run.id,
+      parentStepId: s.id,
+    });
+  }
+}
+
+/**
+ * A run went terminal: its parent's step resolves with the result or the
+ * error, its own children and waiters are cancelled, and a failed run of a
+ * workflow registered with onFailure spawns its follow-on run.
+ */
+export async function finishRun(
+  tx: Database,
+  run: ParentRef & { inputJson: string; eventName: string },
+  outcome: { status: 'succeeded' | 'failed' | 'cancelled'; resultJson?: string | null; error?: StepError | null },
+  opts: { parentRunId: string | null; spawnOnFailure: string | null; /** Whether it may have open children or waiters. @default true */ hadOpen?: boolean },
+): Promise<void> {
+  if (opts.parentRunId) {
+    const parentStep = await tx.query<{ parent_step_id: string }>('select parent_step_id from scheduler.runs where id = $1', [run.id]);
+    const stepId = parentStep[0]?.parent_step_id;
+    if (stepId) {
+      await resolveStep(tx, {
+        runId: opts.parentRunId,
+        stepId,
+        ...(outcome.status === 'succeeded'
+          ? { dataJson: outcome.resultJson ?? 'null' }
+          : { error: outcome.error ?? { message: `Child run ${run.id} was ${outcome.status}.` } }),
+      });
+    }
+  }
+  if (opts.hadOpen !== false) {
+    await tx.query(
+      `update scheduler.runs set status = 'cancelled', lease_owner = null, lease_until = null, ended_at = now(), pass = pass + 1,
+              error = '{"message":"Parent run ended."}'::jsonb
+        where parent_run_id = $1 and status in ('queued', 'running', 'waiting', 'paused')`,
+      [run.id],
+    );
+    await tx.query('delete from scheduler.waiters where run_id = $1', [run.id]);
+  }
+  if (opts.spawnOnFailure) {
+    await insertQueuedRun(tx, {
+      id: opts.spawnOnFailure,
+      workspaceId: run.workspaceId,
+      workflow: run.workflow,
+      app: run.app,
+      runner: run.runner,
+      triggerKind: 'event',
+      eventId: null,
+      eventName: run.eventName,
+      replayOf: null,
+      inputJson: run.inputJson,
+      onFailureOf: run.id,
+    });
+  }
+}
+
+/**
+ * Cancel a run locked by the caller's transaction: the pass advances (a
+ * reply in flight is dropped), its children and waiters go, its parent's
+ * step fails. Returns the run.cancelled fact for the caller's outbox.
+ */
+export async function cancelLockedRun(tx: Database, run: ControlRun, error: StepError): Promise<OutboxMessage[]> {
+  await setRunStatus(tx, run, 'cancelled', { ended: true, error });
+  const ref = { id: run.id, workspaceId: run.workspace_id, app: run.app, runner: run.runner, workflow: run.workflow };
+  await finishRun(tx, { ...ref, inputJson: run.input, eventName: run.event_name ?? run.workflow }, { status: 'cancelled', error }, { parentRunId: run.parent_run_id, spawnOnFailure: null });
+  return [runFinishedMessage(ref, 'cancelled', null, error)];
+}

@@ -1,0 +1,108 @@
+import type { Database } from '@dws/db';
+import type { NewRun } from './runs.js';
+
+export interface FlowControl {
+  /** Throttle: not before this epoch ms (0: at once). */
+  notBeforeMs: number;
+  concurrencyKey: string;
+  /** 0: no limit. */
+  concurrencyLimit: number;
+  priority: number;
+  singletonKey: string | null;
+}
+
+/**
+ * A run under flow control starts queued: due at once (or at its throttle
+ * time) when it has no concurrency limit, else held back until a slot of its
+ * key admits it. Idempotent on the run id.
+ */
+export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl): Promise<boolean> {
+  const limited = flow.concurrencyLimit > 0;
+  const rows = await tx.query<{ id: string }>(
+    `with r as (
+       insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, input,
+                                   next_seq, lease_until, created_at, started_at, concurrency_key, concurrency_limit, admitted, priority, singleton_key)
+       values ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, 2,
+               case when $13::boolean then null else greatest(now(), to_timestamp($11::bigint / 1000.0)) end,
+               to_timestamp($12::bigint / 1000.0), now(), $14, $15, not $13::boolean, $16, $17)
+       on conflict (id) do nothing
+       returning id
+     )
+     insert into scheduler.frames (run_id, seq, workspace_id, kind, payload)
+     select r.id, 1, $2, 'run_status', '{"status":"queued","attempt":1}'::jsonb from r
+     returning run_id`,
+    [
+      run.id, run.workspaceId, run.workflow, run.app, run.runner, run.triggerKind, run.eventId, run.eventName, run.replayOf, run.inputJson,
+      flow.notBeforeMs, run.createdAtMs, limited, limited ? flow.concurrencyKey : null, flow.concurrencyLimit, flow.priority, flow.singletonKey,
+    ],
+  );
+  return rows.length === 1;
+}
+
+/**
+ * Admit queued runs into free concurrency slots. A run holds its key's slot
+ * from admission until it ends (sleeping and waiting included), so "at most
+ * N" holds however the runs park. Keys are served oldest waiter first, and
+ * each key's check-and-admit runs under an advisory lock, so replicas never
+ * admit past the limit together. Within a key: higher priority first, then
+ * creation order.
+ */
+export async function admitToSlots(db: Database): Promise<number> {
+  const keys = await db.query<{ workspace_id: string; app: string; workflow: string; concurrency_key: string; concurrency_limit: number }>(
+    `select workspace_id, app, workflow, concurrency_key, max(concurrency_limit) as concurrency_limit from scheduler.runs
+      where status = 'queued' and not admitted
+      group by workspace_id, app, workflow, concurrency_key order by min(created_at) limit 100`,
+  );
+  let admitted = 0;
+  for (const k of keys) {
+    admitted += await db.tx(async (tx) => {
+      await tx.query('select pg_advisory_xact_lock(hashtext($1))', [`slots:${k.workspace_id}:${k.app}:${k.workflow}:${k.concurrency_key}`]);
+      const held = await tx.query<{ n: number }>(
+        `select count(*)::int as n from scheduler.runs
+          where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4
+            and concurrency_limit > 0 and admitted and status in ('queued', 'running', 'waiting', 'paused')`,
+        [k.workspace_id, k.app, k.workflow, k.concurrency_key],
+      );
+      const free = Number(k.concurrency_limit) - Number(held[0]?.n ?? 0);
+      if (free <= 0) return 0;
+      const rows = await tx.query(
+        `update scheduler.runs set admitted = true, lease_until = now(), updated_at = now()
+          where id in (select id from scheduler.runs
+                        where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4 and status = 'queued' and not admitted
+                        order by priority desc, created_at, id limit $5 for update skip locked)
+          returning id`,
+        [k.workspace_id, k.app, k.workflow, k.concurrency_key, free],
+      );
+      return rows.length;
+    });
+  }
+  return admitted;
+}
+
+/** Non-terminal runs of a singleton key (the run being started excluded), locked for the caller's transaction. */
+export async function activeSingletons(tx: Database, r: { workspaceId: string; app: string; workflow: string; key: string; except?: string }): Promise<string[]> {
+  await tx.query('select pg_advisory_xact_lock(hashtext($1))', [`singleton:${r.workspaceId}:${r.app}:${r.workflow}:${r.key}`]);
+  const rows = await tx.query<{ id: string }>(
+    `select id from scheduler.runs
+      where workspace_id = $1 and app = $2 and workflow = $3 and singleton_key = $4 and id <> $5
+        and status in ('queued', 'running', 'waiting', 'paused')`,
+    [r.workspaceId, r.app, r.workflow, r.key, r.except ?? ''],
+  );
+  return rows.map((x) => x.id);
+}
+
+/** runs.activeForKey: the active runs of a singleton key, and which of the given ids have finished. */
+export async function singletonState(db: Database, r: { workspaceId: string; app: string; workflow: string; key: string; runIds: string[] }) {
+  const active = await db.query<{ id: string }>(
+    `select id from scheduler.runs where workspace_id = $1 and app = $2 and workflow = $3 and singleton_key = $4
+        and status in ('queued', 'running', 'waiting', 'paused')`,
+    [r.workspaceId, r.app, r.workflow, r.key],
+  );
+  const finished = r.runIds.length
+    ? await db.query<{ id: string }>(
+        `select id from scheduler.runs where workspace_id = $1 and id = any($2::text[]) and status in ('succeeded', 'failed', 'cancelled')`,
+        [r.workspaceId, r.runIds],
+      )
+    : [];
+  return { active: active.map((x) => x.id), finished: finished.map((x) => x.id) };
+}

@@ -1,0 +1,4 @@
+CREATE INDEX "runs_ws_app_created" ON "scheduler"."runs" USING btree ("workspace_id","app" DESC NULLS LAST,"created_at" DESC NULLS LAST,"id" DESC NULLS LAST);--> statement-breakpoint
+CREATE INDEX "runs_ws_status_created" ON "scheduler"."runs" USING btree ("workspace_id","status" DESC NULLS LAST,"created_at" DESC NULLS LAST,"id" DESC NULLS LAST);--> statement-breakpoint
+CREATE INDEX "runs_ws_workflow_created" ON "scheduler"."runs" USING btree ("workspace_id","workflow" DESC NULLS LAST,"created_at" DESC NULLS LAST,"id" DESC NULLS LAST);--> statement-breakpoint
+CREATE INDEX "runs_ws_duration" ON "scheduler"."runs" USING btree ("workspace_id",(coalesce((extract(epoch from (ended_at - started_at)) * 1000)::bigint, -1)) desc nulls last,"created_at" DESC NULLS LAST,"id" DESC NULLS LAST);

@@ -1,0 +1,300 @@
+import type { Database } from '@dws/db';
+import type { StepError } from '@dws/protocol';
+import type { OutboxMessage } from '@dws/runtime';
+import type { StepOutcome } from '../domain/reply.js';
+
+/** A timeline frame before it gets its ts from the database. */
+export interface NewFrame {
+  seq: number;
+  kind: 'run_status' | 'step_status' | 'log';
+  /** Kind-specific fields (SPEC Timeline frame), without kind/seq/ts/runId. */
+  fields: Record<string, unknown>;
+  /** Log frames: `attempt:scope:index`, unique per run. */
+  logKey?: string;
+}
+
+/** Rows travel as one JSON parameter (jsonb_to_recordset): nulls and types survive both drivers. */
+function framesJson(frames: NewFrame[]): string {
+  return JSON.stringify(frames.map((f) => ({ seq: f.seq, kind: f.kind, payload: f.fields, log_key: f.logKey ?? null })));
+}
+
+export interface NewRun {
+  id: string;
+  workspaceId: string;
+  workflow: string;
+  app: string;
+  runner: string;
+  triggerKind: string;
+  eventId: string | null;
+  eventName: string | null;
+  replayOf: string | null;
+  inputJson: string;
+  createdAtMs: number;
+}
+
+/**
+ * Insert a run already held by `owner` (it will be driven at once), with its
+ * queued and running frames. Idempotent on the run id: a redelivered start
+ * command inserts nothing and returns false.
+ */
+export async function insertHeldRun(db: Database, run: NewRun, owner: string, leaseMs: number, frames: NewFrame[]): Promise<boolean> {
+  const rows = await db.query<{ id: string }>(
+    `with r as (
+       insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of,
+                                   input, next_seq, lease_owner, lease_until, created_at, started_at)
+       values ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9, $10, $11, $12, now() + ($13::int * interval '1 millisecond'),
+               to_timestamp($14::bigint / 1000.0), now())
+       on conflict (id) do nothing
+       returning id
+     ), f as (
+       insert into scheduler.frames (run_id, seq, workspace_id, kind, payload)
+       select r.id, x.seq, $2, x.kind, x.payload from r, jsonb_to_recordset($15::jsonb) as x(seq int, kind text, payload jsonb)
+     )
+     select id from r`,
+    [
+      run.id, run.workspaceId, run.workflow, run.app, run.runner, run.triggerKind, run.eventId, run.eventName, run.replayOf,
+      run.inputJson, frames.length + 1, owner, leaseMs, run.createdAtMs, framesJson(frames),
+    ],
+  );
+  return rows.length === 1;
+}
+
+export interface ApplyPass {
+  runId: string;
+  workspaceId: string;
+  /** The pass the reply answers; the update is a no-op unless it is still current. */
+  pass: number;
+  owner: string;
+  status: string;
+  resultJson: string | null;
+  error: StepError | null;
+  attempt: number;
+  transportFailures: number;
+  noRunnerSinceMs: number | null;
+  /** Keep the lease (`hold`), release it until a time (`delay`, ms from now; `at`, epoch ms), or drop it. */
+  lease: { kind: 'hold'; ms: number } | { kind: 'delay'; ms: number } | { kind: 'at'; atMs: number } | { kind: 'none' };
+  newSteps: number;
+  nextSeq: number;
+  steps: (StepOutcome & { idx: number })[];
+  frames: NewFrame[];
+  /** Outbox rows written by the same statement (lifecycle facts, hand-offs). */
+  outbox?: OutboxMessage[];
+}
+
+/** What applyPass found: not applied (stale pass), or the status the run now has (a pending pause wins). */
+export type Applied = { applied: false } | { applied: true; status: string; outboxIds: number[] };
+
+/**
+ * Apply one pass in ONE statement (data-modifying CTEs): advance the run
+ * guarded by its pass and lease, upsert the steps, append the frames.
+ * Nothing is written when the pass is no longer current (late or
+ * redelivered reply, lease lost, run cancelled). A pause requested while the
+ * run was held takes effect here, at the step boundary; a step resolved from
+ * outside meanwhile (`wake_pending`) makes a park due at once.
+ */
+export async function applyPass(db: Database, a: ApplyPass): Promise<Applied> {
+  const terminal = a.status === 'succeeded' || a.status === 'failed' || a.status === 'cancelled';
+  const leaseOwner = a.lease.kind === 'hold' ? a.owner : null;
+  const leaseMs = a.lease.kind === 'hold' || a.lease.kind === 'delay' ? a.lease.ms : null;
+  const leaseAt = a.lease.kind === 'at' ? a.lease.atMs : null;
+  const rows = await db.query<{ status: string; outbox_ids: (number | string)[] | null }>(
+    `with r as (
+       update scheduler.runs set
+         pass = pass + 1,
+         status = case when pause_requested and $4 in ('running', 'waiting') then 'paused' else $4 end,
+         result = $5, error = $6::jsonb, attempt = $7, transport_failures = $8,
+         no_runner_since = case when $9::bigint is null then null else to_timestamp($9::bigint / 1000.0) end,
+         step_count = step_count + $10, next_seq = $11,
+         lease_owner = case when pause_requested and $4 in ('running', 'waiting') then null else $12 end,
+         lease_until = case
+           when pause_requested and $4 in ('running', 'waiting') then null
+           when $12::text is null and wake_pending and not $14::boolean then now()
+           -- Holding on: keep a lease that is still fresh, so the row takes a HOT update (no index touched).
+           when $12::text is not null and lease_until > now() + ($13::int * interval '1 millisecond') / 2 then lease_until
+           when $13::int is not null then now() + ($13::int * interval '1 millisecond')
+           when $18::bigint is not null then to_timestamp($18::bigint / 1000.0)
+           else null end,
+         wake_pending = case when $12::text is null then false else wake_pending end,
+         pause_requested = false,
+         ended_at = case when $14::boolean then now() else null end, updated_at = now()
+       where id = $1 and pass = $2 and lease_owner = $3
+       returning id, status
+     ), s as (
+       insert into scheduler.steps (run_id, step_id, workspace_id, name, op, idx, status, data, error, input, attempts, wake_at, child_run_id, ended_at)
+       select r.id, x.step_id, $15, x.name, x.op, x.idx, x.status, x.data, x.error, x.input, x.attempts,
+              case when x.wake_at is null then null else to_timestamp(x.wake_at / 1000.0) end, x.child_run_id,
+              case when x.status in ('succeeded', 'failed') then now() end
+         from r, jsonb_to_recordset($16::jsonb)
+              as x(step_id text, name text, op text, idx int, status text, data text, error jsonb, input text, attempts int,
+                   wake_at bigint, child_run_id text)
+       on conflict (run_id, step_id) do update set status = excluded.status, data = excluded.data, error = excluded.error,
+         attempts = excluded.attempts, wake_at = excluded.wake_at, child_run_id = excluded.child_run_id, ended_at = excluded.ended_at
+     ), f as (
+       insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, log_key)
+       select r.id, x.seq, $15, x.kind, x.payload, x.log_key from r,
+              jsonb_to_recordset($17::jsonb) as x(seq int, kind text, payload jsonb, log_key text)
+     ), o as (
+       insert into scheduler.outbox (subject, msg_id, payload)
+       select x.subject, x.msg_id, decode(x.payload, 'base64') from r,
+              jsonb_to_recordset($19::jsonb) as x(subject text, msg_id text, payload text)
+       returning id
+     )
+     select status, (select coalesce(array_agg(id order by id), '{}') from o) as outbox_ids from r`,
+    [
+      a.runId, a.pass, a.owner, a.status, a.resultJson, a.error ? JSON.stringify(a.error) : null, a.attempt, a.transportFailures,
+      a.noRunnerSinceMs, a.newSteps, a.nextSeq, leaseOwner, leaseMs, terminal, a.workspaceId,
+      JSON.stringify(
+        a.steps.map((s) => ({
+          step_id: s.id, name: s.name, op: s.op, idx: s.idx, status: s.status, data: s.dataJson ?? null,
+          error: s.error ?? null, input: s.inputJson ?? null, attempts: s.attempts, wake_at: s.wakeAtMs ?? null,
+          child_run_id: s.child?.runId ?? null,
+        })),
+      ),
+      framesJson(a.frames),
+      leaseAt,
+      JSON.stringify((a.outbox ?? []).map((m) => ({ subject: m.subject, msg_id: m.msgId, payload: Buffer.from(m.payload).toString('base64') }))),
+    ],
+  );
+  const row = rows[0];
+  return row ? { applied: true, status: row.status, outboxIds: (row.outbox_ids ?? []).map(Number) } : { applied: false };
+}
+
+/** Append frames to a run no replica holds (e.g. the paused frame after a pause took effect). */
+export async function appendFrames(db: Database, runId: string, workspaceId: string, frames: NewFrame[]): Promise<void> {
+  if (frames.length === 0) return;
+  await db.query(
+    `with f as (
+       insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, log_key)
+       select $1, x.seq, $2, x.kind, x.payload, x.log_key from jsonb_to_recordset($3::jsonb) as x(seq int, kind text, payload jsonb, log_key text)
+     )
+     update scheduler.runs set next_seq = $4 where id = $1`,
+    [runId, workspaceId, framesJson(frames), frames[frames.length - 1]!.seq + 1],
+  );
+}
+
+export interface ClaimedRun {
+  id: string;
+  workspace_id: string;
+  workflow: string;
+  app: string;
+  runner: string;
+  status: string;
+  event_name: string | null;
+  input: string;
+  attempt: number;
+  pass: number;
+  step_count: number;
+  next_seq: number;
+  transport_failures: number;
+  no_runner_since_ms: number | null;
+  parent_run_id: string | null;
+  on_failure_of: string | null;
+  failure_error: unknown;
+}
+
+/**
+ * Claim up to `limit` runs that are due: lease expired (a replica died),
+ * backoff or sleep over. SKIP LOCKED lets every replica claim at once
+ * without taking the same run.
+ */
+export async function claimDueRuns(db: Database, owner: string, leaseMs: number, limit: number): Promise<ClaimedRun[]> {
+  const rows = await db.query<ClaimedRun>(
+    `update scheduler.runs r set lease_owner = $1, lease_until = now() + ($2::int * interval '1 millisecond'), updated_at = now()
+      where r.id in (select id from scheduler.runs
+                      where status in ('queued', 'running', 'waiting') and lease_until <= now()
+                      order by lease_until limit $3 for update skip locked)
+      returning r.id, r.workspace_id, r.workflow, r.app, r.runner, r.status, r.event_name, r.input, r.attempt, r.pass,
+                r.step_count, r.next_seq, r.transport_failures,
+                (extract(epoch from r.no_runner_since) * 1000)::bigint as no_runner_since_ms,
+                r.parent_run_id, r.on_failure_of,
+                (select o.error from scheduler.runs o where o.id = r.on_failure_of) as failure_error`,
+    [owner, leaseMs, limit],
+  );
+  return rows.map((r) => ({
+    ...r,
+    pass: Number(r.pass),
+    no_runner_since_ms: r.no_runner_since_ms === null ? null : Number(r.no_runner_since_ms),
+  }));
+}
+
+export interface StoredStep {
+  step_id: string;
+  name: string;
+  status: string;
+  data: string | null;
+  error: StepError | null;
+  attempts: number;
+  wake_at_ms: number | null;
+}
+
+/**
+ * The memo of a claimed run (read once per claim, then kept in memory while
+ * held). Parked steps whose time has come are resolved first: a sleep that
+ * is over, or a wait that timed out (it resolves with null), and their
+ * waiters are removed.
+ */
+export async function loadClaimedSteps(db: Database, runId: string): Promise<{ steps: StoredStep[]; logKeys: string[] }> {
+  await db.query(
+    `with due as (
+       update scheduler.steps set status = 'succeeded', data = 'null', wake_at = null, ended_at = now()
+        where run_id = $1 and status in ('sleeping', 'waiting') and wake_at <= now()
+        returning step_id
+     )
+     delete from scheduler.waiters w using due where w.run_id = $1 and w.step_id = due.step_id`,
+    [runId],
+  );
+  const steps = await db.query<StoredStep>(
+    `select step_id, name, status, data, error, attempts, (extract(epoch from wake_at) * 1000)::bigint as wake_at_ms
+       from scheduler.steps where run_id = $1 order by idx`,
+    [runId],
+  );
+  const keys = await db.query<{ log_key: string }>('select log_key from scheduler.frames where run_id = $1 and log_key is not null', [runId]);
+  return {
+    steps: steps.map((s) => ({ ...s, wake_at_ms: s.wake_at_ms === null ? null : Number(s.wake_at_ms) })),
+    logKeys: keys.map((k) => k.log_key),
+  };
+}
+
+/** Extend the leases this replica holds (passes that run longer than a lease). */
+export async function renewLeases(db: Database, owner: string, runIds: string[], leaseMs: number): Promise<void> {
+  if (runIds.length === 0) return;
+  await db.query(
+    `update scheduler.runs set lease_until = now() + ($3::int * interval '1 millisecond')
+      where id = any($2::text[]) and lease_owner = $1`,
+    [owner, runIds, leaseMs],
+  );
+}
+
+/** Embedded mode only (one scheduler per data directory): leases of a previous process are void. */
+export async function releaseAllLeases(db: Database): Promise<void> {
+  await db.query(
+    `update scheduler.runs set lease_until = now() where lease_owner is not null and status in ('queued', 'running', 'waiting')`,
+  );
+}
+
+/**
+ * Resolve a parked step from outside the run (an event for a waiter, a
+ * child's end, an approval's decision) and wake its run: due now when no
+ * replica holds it, else flagged so its next park is due at once.
+ */
+export async function resolveStep(
+  db: Database,
+  r: { runId: string; stepId: string; dataJson?: string; error?: StepError },
+): Promise<boolean> {
+  const rows = await db.query<{ run_id: string }>(
+    `with s as (
+       update scheduler.steps set status = $3, data = $4, error = $5::jsonb, wake_at = null, ended_at = now()
+        where run_id = $1 and step_id = $2 and status in ('sleeping', 'waiting', 'child')
+        returning run_id
+     ), w as (
+       delete from scheduler.waiters where run_id = $1 and step_id = $2
+     )
+     update scheduler.runs r set
+       lease_until = case when r.lease_owner is null and r.status in ('waiting', 'queued', 'running') then now() else r.lease_until end,
+       wake_pending = r.lease_owner is not null
+      from s where r.id = s.run_id
+      returning r.id as run_id`,
+    [r.runId, r.stepId, r.error ? 'failed' : 'succeeded', r.error ? null : (r.dataJson ?? 'null'), r.error ? JSON.stringify(r.error) : null],
+  );
+  return rows.length > 0;
+}

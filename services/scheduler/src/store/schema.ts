@@ -1,0 +1,167 @@
+import { sql } from 'drizzle-orm';
+import { bigint, bigserial, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { outboxTable } from '@dws/runtime';
+
+export const scheduler = pgSchema('scheduler');
+
+/**
+ * One row per run. `pass` is the sequence of the invoke in flight: a reply is
+ * applied only while it is still current, in the statement that advances it.
+ * `lease_owner/lease_until` say which replica drives the run; an expired
+ * lease (crash) or a delay (retry backoff) lets any replica take it.
+ */
+export const runs = scheduler.table(
+  'runs',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull(),
+    workflow: text('workflow').notNull(),
+    app: text('app').notNull(),
+    runner: text('runner').notNull().default(''),
+    status: text('status').notNull(),
+    triggerKind: text('trigger_kind').notNull(),
+    eventId: text('event_id'),
+    eventName: text('event_name'),
+    replayOf: text('replay_of'),
+    /** Raw JSON text: stored and resent without re-parsing. */
+    input: text('input').notNull(),
+    result: text('result'),
+    error: jsonb('error'),
+    attempt: integer('attempt').notNull().default(1),
+    pass: bigint('pass', { mode: 'number' }).notNull().default(0),
+    stepCount: integer('step_count').notNull().default(0),
+    nextSeq: integer('next_seq').notNull().default(1),
+    transportFailures: integer('transport_failures').notNull().default(0),
+    noRunnerSince: timestamp('no_runner_since', { withTimezone: true }),
+    /** Set when a step of a held run was resolved from outside (event, child): park due at once. */
+    wakePending: boolean('wake_pending').notNull().default(false),
+    /** POST /pause on a held run: takes effect at the next step boundary. */
+    pauseRequested: boolean('pause_requested').notNull().default(false),
+    /** A child run (step.runWorkflow): the parent and the step that waits for it. */
+    parentRunId: text('parent_run_id'),
+    parentStepId: text('parent_step_id'),
+    /** The failed run an onFailure run handles; its error rides ctx.error. */
+    onFailureOf: text('on_failure_of'),
+    /** Flow control from ingest: a run of a limited key waits queued until admitted to a slot. */
+    concurrencyKey: text('concurrency_key'),
+    concurrencyLimit: integer('concurrency_limit').notNull().default(0),
+    admitted: boolean('admitted').notNull().default(true),
+    priority: bigint('priority', { mode: 'number' }).notNull().default(0),
+    singletonKey: text('singleton_key'),
+    leaseOwner: text('lease_owner'),
+    leaseUntil: timestamp('lease_until', { withTimezone: true }),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    startedAt: timestamp('started_at', { withTimezone: true }),
+    endedAt: timestamp('ended_at', { withTimezone: true }),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    index('runs_ws_created').on(t.workspaceId, t.createdAt.desc(), t.id.desc()),
+    // GET /runs sorts (the read side orders to match: DESC NULLS LAST shapes).
+    index('runs_ws_app_created').on(t.workspaceId, t.app.desc(), t.createdAt.desc(), t.id.desc()),
+    index('runs_ws_status_created').on(t.workspaceId, t.status.desc(), t.createdAt.desc(), t.id.desc()),
+    index('runs_ws_workflow_created').on(t.workspaceId, t.workflow.desc(), t.createdAt.desc(), t.id.desc()),
+    // Must stay identical to DURATION_SQL in reads.ts.
+    index('runs_ws_duration').on(
+      t.workspaceId,
+      sql`(coalesce((extract(epoch from (ended_at - started_at)) * 1000)::bigint, -1)) desc nulls last`,
+      t.createdAt.desc(),
+      t.id.desc(),
+    ),
+    index('runs_ws_event').on(t.workspaceId, t.eventId),
+    index('runs_ws_replay_of').on(t.workspaceId, t.replayOf),
+    index('runs_parent').on(t.parentRunId),
+    index('runs_awaiting_slot').on(t.workspaceId, t.app, t.workflow, t.concurrencyKey).where(sql`status = 'queued' and not admitted`),
+    index('runs_slot_holders').on(t.workspaceId, t.app, t.workflow, t.concurrencyKey).where(sql`concurrency_limit > 0 and admitted and status in ('queued', 'running', 'waiting', 'paused')`),
+    index('runs_singleton').on(t.workspaceId, t.app, t.workflow, t.singletonKey).where(sql`singleton_key is not null`),
+    // The one timer index: a run is claimable once lease_until passes, whether that is an
+    // expired lease (crashed replica), a retry backoff, a no-runner wait or a sleep.
+    index('runs_due').on(t.leaseUntil).where(sql`status in ('queued', 'running', 'waiting')`),
+  ],
+);
+
+/** One row per step of a run, keyed by the hashed step id; `data` is raw JSON text. */
+export const steps = scheduler.table(
+  'steps',
+  {
+    runId: text('run_id').notNull(),
+    stepId: text('step_id').notNull(),
+    workspaceId: text('workspace_id').notNull(),
+    name: text('name').notNull(),
+    op: text('op').notNull(),
+    idx: integer('idx').notNull(),
+    status: text('status').notNull(),
+    data: text('data'),
+    error: jsonb('error'),
+    input: text('input'),
+    attempts: integer('attempts').notNull().default(1),
+    /** Sleep wake time, or a wait's timeout deadline. */
+    wakeAt: timestamp('wake_at', { withTimezone: true }),
+    /** The child run of a RunWorkflow step. */
+    childRunId: text('child_run_id'),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    endedAt: timestamp('ended_at', { withTimezone: true }),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.stepId] })],
+);
+
+/** The run timeline: frames with a gap-free per-run seq (run_status, step_status, log). */
+export const frames = scheduler.table(
+  'frames',
+  {
+    runId: text('run_id').notNull(),
+    seq: integer('seq').notNull(),
+    workspaceId: text('workspace_id').notNull(),
+    kind: text('kind').notNull(),
+    payload: jsonb('payload').notNull(),
+    /** Runner log lines: `<attempt>:<scope>:<index>`, persisted once even under replay. */
+    logKey: text('log_key'),
+    ts: timestamp('ts', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.seq] }), uniqueIndex('frames_log_key').on(t.runId, t.logKey).where(sql`log_key is not null`)],
+);
+
+/** waitForEvent steps waiting for an event: matched by name (then eventIf) when ingest reports one. */
+export const waiters = scheduler.table(
+  'waiters',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    eventName: text('event_name').notNull(),
+    runId: text('run_id').notNull(),
+    stepId: text('step_id').notNull(),
+    ifExpr: text('if_expr'),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.stepId] }), index('waiters_event').on(t.workspaceId, t.eventName)],
+);
+
+/** The control audit (SPEC Control audit entry). */
+export const controlActions = scheduler.table(
+  'control_actions',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    workspaceId: text('workspace_id').notNull(),
+    action: text('action').notNull(),
+    runId: text('run_id'),
+    newRunId: text('new_run_id'),
+    actor: text('actor'),
+    detail: jsonb('detail'),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('control_ws_created').on(t.workspaceId, t.id)],
+);
+
+/** Workflow definitions as the invoker announced them (retry policy and, later, flow control). */
+export const workflows = scheduler.table(
+  'workflows',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    name: text('name').notNull(),
+    config: jsonb('config').notNull(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.app, t.name] })],
+);
+
+export const outbox = outboxTable(scheduler);

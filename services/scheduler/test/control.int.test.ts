@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { modes, ScriptedInvoker, startHarness, type Harness } from './harness.js';
+
+jest.setTimeout(60_000);
+
+let gate: Promise<void> | undefined;
+const invoker = new ScriptedInvoker({
+  three: () => [{ run: 'a' }, { run: 'b' }, { run: 'c' }],
+  sleeper: () => [{ run: 'first' }, { sleep: 'nap', ms: 3_600_000 }, { run: 'never' }],
+  fails: (event) => [{ run: 'a' }, { run: 'b', fn: () => { if (!event.data.fixed) throw new Error('b broke'); return 'fixed'; } }, { run: 'c' }],
+  slow: () => Array.from({ length: 6 }, (_, i) => ({ run: `s${i}` })),
+});
+
+describe.each(modes())('run control (%s)', (mode) => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness(mode, invoker);
+  });
+  afterAll(async () => h?.close());
+  const expectError = async (p: Promise<unknown>, status: number, code: string) => {
+    await expect(p).rejects.toMatchObject({ status, code });
+  };
+
+  it('cancels a waiting run, then refuses pause and cancel with 409', async () => {
+    const id = await h.start('sleeper');
+    await h.waitFor(id, ['waiting']);
+    const res = await h.call('runs.cancel', { params: { id } });
+    expect(res.body.status).toBe('cancelled');
+    await expectError(h.call('runs.cancel', { params: { id } }), 409, 'run_terminal');
+    await expectError(h.call('runs.pause', { params: { id } }), 409, 'run_terminal');
+    await expectError(h.call('runs.cancel', { params: { id: 'run_missing' } }), 404, 'run_not_found');
+    const frames = await h.db.query<{ payload: any }>(`select payload from scheduler.frames where run_id = $1 and kind = 'run_status' order by seq`, [id]);
+    expect(frames.at(-1)!.payload.status).toBe('cancelled');
+  });
+
+  it('pauses at a step boundary (idempotently), resumes, and answers 409 to resuming a run that is not paused', async () => {
+    let release!: () => void;
+    gate = new Promise<void>((r) => (release = r));
+    invoker.hold = async (_runId, body) => {
+      if (body.ctx.workflow === 'slow' && gate) await gate;
+    };
+    const id = await h.start('slow');
+    await new Promise((r) => setTimeout(r, 100));
+    await h.call('runs.pause', { params: { id } });
+    await h.call('runs.pause', { params: { id } });
+    gate = undefined;
+    release();
+    invoker.hold = undefined;
+    const paused = await h.waitFor(id, ['paused']);
+    expect(paused.status).toBe('paused');
+    const done = (await h.call('runs.steps', { params: { id } })).body.length;
+    expect(done).toBeLessThan(6);
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await h.call('runs.steps', { params: { id } })).body.length).toBe(done); // the scheduler does not step a paused run
+    expect((await h.call('runs.resume', { params: { id } })).body.status).toBe('queued');
+    await h.waitFor(id, ['succeeded']);
+    await expectError(h.call('runs.resume', { params: { id } }), 409, 'run_not_paused');
+  });
+
+  it('replays a finished run (with an input override) and refuses an unfinished one', async () => {
+    const src = await h.start('three', { v: 1 });
+    await h.waitFor(src, ['succeeded']);
+    const r1 = await h.call('runs.replay', { params: { id: src }, body: { input: { v: 2 } } });
+    expect(r1.body).toMatchObject({ status: 'queued', replayOf: src, workflow: 'three' });
+    const replay = await h.waitFor(r1.body.id, ['succeeded']);
+    expect(replay.input).toEqual({ v: 2 });
+    const r2 = await h.call('runs.replay', { params: { id: src } });
+    expect((await h.waitFor(r2.body.id, ['succeeded'])).input).toEqual({ v: 1 });
+    const live = await h.start('sleeper');
+    await h.waitFor(live, ['waiting']);
+    await expectError(h.call('runs.replay', { params: { id: live } }), 409, 'run_not_finished');
+    await h.call('runs.cancel', { params: { id: live } });
+  });
+
+  it('retries from a step, carrying the steps before it', async () => {
+    const src = await h.start('fails', { fixed: false });
+    await h.waitFor(src, ['failed']);
+    await expectError(h.call('runs.retryFromStep', { params: { id: src }, body: {} }), 400, 'step_required');
+    await expectError(h.call('runs.retryFromStep', { params: { id: src }, body: { step: 'nope' } }), 404, 'step_not_found');
+    const res = await h.call('runs.retryFromStep', { params: { id: src }, body: { step: 'b' } });
+    expect(res.body.replayOf).toBe(src);
+    const newRun = await h.waitFor(res.body.id, ['failed', 'succeeded']);
+    // Step a was carried, not re-executed.
+    expect(invoker.count(res.body.id, 'a')).toBe(0);
+    expect(invoker.count(res.body.id, 'b')).toBe(1);
+    expect(newRun.status).toBe('failed'); // same input, same failure: the point is where it resumed
+  });
+
+  it('bulk-replays finished runs, skipping unfinished ones; requires a filter', async () => {
+    await expectError(h.call('runs.bulkReplay', { body: {} }), 400, 'filter_required');
+    const done = await h.start('three', {}, { app: 'bulk' });
+    await h.waitFor(done, ['succeeded']);
+    const live = await h.start('sleeper', {}, { app: 'bulk' });
+    await h.waitFor(live, ['waiting']);
+    const res = await h.call('runs.bulkReplay', { body: { app: 'bulk' } });
+    expect(res.body).toEqual({ matched: 2, replayed: 1, skipped: 1, failed: 0, capped: false });
+    await h.call('runs.cancel', { params: { id: live } });
+  });
+
+  it('audits every action with the actor, newest first, filterable', async () => {
+    const all = (await h.call('control.list', { query: { limit: '1000' } })).body;
+    expect(all.length).toBeGreaterThan(5);
+    expect(all[0].actor).toBe('tester');
+    const ids = all.map((a: any) => Number(a.id));
+    expect(ids).toEqual([...ids].sort((a, b) => b - a));
+    const cancels = (await h.call('control.list', { query: { action: 'cancel' } })).body;
+    expect(cancels.every((a: any) => a.action === 'cancel')).toBe(true);
+    const retry = (await h.call('control.list', { query: { action: 'retry_from_step' } })).body[0];
+    expect(retry.detail).toEqual({ step: 'b' });
+    const forRun = (await h.call('control.list', { query: { runId: retry.newRunId } })).body;
+    expect(forRun.map((a: any) => a.action)).toContain('retry_from_step');
+  });
+});

@@ -1,0 +1,199 @@
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { ApiRequestSchema, create, fromBinary, RunFinishedSchema, StepFailedSchema, toBinary } from '@dws/proto';
+import { streams, subjects } from '@dws/runtime';
+import { modes, ScriptedInvoker, startHarness, WS, type Harness } from './harness.js';
+
+jest.setTimeout(60_000);
+
+const invoker = new ScriptedInvoker({
+  three: () => [{ run: 'a' }, { run: 'b' }, { run: 'c' }],
+  sleepy: () => [{ run: 'before' }, { sleep: 'nap', ms: 400 }, { run: 'after' }],
+  pastDeadline: () => [{ sleepUntil: 'then', at: Date.now() - 60_000 }, { run: 'done' }],
+  waiter: () => [{ wait: 'approval', event: 'order.approved', if: 'event.data.orderId == "o-1"', timeoutMs: 60_000 }, { run: 'ship' }],
+  shortWait: () => [{ wait: 'nothing', event: 'never.sent', timeoutMs: 300 }, { run: 'after' }],
+  parent: () => [{ child: 'kid', workflow: 'three', data: { from: 'parent' } }, { run: 'after-child' }],
+  failingParent: () => [{ child: 'kid', workflow: 'fatal' }],
+  flaky: () => [{ run: 'flaky', fn: (n) => { if (n < 3) throw new Error(`attempt ${n} failed`); return { ok: n }; } }],
+  fatal: () => [{ run: 'boom', fn: () => { throw new Error('no retry'); }, retriable: false }],
+  exhausted: () => [{ run: 'always', fn: () => { throw new Error('always fails'); } }],
+  caught: () => [{ run: 'always', fn: () => { throw new Error('handled'); }, catchError: true }, { run: 'next' }],
+  fanout: () => [{ parallel: ['p1', 'p2', 'p3'] }, { run: 'join' }],
+  twenty: () => Array.from({ length: 20 }, (_, i) => ({ run: `s${i + 1}` })),
+  emitter: () => [{ emit: 'announce', event: 'thing.happened', data: { x: 1 } }, { run: 'after' }],
+  hang: () => [{ run: 'first' }, { sleep: 'long', ms: 3_600_000 }],
+});
+
+describe.each(modes())('scheduler engine (%s)', (mode) => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness(mode, invoker);
+    await h.register('app', [
+      { name: 'flaky', retry: { maxAttempts: 3 } },
+      { name: 'exhausted', retry: { maxAttempts: 2 } },
+      { name: 'caught', retry: { maxAttempts: 1 } },
+      { name: 'fatal', retry: { maxAttempts: 5 }, onFailure: true },
+    ]);
+  });
+  afterAll(async () => h?.close());
+
+  it('runs steps pass after pass to succeeded, with gap-free frames', async () => {
+    const id = await h.start('three', { n: 1 });
+    const run = await h.waitFor(id, ['succeeded']);
+    expect(run.result.results).toEqual({ a: { step: 'a' }, b: { step: 'b' }, c: { step: 'c' } });
+    expect(['a', 'b', 'c'].map((s) => invoker.count(id, s))).toEqual([1, 1, 1]);
+    const frames = await h.db.query<{ seq: number; kind: string; payload: any }>('select seq, kind, payload from scheduler.frames where run_id = $1 order by seq', [id]);
+    expect(frames.map((f) => f.seq)).toEqual(frames.map((_, i) => i + 1));
+    expect(frames.filter((f) => f.kind === 'run_status').map((f) => f.payload.status)).toEqual(['queued', 'running', 'succeeded']);
+    // The handler-level log line is sent on every pass and stored once.
+    expect(frames.filter((f) => f.kind === 'log')).toHaveLength(1);
+  });
+
+  it('sleeps: parks waiting, wakes at the resolved time, and resumes', async () => {
+    const t0 = Date.now();
+    const id = await h.start('sleepy');
+    await h.waitFor(id, ['waiting']);
+    const run = await h.waitFor(id, ['succeeded']);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(400);
+    expect(run.result.results.nap).toBeNull();
+    const steps = (await h.call('runs.steps', { params: { id } })).body;
+    expect(steps.map((s: any) => [s.name, s.status])).toEqual([['before', 'succeeded'], ['nap', 'succeeded'], ['after', 'succeeded']]);
+  });
+
+  it('a SleepUntil in the past wakes on the next cycle', async () => {
+    const id = await h.start('pastDeadline');
+    await h.waitFor(id, ['succeeded'], 5_000);
+  });
+
+  it('waitForEvent resumes on a matching event (name + eventIf) with the event, and not on others', async () => {
+    const id = await h.start('waiter');
+    await h.waitFor(id, ['waiting']);
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await h.call('waiters.wake', { body: { name: 'order.approved', data: { orderId: 'o-2' } } })).body).toEqual({ woke: 0 });
+    expect((await h.call('waiters.wake', { body: { name: 'other', data: { orderId: 'o-1' } } })).body).toEqual({ woke: 0 });
+    expect((await h.call('waiters.wake', { body: { name: 'order.approved', data: { orderId: 'o-1' }, id: 'evt_1' } })).body).toEqual({ woke: 1 });
+    const run = await h.waitFor(id, ['succeeded']);
+    expect(run.result.results.approval).toMatchObject({ name: 'order.approved', data: { orderId: 'o-1' }, id: 'evt_1' });
+    // A second matching event finds nobody waiting.
+    expect((await h.call('waiters.wake', { body: { name: 'order.approved', data: { orderId: 'o-1' } } })).body).toEqual({ woke: 0 });
+  });
+
+  it('a wake ingest could not deliver at once arrives as a command and resumes the run', async () => {
+    const id = await h.start('waiter');
+    await h.waitFor(id, ['waiting']);
+    await new Promise((r) => setTimeout(r, 100));
+    const req = create(ApiRequestSchema, {
+      workspaceId: WS, actor: 'ingest', keyKind: 'internal', requestId: '', op: 'waiters.wake',
+      body: new TextEncoder().encode('{"params":{},"query":{},"body":{"name":"order.approved","data":{"orderId":"o-1"},"id":"evt_deferred"}}'),
+    });
+    await h.bus.publish(subjects.wakeWaiters, toBinary(ApiRequestSchema, req), { msgId: 'wake:evt_deferred' });
+    const run = await h.waitFor(id, ['succeeded']);
+    expect(run.result.results.approval).toMatchObject({ id: 'evt_deferred', data: { orderId: 'o-1' } });
+  });
+
+  it('waitForEvent resolves with null on timeout', async () => {
+    const id = await h.start('shortWait');
+    const run = await h.waitFor(id, ['succeeded']);
+    expect(run.result.results.nothing).toBeNull();
+  });
+
+  it('runWorkflow starts a child and resumes the parent with its result', async () => {
+    const id = await h.start('parent');
+    const run = await h.waitFor(id, ['succeeded']);
+    expect(run.result.results.kid.results).toEqual({ a: { step: 'a' }, b: { step: 'b' }, c: { step: 'c' } });
+    const children = await h.db.query<{ id: string; parent_run_id: string; status: string }>('select id, parent_run_id, status from scheduler.runs where parent_run_id = $1', [id]);
+    expect(children).toHaveLength(1);
+    expect(children[0]!.status).toBe('succeeded');
+  });
+
+  it("a child's failure fails the parent's step", async () => {
+    const id = await h.start('failingParent');
+    const run = await h.waitFor(id, ['failed']);
+    expect(run.error.message).toBe('no retry');
+  });
+
+  it('retries a failing step with backoff up to maxAttempts; the memo never holds a retried error', async () => {
+    const id = await h.start('flaky');
+    const run = await h.waitFor(id, ['succeeded'], 20_000);
+    expect(run.result.results.flaky).toEqual({ ok: 3 });
+    expect(invoker.count(id, 'flaky')).toBe(3);
+    expect(run.attempt).toBe(3);
+    const memos = invoker.bodies.filter((b) => b.ctx.runId === id).map((b) => Object.values(b.steps));
+    expect(memos.flat().some((m: any) => 'error' in m)).toBe(false);
+  });
+
+  it('fails after maxAttempts; a caught step error lets the run go on', async () => {
+    const a = await h.start('exhausted');
+    const failed = await h.waitFor(a, ['failed'], 20_000);
+    expect(failed.error.message).toBe('always fails');
+    expect(invoker.count(a, 'always')).toBe(2);
+    const b = await h.start('caught');
+    const ok = await h.waitFor(b, ['succeeded']);
+    expect(ok.result.results.always).toEqual({ caught: 'handled' });
+  });
+
+  it('retriable: false fails the run at once and spawns the onFailure run with ctx.error', async () => {
+    const id = await h.start('fatal');
+    const run = await h.waitFor(id, ['failed']);
+    expect(invoker.count(id, 'boom')).toBe(1);
+    expect(run.error.message).toBe('no retry');
+    const follow = await h.db.query<{ id: string }>('select id from scheduler.runs where on_failure_of = $1', [id]);
+    expect(follow).toHaveLength(1);
+    const onFailure = await h.waitFor(follow[0]!.id, ['succeeded', 'failed']);
+    expect(onFailure.status).toBe('failed'); // the script fails again; no second follow-on is spawned
+    const body = invoker.bodies.find((b) => b.ctx.runId === follow[0]!.id);
+    expect(body.ctx).toMatchObject({ onFailure: true, error: { message: 'no retry' } });
+    expect(await h.db.query('select 1 from scheduler.runs where on_failure_of = $1', [follow[0]!.id])).toHaveLength(0);
+  });
+
+  it('persists every opcode of a parallel 206 and continues', async () => {
+    const id = await h.start('fanout');
+    await h.waitFor(id, ['succeeded']);
+    const steps = (await h.call('runs.steps', { params: { id } })).body;
+    expect(steps.map((s: any) => s.name)).toEqual(['p1', 'p2', 'p3', 'join']);
+  });
+
+  it('emit is handed to ingest once, with an event id memoised on the step', async () => {
+    const id = await h.start('emitter');
+    const run = await h.waitFor(id, ['succeeded']);
+    expect(run.result.results.announce.id).toMatch(/^evt_/);
+    const rows = await h.db.query<{ n: number }>('select count(*)::int as n from scheduler.outbox where subject like $1', ['%ingest.cmd.emit']);
+    expect(rows[0]!.n).toBeLessThanOrEqual(1); // published (deleted) or still pending once
+  });
+
+  it('publishes run and step lifecycle facts once (run.failed, step.failed, run.succeeded)', async () => {
+    const facts: { subject: string; runId: string; status?: string; step?: string }[] = [];
+    await h.bus.ensureStream(streams.schedulerFacts);
+    const sub = await h.bus.consume({ stream: streams.schedulerFacts.name, durable: `t${Date.now()}`, filterSubject: 'scheduler.fact.>' }, async (m) => {
+      if (m.subject === subjects.runFinished) {
+        const f = fromBinary(RunFinishedSchema, m.data);
+        facts.push({ subject: m.subject, runId: f.runId, status: f.status });
+      } else {
+        const f = fromBinary(StepFailedSchema, m.data);
+        facts.push({ subject: m.subject, runId: f.runId, step: f.stepName });
+      }
+    });
+    const failed = await h.start('exhausted');
+    const ok = await h.start('three');
+    await h.waitFor(failed, ['failed'], 20_000);
+    await h.waitFor(ok, ['succeeded']);
+    await new Promise((r) => setTimeout(r, 500));
+    await sub.stop();
+    expect(facts.filter((f) => f.runId === failed)).toEqual([
+      { subject: subjects.stepFailed, runId: failed, step: 'always' },
+      { subject: subjects.runFinished, runId: failed, status: 'failed' },
+    ]);
+    expect(facts.filter((f) => f.runId === ok)).toEqual([{ subject: subjects.runFinished, runId: ok, status: 'succeeded' }]);
+  });
+
+  it('two replicas share the runs and never apply a reply twice', async () => {
+    const r2 = await h.replica();
+    const runIds = await Promise.all(Array.from({ length: 10 }, () => h.start('twenty')));
+    for (const id of runIds) await h.waitFor(id, ['succeeded'], 30_000);
+    for (const id of runIds) {
+      for (let i = 1; i <= 20; i++) expect(invoker.count(id, `s${i}`)).toBe(1);
+      const frames = await h.db.query<{ seq: number }>('select seq from scheduler.frames where run_id = $1 order by seq', [id]);
+      expect(frames.map((f) => f.seq)).toEqual(frames.map((_, i) => i + 1));
+    }
+    await r2.handle.stop();
+  });
+});

@@ -1,0 +1,81 @@
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { modes, ScriptedInvoker, startHarness, type Harness } from './harness.js';
+
+jest.setTimeout(90_000);
+
+const order: string[] = [];
+const invoker = new ScriptedInvoker({
+  busy: () => [{ run: 'work' }, { sleep: 'hold', ms: 150 }, { run: 'done' }],
+  tagged: (event) => [{ run: 'start', fn: () => { order.push(event.data.tag as string); return event.data.tag; } }, { sleep: 'hold', ms: (event.data.ms as number) ?? 100 }],
+  long: () => [{ run: 'first' }, { sleep: 'forever', ms: 3_600_000 }],
+});
+
+describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness(mode, invoker);
+  });
+  afterAll(async () => h?.close());
+
+  const holders = async (key: string) =>
+    (await h.db.query<{ n: number }>(
+      `select count(*)::int as n from scheduler.runs where concurrency_key = $1 and admitted and status in ('queued', 'running', 'waiting', 'paused')`,
+      [key],
+    ))[0]!.n;
+
+  it('never runs more than the concurrency limit of a key, and runs them all', async () => {
+    const key = `k-${mode}`;
+    const ids = await Promise.all(Array.from({ length: 30 }, () => h.start('busy', {}, { flow: { concurrencyLimit: 3, concurrencyKey: key } })));
+    let max = 0;
+    const watch = setInterval(() => void holders(key).then((n) => (max = Math.max(max, n))), 10);
+    try {
+      for (const id of ids) await h.waitFor(id, ['succeeded'], 60_000);
+    } finally {
+      clearInterval(watch);
+    }
+    expect(max).toBeGreaterThan(0);
+    expect(max).toBeLessThanOrEqual(3);
+    // Another key is not held back by this one.
+    const other = await h.start('busy', {}, { flow: { concurrencyLimit: 1, concurrencyKey: `${key}-other` } });
+    await h.waitFor(other, ['succeeded']);
+  });
+
+  it('starts queued runs of a key by priority, then in creation order', async () => {
+    const key = `prio-${mode}`;
+    // Slots are per workflow and key: the blocker is a run of the same workflow.
+    const blocker = await h.start('tagged', { tag: 'blocker', ms: 3_600_000 }, { flow: { concurrencyLimit: 1, concurrencyKey: key } });
+    await h.waitFor(blocker, ['waiting']);
+    order.length = 0;
+
+    const low = await h.start('tagged', { tag: 'low' }, { flow: { concurrencyLimit: 1, concurrencyKey: key, priority: BigInt(1) } });
+    const high = await h.start('tagged', { tag: 'high' }, { flow: { concurrencyLimit: 1, concurrencyKey: key, priority: BigInt(10) } });
+    const mid = await h.start('tagged', { tag: 'mid' }, { flow: { concurrencyLimit: 1, concurrencyKey: key, priority: BigInt(5) } });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(order).toEqual([]);
+    await h.call('runs.cancel', { params: { id: blocker } });
+    for (const id of [low, high, mid]) await h.waitFor(id, ['succeeded'], 30_000);
+    expect(order).toEqual(['high', 'mid', 'low']);
+  });
+
+  it('throttle: a run does not start before its not-before time', async () => {
+    const t0 = Date.now();
+    const id = await h.start('tagged', { tag: 'later' }, { flow: { notBeforeMs: BigInt(t0 + 700) } });
+    const run = await h.waitFor(id, ['succeeded'], 20_000);
+    expect(new Date(run.endedAt).getTime() - t0).toBeGreaterThanOrEqual(700);
+  });
+
+  it('singleton skip drops the new run while one is active; cancel replaces the active one', async () => {
+    const key = `s-${mode}`;
+    const first = await h.start('long', {}, { flow: { singletonMode: 'skip', singletonKey: key } });
+    await h.waitFor(first, ['waiting']);
+    expect((await h.call('runs.activeForKey', { body: { app: 'app', workflow: 'long', key, runIds: [first] } })).body).toEqual({ active: [first], finished: [] });
+    const skipped = await h.start('long', {}, { flow: { singletonMode: 'skip', singletonKey: key } });
+    const s = await h.waitFor(skipped, ['cancelled']);
+    expect(s.error.message).toMatch(/Skipped/);
+    const replacing = await h.start('long', {}, { flow: { singletonMode: 'cancel', singletonKey: key } });
+    await h.waitFor(first, ['cancelled']);
+    await h.waitFor(replacing, ['waiting']);
+    expect((await h.call('runs.activeForKey', { body: { app: 'app', workflow: 'long', key, runIds: [first] } })).body).toEqual({ active: [replacing], finished: [first] });
+    await h.call('runs.cancel', { params: { id: replacing } });
+  });
+});

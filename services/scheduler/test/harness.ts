@@ -1,0 +1,253 @@
+import { connectJetStreamBus, createEmbeddedBus, prefixedBus, type Bus } from '@dws/bus';
+import { loadConfig } from '@dws/config';
+import { openDatabase, type Database } from '@dws/db';
+import { createLogger } from '@dws/log';
+import {
+  create,
+  fromBinary,
+  InvokeRequestSchema,
+  InvokeResult_Outcome,
+  InvokeResultSchema,
+  StartRunSchema,
+  toBinary,
+  WorkflowsRegisteredSchema,
+} from '@dws/proto';
+import { hashStepId } from '@dws/protocol';
+import { callApi, ids, streams, subjects, type Infra, type ServiceHandle } from '@dws/runtime';
+import { openTestDb, testInfra, uniqueName } from '@dws/testing';
+import { startScheduler } from '../src/main.js';
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+export const WS = 'ws_test';
+export const caller = { workspaceId: WS, actor: 'tester', keyKind: 'secret', requestId: '' };
+
+/** One step of a scripted workflow, as a runner with the SDK would report it. */
+export type ScriptStep =
+  | { run: string; fn?: (attempt: number) => unknown; retriable?: boolean; catchError?: boolean }
+  | { sleep: string; ms: number }
+  | { sleepUntil: string; at: number }
+  | { wait: string; event: string; if?: string; timeoutMs?: number }
+  | { child: string; workflow: string; data?: unknown }
+  | { emit: string; event: string; data?: unknown }
+  | { parallel: string[] };
+
+export type Script = (event: { name: string; data: any }, ctx: Record<string, any>) => ScriptStep[];
+
+/**
+ * The scheduler's peer, played by the test on the real bus: it answers
+ * `invoker.invoke` by replaying a scripted workflow against the memo it is
+ * sent (what the SDK does), and counts every step execution.
+ */
+export class ScriptedInvoker {
+  readonly executions = new Map<string, number>();
+  readonly bodies: any[] = [];
+  /** Hold replies for a run (to crash the scheduler between reply and apply). */
+  hold: ((runId: string, body: any) => Promise<void>) | undefined;
+
+  constructor(private readonly scripts: Record<string, Script>) {}
+
+  count(runId: string, step: string): number {
+    return this.executions.get(`${runId}/${step}`) ?? 0;
+  }
+
+  serve(bus: Bus) {
+    return bus.respond(subjects.invoke, 'invoker', async (data) => {
+      const req = fromBinary(InvokeRequestSchema, data);
+      const body = JSON.parse(dec.decode(req.body));
+      this.bodies.push(body);
+      const reply = await this.pass(body);
+      if (this.hold) await this.hold(req.runId, body);
+      return toBinary(
+        InvokeResultSchema,
+        create(InvokeResultSchema, { outcome: InvokeResult_Outcome.REPLY, status: reply.status, body: enc.encode(JSON.stringify(reply.body)) }),
+      );
+    });
+  }
+
+  private async pass(body: any): Promise<{ status: number; body: any }> {
+    const script = this.scripts[body.ctx.workflow];
+    if (!script) return { status: 400, body: { error: { message: 'no such workflow' }, logs: [] } };
+    const memo = body.steps as Record<string, any>;
+    const results: Record<string, unknown> = {};
+    const logs = [{ level: 'info', message: 'handler pass', scope: '@root', index: 0, tsMs: Date.now() }];
+    for (const step of script(body.event, body.ctx)) {
+      const names = 'parallel' in step ? step.parallel : [Object.values(step)[0] as string];
+      const opcodes: any[] = [];
+      for (const name of names) {
+        const id = hashStepId(name);
+        const m = memo[id];
+        if (m && 'data' in m) {
+          results[name] = m.data;
+          continue;
+        }
+        if (m && 'error' in m) {
+          if ('run' in step && step.catchError) {
+            results[name] = { caught: m.error.message };
+            continue;
+          }
+          return { status: 400, body: { error: m.error, logs } };
+        }
+        if (m && m.pending) continue;
+        opcodes.push(this.opcode('parallel' in step ? { run: name } : step, id, name, body.ctx));
+      }
+      if (opcodes.length > 0) return { status: 206, body: { opcodes, logs } };
+      if (names.some((n) => memo[hashStepId(n)]?.pending)) return { status: 206, body: { opcodes: [], logs } };
+    }
+    return { status: 200, body: { data: { results, onFailure: body.ctx.onFailure ?? false, error: body.ctx.error }, logs } };
+  }
+
+  private opcode(step: ScriptStep, id: string, name: string, ctx: any): any {
+    if ('run' in step) {
+      const key = `${ctx.runId}/${name}`;
+      const n = (this.executions.get(key) ?? 0) + 1;
+      this.executions.set(key, n);
+      try {
+        return { op: 'StepRun', id, name, data: step.fn ? step.fn(n) : { step: name } };
+      } catch (err) {
+        return { op: 'StepRun', id, name, error: { message: (err as Error).message }, ...(step.retriable === false ? { retriable: false } : {}) };
+      }
+    }
+    if ('sleep' in step) return { op: 'Sleep', id, name, sleepMs: step.ms };
+    if ('sleepUntil' in step) return { op: 'SleepUntil', id, name, sleepUntilMs: step.at };
+    if ('wait' in step) return { op: 'WaitForEvent', id, name, eventName: step.event, eventIf: step.if, timeoutMs: step.timeoutMs };
+    if ('child' in step) return { op: 'RunWorkflow', id, name, childName: step.workflow, childData: step.data ?? null };
+    if ('emit' in step) return { op: 'Emit', id, name, eventName: step.event, data: step.data ?? null };
+    throw new Error('unknown step');
+  }
+}
+
+export interface Harness {
+  bus: Bus;
+  db: Database;
+  scheduler: ServiceHandle;
+  start(workflow: string, data?: unknown, opts?: { app?: string; flow?: Record<string, unknown> }): Promise<string>;
+  register(app: string, workflows: Record<string, unknown>[]): Promise<void>;
+  call(op: string, payload?: { params?: Record<string, string>; query?: Record<string, unknown>; body?: unknown }): Promise<any>;
+  waitFor(runId: string, statuses: string[], timeoutMs?: number): Promise<any>;
+  /** Another scheduler replica on the same database and bus; `crash()` cuts its connections without a graceful stop. */
+  replica(): Promise<{ handle: ServiceHandle; db: Database; bus: Bus; crash(): Promise<void> }>;
+  close(): Promise<void>;
+}
+
+/** A scheduler on real Postgres + NATS (`real`) or PGlite + the embedded bus, with its own database and bus namespace. */
+export async function startHarness(mode: 'real' | 'embedded', invoker: ScriptedInvoker, env: Record<string, string> = {}): Promise<Harness> {
+  const cfg = loadConfig({ SERVICE_RUN_LEASE_MS: '1000', LOG_LEVEL: 'silent', ...env });
+  const log = createLogger({ level: 'silent' });
+  const infra = testInfra();
+  const cleanups: (() => Promise<void>)[] = [];
+  let db: Database;
+  let url: string | undefined;
+  let bus: Bus;
+  const prefix = uniqueName('sch').replace(/[^A-Za-z0-9_-]/g, '');
+  const openBus = async () => {
+    if (mode === 'real') return prefixedBus(await connectJetStreamBus({ servers: infra!.natsUrl }), prefix);
+    return embeddedBus!;
+  };
+  let embeddedBus: Bus | undefined;
+  if (mode === 'real') {
+    if (!infra) throw new Error('real Postgres and NATS are required');
+    const t = await openTestDb('sched');
+    db = t.db;
+    url = t.url;
+    cleanups.push(t.close);
+  } else {
+    db = await openDatabase({});
+    embeddedBus = await createEmbeddedBus();
+    cleanups.push(() => db.close());
+  }
+  bus = await openBus();
+  const mkInfra = (d: Database, b: Bus): Infra => ({ db: d, bus: b, log, mode: { db: d.kind, bus: b.kind }, close: async () => {} });
+  const scheduler = await startScheduler(cfg, mkInfra(db, bus));
+  const invokerSub = invoker.serve(bus);
+  const replicas: { handle: ServiceHandle; db: Database; bus: Bus; crashed: boolean }[] = [];
+  const h: Harness = {
+    bus,
+    db,
+    scheduler,
+    async start(workflow, data = {}, opts = {}) {
+      const runId = ids.run();
+      await bus.ensureStream(streams.schedulerCmds);
+      const cmd = create(StartRunSchema, {
+        workspaceId: WS, runId, workflow, app: opts.app ?? 'app', runner: '', eventId: ids.event(), eventName: `${workflow}.requested`,
+        input: enc.encode(JSON.stringify(data)), triggerKind: 'event', createdAtMs: BigInt(Date.now()),
+        ...(opts.flow ?? {}),
+      });
+      await bus.publish(subjects.startRun, toBinary(StartRunSchema, cmd), { msgId: runId });
+      return runId;
+    },
+    async register(app, workflows) {
+      const fact = create(WorkflowsRegisteredSchema, {
+        workspaceId: WS, app, runnerId: 'r1', url: 'http://runner/invoke', registeredAtMs: BigInt(Date.now()),
+        workflows: workflows.map((w) => ({ name: w.name as string, config: enc.encode(JSON.stringify(w)) })),
+      });
+      await bus.publish(subjects.workflowsRegistered, toBinary(WorkflowsRegisteredSchema, fact));
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        const rows = await db.query('select 1 from scheduler.workflows where workspace_id = $1 and app = $2 and name = $3', [WS, app, workflows[0]!.name]);
+        if (rows.length) return;
+        if (Date.now() > deadline) throw new Error('workflow projection not updated');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    },
+    async call(op, payload = {}) {
+      const res = await callApi(bus, 'scheduler', op, caller, {
+        params: payload.params,
+        query: payload.query,
+        rawBody: payload.body === undefined ? undefined : JSON.stringify(payload.body),
+      });
+      return { status: res.status, body: res.bodyJson ? JSON.parse(res.bodyJson) : undefined };
+    },
+    async waitFor(runId, statuses, timeoutMs = 15_000) {
+      const deadline = Date.now() + timeoutMs;
+      let last: any;
+      for (;;) {
+        try {
+          last = (await h.call('runs.get', { params: { id: runId } })).body;
+          if (statuses.includes(last.status)) return last;
+        } catch {
+          /* not created yet */
+        }
+        if (Date.now() > deadline) throw new Error(`run ${runId} not ${statuses.join('|')}: ${JSON.stringify(last)}`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    },
+    async replica() {
+      const d = mode === 'real' ? await openDatabase({ url: url! }) : db;
+      const b = await openBus();
+      const handle = await startScheduler(cfg, mkInfra(d, b));
+      const r = { handle, db: d, bus: b, crashed: false };
+      replicas.push(r);
+      return {
+        handle,
+        db: d,
+        bus: b,
+        async crash() {
+          r.crashed = true;
+          await Promise.all([d.close().catch(() => undefined), b.close().catch(() => undefined)]);
+          // Its timers must not outlive the test; the stop finishes once its dead pass settles.
+          void handle.stop().catch(() => undefined);
+        },
+      };
+    },
+    async close() {
+      for (const r of replicas) {
+        if (r.crashed) continue; // its passes in flight died with its connections
+        await r.handle.stop().catch(() => undefined);
+        if (r.bus !== bus) await r.bus.close().catch(() => undefined);
+        if (r.db !== db) await r.db.close().catch(() => undefined);
+      }
+      await invokerSub.stop();
+      await scheduler.stop().catch(() => undefined);
+      await bus.close();
+      for (const c of cleanups) await c();
+    },
+  };
+  return h;
+}
+
+export const modes = (): ('real' | 'embedded')[] => {
+  if (testInfra()) return ['real', 'embedded'];
+  console.warn('\n!!! Postgres/NATS missing: scheduler tests run on the embedded adapters only !!!\n');
+  return ['embedded'];
+};

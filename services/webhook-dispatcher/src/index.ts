@@ -1,0 +1,1 @@
+export { startWebhookDispatcher } from './main.js';

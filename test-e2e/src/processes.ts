@@ -1,0 +1,79 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const tsxLoader = createRequire(path.join(ROOT, 'package.json')).resolve('tsx');
+
+export interface Proc {
+  readonly name: string;
+  readonly child: ChildProcess;
+  /** Everything the process printed, for failure messages. */
+  output(): string;
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** Run a TypeScript entry point (as `pnpm dev` / `pnpm start:x` do, via tsx) with its own env. */
+export function startTs(name: string, entry: string, env: Record<string, string>): Proc {
+  const child = spawn(process.execPath, ['--import', tsxLoader, path.join(ROOT, entry)], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const keep = (b: Buffer) => {
+    out += b.toString();
+    if (out.length > 200_000) out = out.slice(-100_000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    name,
+    child,
+    output: () => out,
+    async kill(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** Poll GET {base}/readyz until 200 or the process dies. */
+export async function waitReady(base: string, proc: Proc, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (proc.child.exitCode !== null) throw new Error(`${proc.name} exited (${proc.child.exitCode}):\n${proc.output()}`);
+    try {
+      const res = await request(`${base}/readyz`);
+      await res.body.dump();
+      if (res.statusCode === 200) return;
+    } catch {
+      /* not listening yet */
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${proc.name} not ready within ${timeoutMs} ms:\n${proc.output()}`);
+}
+
+/**
+ * A port the OS just handed out and released. Parallel test files each pick
+ * their own ports; asking the kernel (port 0) instead of guessing keeps them
+ * from colliding.
+ */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}

@@ -1,0 +1,96 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { api, eventually } from '../src/api.js';
+import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
+import { realInfra } from '../src/infra.js';
+import { startRunner, type TestRunner } from '../src/runner.js';
+
+/**
+ * Flow control across ingest and the scheduler, through the public API: the
+ * fields ingest computes at admission (concurrency key and limit, singleton
+ * key) enforced by the scheduler on real runs.
+ */
+const modes: Mode[] = realInfra() ? ['fleet', 'embedded'] : ['embedded'];
+/** Runs per mode: PGlite drives them one transaction at a time (500 take about 90 s there on 2 idle cores). */
+const RUNS: Partial<Record<Mode, number>> = { fleet: 500, embedded: 150 };
+
+describe.each(modes)('flow control end to end on %s', (mode) => {
+  let dep: Deployment;
+  let runner: TestRunner;
+  const inside = new Set<string>();
+  let maxInside = 0;
+  const done = new Set<string>();
+  let releaseSingleton: (() => void) | undefined;
+
+  beforeAll(async () => {
+    dep = await startDeployment(mode);
+    runner = await startRunner(dep, (r) => {
+      r.workflow('limited', { triggers: [{ event: 'limited.go' }], concurrency: { limit: 3 } }, async ({ step, ctx }) => {
+        await step.run('enter', () => {
+          inside.add(ctx.runId);
+          maxInside = Math.max(maxInside, inside.size);
+          return true;
+        });
+        await step.sleep('hold', 20);
+        await step.run('leave', () => {
+          inside.delete(ctx.runId);
+          done.add(ctx.runId);
+          return true;
+        });
+      });
+      r.workflow('only-one', { triggers: [{ event: 'only.go' }], singleton: { key: 'event.data.user', mode: 'skip' } }, async ({ step }) => {
+        await step.run('wait', () => new Promise<boolean>((res) => (releaseSingleton = () => res(true))));
+      });
+    });
+    await eventually('trigger index', async () => {
+      const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'nothing.yet', data: {} } });
+      const w = await api(dep.base, 'GET', '/v1/workflows', { key: dep.secretKey });
+      return r.status === 202 && w.body.some((x: { name: string }) => x.name === 'limited') ? true : undefined;
+    });
+    await new Promise((r) => setTimeout(r, 2500)); // ingest's index cache (2 s) sees the registration
+  }, 120_000);
+
+  afterAll(async () => {
+    releaseSingleton?.();
+    await runner?.close();
+    await dep?.stop();
+  }, 60_000);
+
+  it(`${RUNS[mode]} events at once against concurrency { limit: 3 }: never more than 3 inside a run, and all finish`, async () => {
+    const N = RUNS[mode] ?? 150;
+    const ids: string[] = [];
+    // 500 POSTs, 50 in flight at a time (the client side of "at once").
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 50 }, async () => {
+        while (next < N) {
+          next++;
+          const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'limited.go', data: {} } });
+          expect(r.status).toBe(202);
+          ids.push(r.body.runId as string);
+        }
+      }),
+    );
+    expect(new Set(ids).size).toBe(N);
+    const t0 = Date.now();
+    await eventually('all runs done', async () => (ids.every((id) => done.has(id)) ? true : undefined), 600_000).catch((err: unknown) => {
+      throw new Error(`${done.size} of ${N} done after ${Date.now() - t0} ms: ${(err as Error).message}`);
+    });
+    expect(maxInside).toBeGreaterThan(1);
+    expect(maxInside).toBeLessThanOrEqual(3);
+  }, 660_000);
+
+  it('singleton skip: while a run of the key is active, events for it are skipped; others start', async () => {
+    const first = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'only.go', data: { user: 'ada' } } });
+    expect(first.body).toMatchObject({ skipped: false, runId: expect.any(String) });
+    await eventually('the first run to be active', async () => {
+      const r = await api(dep.base, 'GET', `/v1/runs/${first.body.runId}`, { key: dep.secretKey });
+      return r.status === 200 && releaseSingleton ? true : undefined;
+    });
+    const burst = await Promise.all(
+      Array.from({ length: 20 }, () => api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'only.go', data: { user: 'ada' } } })),
+    );
+    expect(burst.every((r) => r.body.skipped === true && r.body.runId === undefined)).toBe(true);
+    const other = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'only.go', data: { user: 'bob' } } });
+    expect(other.body).toMatchObject({ skipped: false, runId: expect.any(String) });
+  }, 60_000);
+});

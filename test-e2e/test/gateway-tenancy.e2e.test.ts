@@ -1,0 +1,124 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { api, eventually } from '../src/api.js';
+import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
+import { realInfra } from '../src/infra.js';
+import { startRunner, type TestRunner } from '../src/runner.js';
+import { sse } from '@dws/testing';
+
+const ADMIN = `admin-${randomBytes(8).toString('hex')}`;
+const modes: Mode[] = realInfra() ? ['embedded', 'fleet'] : ['embedded'];
+
+/**
+ * Tenancy through the public API: workspace A (default, with a runner and
+ * finished runs) and workspace B (made with the admin API). Every read and
+ * write endpoint that names an id is tried with B's keys on A's ids, and
+ * the other way round: all 404, and B's lists show none of A's data.
+ */
+describe.each(modes)('tenancy on %s', (mode) => {
+  let dep: Deployment;
+  let runner: TestRunner;
+  let b: { id: string; secretKey: string; publicKey: string; consoleKey: string };
+  const a: { runId?: string; eventId?: string; replayId?: string } = {};
+
+  beforeAll(async () => {
+    dep = await startDeployment(mode, { env: { SERVICE_ADMIN_TOKEN: ADMIN } });
+    runner = await startRunner(dep, (r) => {
+      r.workflow('tenant-flow', { triggers: [{ event: 'tenant.go' }] }, async ({ step, logger }) => {
+        logger.info('starting');
+        const one = await step.run('one', () => 1);
+        return { one };
+      });
+    });
+    await eventually('trigger index', async () => {
+      const r = await api(dep.base, 'GET', '/v1/workflows', { key: dep.secretKey });
+      return r.body.some((w: { name: string }) => w.name === 'tenant-flow') ? true : undefined;
+    });
+    const made = await api(dep.base, 'POST', '/v1/admin/workspaces', { key: ADMIN, body: { name: 'tenant-b' } });
+    expect(made.status).toBe(201);
+    b = made.body;
+    const ev = await eventually('a run of A', async () => {
+      const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'tenant.go', data: { n: 1 } } });
+      return r.body.runId ? r.body : undefined;
+    });
+    a.runId = ev.runId;
+    a.eventId = ev.id;
+    await eventually('the run to succeed', async () => {
+      const r = await api(dep.base, 'GET', `/v1/runs/${a.runId}`, { key: dep.secretKey });
+      return r.body?.status === 'succeeded' ? true : undefined;
+    });
+    const replay = await api(dep.base, 'POST', `/v1/runs/${a.runId}/replay`, { key: dep.secretKey });
+    expect(replay.status).toBe(201);
+    a.replayId = replay.body.id;
+  }, 180_000);
+
+  afterAll(async () => {
+    await runner?.close();
+    await dep?.stop();
+  }, 60_000);
+
+  it("reads and writes another workspace's run, event and step ids as 404", async () => {
+    const idRoutes: [string, string, unknown?][] = [
+      ['GET', `/v1/runs/${a.runId}`],
+      ['GET', `/v1/runs/${a.runId}/steps`],
+      ['GET', `/v1/runs/${a.runId}/logs`],
+      ['GET', `/v1/runs/${a.replayId}`],
+      ['POST', `/v1/runs/${a.runId}/cancel`],
+      ['POST', `/v1/runs/${a.runId}/pause`],
+      ['POST', `/v1/runs/${a.runId}/resume`],
+      ['POST', `/v1/runs/${a.runId}/replay`, { input: { evil: true } }],
+      ['POST', `/v1/runs/${a.runId}/retry-from-step`, { step: 'one' }],
+      ['GET', `/v1/events/${a.eventId}`],
+    ];
+    for (const key of [b.secretKey, b.publicKey, b.consoleKey]) {
+      for (const [method, path, body] of idRoutes) {
+        const writes = method === 'POST';
+        const r = await api(dep.base, method as 'GET', path, { key, body });
+        const expected = writes && key === b.publicKey ? 403 : 404;
+        expect({ path, key: key.slice(0, 3), status: r.status }).toEqual({ path, key: key.slice(0, 3), status: expected });
+        expect(r.body.error.code).toEqual(expect.any(String));
+      }
+    }
+    // The stream waits a few seconds for a run this fresh (it may just not be stored yet), then 404 all the same.
+    const stream = await sse(dep.base, `/v1/runs/${a.runId}/stream`, { key: b.publicKey });
+    expect(stream.status).toBe(404);
+    // A's own keys still see them.
+    expect((await api(dep.base, 'GET', `/v1/runs/${a.runId}/steps`, { key: dep.publicKey })).status).toBe(200);
+  }, 60_000);
+
+  it("lists none of another workspace's data", async () => {
+    const lists: [string, (body: any) => unknown][] = [
+      ['/v1/runs', (x) => x],
+      [`/v1/runs?eventId=${a.eventId}`, (x) => x],
+      [`/v1/runs?replayOf=${a.runId}`, (x) => x],
+      [`/v1/runs?q=${a.runId}`, (x) => x],
+      ['/v1/runs?q=tenant&deep=1', (x) => x],
+      ['/v1/events', (x) => x],
+      ['/v1/runners', (x) => x],
+      ['/v1/workflows', (x) => x],
+      ['/v1/control-actions', (x) => x],
+      [`/v1/control-actions?runId=${a.runId}`, (x) => x],
+    ];
+    for (const [path, pick] of lists) {
+      const r = await api(dep.base, 'GET', path, { key: b.publicKey });
+      expect({ path, status: r.status, body: pick(r.body) }).toEqual({ path, status: 200, body: [] });
+      const mine = await api(dep.base, 'GET', path, { key: dep.publicKey });
+      expect({ path, status: mine.status }).toEqual({ path, status: 200 });
+    }
+    expect((await api(dep.base, 'GET', '/v1/runs/stats', { key: b.publicKey })).body).toEqual({ total: 0, active: 0, succeeded: 0, failed: 0, successRate: 100 });
+    expect((await api(dep.base, 'GET', '/v1/runs/stats', { key: dep.publicKey })).body.total).toBeGreaterThanOrEqual(2);
+    const bulk = await api(dep.base, 'POST', '/v1/runs/bulk-replay', { key: b.secretKey, body: { workflow: 'tenant-flow' } });
+    expect(bulk.status).toBe(200);
+    expect(bulk.body).toMatchObject({ matched: 0, replayed: 0 });
+  }, 60_000);
+
+  it('keeps the other direction closed too', async () => {
+    const ev = await api(dep.base, 'POST', '/v1/events', { key: b.secretKey, body: { name: 'tenant.go', data: { from: 'b' } } });
+    expect(ev.status).toBe(202);
+    expect(ev.body.triggered).toEqual([]); // B has no workflows: A's trigger must not fire
+    expect((await api(dep.base, 'GET', `/v1/events/${ev.body.id}`, { key: dep.secretKey })).status).toBe(404);
+    expect((await api(dep.base, 'GET', `/v1/events/${ev.body.id}`, { key: b.secretKey })).status).toBe(200);
+    const aEvents = (await api(dep.base, 'GET', '/v1/events', { key: dep.secretKey })).body as { id: string }[];
+    expect(aEvents.map((e) => e.id)).not.toContain(ev.body.id);
+  });
+});

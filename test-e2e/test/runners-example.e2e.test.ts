@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { api, eventually } from '../src/api.js';
+import { startDeployment, type Deployment } from '../src/deployment.js';
+import { startTs, type Proc } from '../src/processes.js';
+
+/**
+ * examples/quickstart as a new user runs it: `pnpm dev` in one terminal,
+ * the example (`pnpm example`, i.e. tsx src/main.ts) in another with the
+ * printed secret key, then events through the public API.
+ */
+describe('examples/quickstart against pnpm dev', () => {
+  let dep: Deployment;
+  let example: Proc;
+
+  const finished = (runId: string) =>
+    eventually(
+      `run ${runId}`,
+      async () => {
+        const r = await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.secretKey });
+        if (r.body?.status === 'failed') throw new Error(JSON.stringify(r.body));
+        return r.body?.status === 'succeeded' ? r.body : undefined;
+      },
+      60_000,
+    );
+  const send = async (name: string, data: unknown) =>
+    (await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name, data } })).body;
+
+  beforeAll(async () => {
+    dep = await startDeployment('embedded');
+    example = startTs('example', 'examples/quickstart/src/main.ts', { SERVICE_URL: `${dep.base}/v1`, SERVICE_API_KEY: dep.secretKey });
+    await eventually('the example to connect', async () => (example.output().includes('shop runner connected') ? true : undefined), 60_000);
+    await eventually('its triggers', async () => {
+      const r = await api(dep.base, 'GET', '/v1/workflows?app=shop', { key: dep.secretKey });
+      return r.body?.length === 3 ? true : undefined;
+    });
+  }, 180_000);
+
+  afterAll(async () => {
+    await example?.kill();
+    await dep?.stop();
+  }, 60_000);
+
+  it('runs all three workflows: an order (with the receipt it emits) and an onboarding woken by an event', async () => {
+    const order = await send('shop/order.created', { orderId: 'o-1', email: 'ada@example.com', items: [{ sku: 'tea', qty: 2, price: 4.5 }] });
+    const orderRun = await finished(order.runId);
+    expect(orderRun.result).toMatchObject({ total: 9, payment: { paymentId: 'pay_o-1' }, reservation: { reserved: ['tea'] } });
+    const logs = await api(dep.base, 'GET', `/v1/runs/${order.runId}/logs`, { key: dep.secretKey });
+    expect(logs.body).toEqual([expect.objectContaining({ message: 'order paid', fields: expect.objectContaining({ cardToken: '[REDACTED]' }) })]);
+
+    const receipt = await eventually('the receipt run the order emitted', async () => {
+      const r = await api(dep.base, 'GET', '/v1/runs?app=shop', { key: dep.secretKey });
+      return r.body?.find?.((x: { workflow: string }) => x.workflow === 'send-receipt');
+    });
+    expect((await finished(receipt.id)).result).toEqual({ to: 'ada@example.com', subject: 'Your order o-1: 9' });
+
+    const signup = await send('shop/user.signed_up', { userId: 'u-1', email: 'ada@example.com' });
+    await eventually('the onboarding to wait', async () => {
+      const woke = await send('shop/user.verified', { userId: 'u-1' });
+      return woke.woke === 1 ? true : undefined;
+    });
+    expect((await finished(signup.runId)).result).toEqual({ to: 'ada@example.com', template: 'welcome' });
+  }, 120_000);
+});

@@ -1,0 +1,110 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { api, eventually } from '../src/api.js';
+import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
+import { realInfra } from '../src/infra.js';
+import { startRunner, type TestRunner } from '../src/runner.js';
+
+/**
+ * The vertical slice, three ways: register a runner, send an event, a
+ * 3-step workflow runs to `succeeded`, its result and steps read back.
+ */
+const modes: Mode[] = realInfra() ? ['embedded', 'dev-real', 'fleet'] : ['embedded'];
+if (!realInfra()) console.warn('\n!!! Postgres/NATS missing: only the embedded slice runs (dev-real and fleet SKIPPED) !!!\n');
+
+describe.each(modes)('slice on %s', (mode) => {
+  let dep: Deployment;
+  let runner: TestRunner;
+  const executions: Record<string, number> = {};
+  const count = (name: string) => (executions[name] = (executions[name] ?? 0) + 1);
+
+  beforeAll(async () => {
+    dep = await startDeployment(mode);
+    runner = await startRunner(dep, (r) => {
+      r.workflow<{ name: string }>('greet', { triggers: [{ event: 'user.signed_up' }] }, async ({ event, step }) => {
+        const name = await step.run('load', () => {
+          count('load');
+          return event.data.name.toUpperCase();
+        });
+        const greeting = await step.run('compose', () => {
+          count('compose');
+          return `Hello, ${name}`;
+        });
+        const sent = await step.run('send', () => {
+          count('send');
+          return { delivered: true, chars: greeting.length };
+        });
+        return { greeting, sent };
+      });
+    });
+    // The trigger index is a projection of the registration: wait until ingest has it.
+    await eventually('trigger index', async () => {
+      const r = await api(dep.base, 'GET', '/v1/workflows', { key: dep.secretKey });
+      return r.status === 200 && r.body.some((w: { name: string }) => w.name === 'greet') ? true : undefined;
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await runner?.close();
+    await dep?.stop();
+  }, 60_000);
+
+  it('runs an event-triggered 3-step workflow to succeeded and reads it back', async () => {
+    let runId: string | undefined;
+    await eventually('the event to trigger the workflow', async () => {
+      const res = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'user.signed_up', data: { name: 'ada' } } });
+      expect(res.status).toBe(202);
+      runId = res.body.runId;
+      return runId;
+    });
+    const run = await eventually('the run to succeed', async () => {
+      const r = await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.publicKey });
+      if (r.status === 200 && (r.body.status === 'failed' || r.body.status === 'cancelled')) throw new Error(JSON.stringify(r.body));
+      return r.status === 200 && r.body.status === 'succeeded' ? r.body : undefined;
+    });
+    expect(run).toMatchObject({
+      id: runId,
+      status: 'succeeded',
+      workflow: 'greet',
+      app: 'default',
+      triggerKind: 'event',
+      eventName: 'user.signed_up',
+      input: { name: 'ada' },
+      result: { greeting: 'Hello, ADA', sent: { delivered: true, chars: 10 } },
+    });
+    expect(typeof run.durationMs).toBe('number');
+    expect(executions).toEqual({ load: 1, compose: 1, send: 1 });
+
+    const steps = await api(dep.base, 'GET', `/v1/runs/${runId}/steps`, { key: dep.secretKey });
+    expect(steps.status).toBe(200);
+    expect(steps.body.map((s: { name: string; status: string }) => [s.name, s.status])).toEqual([
+      ['load', 'succeeded'],
+      ['compose', 'succeeded'],
+      ['send', 'succeeded'],
+    ]);
+    const event = await api(dep.base, 'GET', `/v1/events/${run.eventId}`, { key: dep.secretKey });
+    expect(event.body.triggered).toEqual([{ workflow: 'greet', app: 'default', runId }]);
+  }, 60_000);
+
+  it('answers bad input on the slice endpoints with a 4xx and the error body', async () => {
+    const cases: [string, 'GET' | 'POST', string, { key?: string; raw?: string; body?: unknown }, number][] = [
+      ['no key', 'GET', '/v1/runs', {}, 401],
+      ['unknown key', 'GET', '/v1/runs', { key: 'sk_nope' }, 401],
+      ['public key on a write', 'POST', '/v1/events', { key: dep.publicKey, body: { name: 'x' } }, 403],
+      ['non-JSON body', 'POST', '/v1/events', { key: dep.secretKey, raw: '{"name":' }, 400],
+      ['missing name', 'POST', '/v1/events', { key: dep.secretKey, body: { data: {} } }, 400],
+      ['blank name', 'POST', '/v1/events', { key: dep.secretKey, body: { name: '   ' } }, 400],
+      ['name over 256', 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'x'.repeat(257) } }, 400],
+      ['body over 1 MiB', 'POST', '/v1/events', { key: dep.secretKey, raw: JSON.stringify({ name: 'big', data: 'x'.repeat(1024 * 1024) }) }, 413],
+      ['register without fields', 'POST', '/v1/register', { key: dep.secretKey, body: {} }, 400],
+      ['register with a bad url', 'POST', '/v1/register', { key: dep.secretKey, body: { app: 'a', url: 'nope', workflows: [] } }, 400],
+      ['register with another protocol version', 'POST', '/v1/register', { key: dep.secretKey, body: { app: 'a', url: 'http://x/invoke', workflows: [], protocolVersion: 2 } }, 400],
+      ['unknown run', 'GET', '/v1/runs/run_missing', { key: dep.secretKey }, 404],
+      ['unknown route', 'GET', '/v1/nope', { key: dep.secretKey }, 404],
+    ];
+    for (const [what, method, path, opts, status] of cases) {
+      const res = await api(dep.base, method, path, opts);
+      expect({ what, status: res.status }).toEqual({ what, status });
+      expect({ what, body: res.body }).toMatchObject({ what, body: { error: { code: expect.any(String), message: expect.any(String) } } });
+    }
+  }, 60_000);
+});
