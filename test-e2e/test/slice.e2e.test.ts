@@ -35,6 +35,12 @@ describe.each(modes)('slice on %s', (mode) => {
         });
         return { greeting, sent };
       });
+      // Payloads near the limits: a ~1 MiB event, step results whose memo is several MiB.
+      r.workflow<{ blob: string }>('bulky', async ({ event, step }) => {
+        const parts: string[] = [];
+        for (const i of [1, 2, 3, 4]) parts.push(await step.run(`part-${i}`, () => String(i).repeat(600 * 1024)));
+        return { got: event.data.blob.length, parts: parts.map((p) => p.length), tail: parts[3]!.slice(0, 600 * 1024) };
+      });
     });
     // The trigger index is a projection of the registration: wait until ingest has it.
     await eventually('trigger index', async () => {
@@ -84,6 +90,22 @@ describe.each(modes)('slice on %s', (mode) => {
     const event = await api(dep.base, 'GET', `/v1/events/${run.eventId}`, { key: dep.secretKey });
     expect(event.body.triggered).toEqual([{ workflow: 'greet', app: 'default', runId }]);
   }, 60_000);
+
+  it('carries payloads past the bus message size: a 1 MiB event, a 2.4 MB memo, a 600 KB result', async () => {
+    const blob = 'b'.repeat(1024 * 1024 - 200);
+    const sent = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'bulky', data: { blob } } });
+    expect(sent.status).toBe(202);
+    const runId = sent.body.runId as string;
+    expect(runId).toEqual(expect.any(String));
+    const run = await eventually('the bulky run to end', async () => {
+      const r = await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.secretKey });
+      return r.status === 200 && ['succeeded', 'failed', 'cancelled'].includes(r.body.status) ? r.body : undefined;
+    }, 60_000);
+    expect(run.error ?? null).toBeNull();
+    expect(run.status).toBe('succeeded');
+    expect(run.input.blob).toBe(blob);
+    expect(run.result).toEqual({ got: blob.length, parts: [614400, 614400, 614400, 614400], tail: '4'.repeat(600 * 1024) });
+  }, 90_000);
 
   it('answers bad input on the slice endpoints with a 4xx and the error body', async () => {
     const cases: [string, 'GET' | 'POST', string, { key?: string; raw?: string; body?: unknown }, number][] = [

@@ -1,6 +1,7 @@
 /** The pull side of a JetStream consume(): fetch loop, handler slots, ack/nak/dead-letter. */
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import { backoffDelay, errorMessage, retryDelay, type BusLogger, type ResolvedConsumer } from './policy.js';
+import { SPILL_HEADER } from './jetstream-spill.js';
 import type { BusMessage, MessageHandler } from './types.js';
 
 /** How long one pull waits for messages before it is renewed. */
@@ -26,6 +27,8 @@ export class PullLoop {
     private readonly handler: MessageHandler,
     private readonly log: BusLogger,
     private readonly deadLetter: (m: JsMsg, deliveries: number, err: unknown) => Promise<void>,
+    /** The message's payload: its data, or the spilled object its headers name. */
+    private readonly payload: (m: JsMsg) => Promise<Uint8Array>,
   ) {}
 
   start(): void {
@@ -103,17 +106,17 @@ export class PullLoop {
 
   private async handle(m: JsMsg): Promise<void> {
     const deliveryCount = m.info.deliveryCount;
-    const bm: BusMessage = {
-      subject: m.subject,
-      data: m.data,
-      seq: m.seq,
-      msgId: m.headers?.get('Nats-Msg-Id') || undefined,
-      deliveryCount,
-      ...busHeaders(m),
-      working: () => m.working(),
-    };
     let retryMs: number | undefined;
     try {
+      const bm: BusMessage = {
+        subject: m.subject,
+        data: await this.payload(m),
+        seq: m.seq,
+        msgId: m.headers?.get('Nats-Msg-Id') || undefined,
+        deliveryCount,
+        ...busHeaders(m),
+        working: () => m.working(),
+      };
       retryMs = retryDelay(await this.handler(bm));
     } catch (err) {
       if (deliveryCount >= this.c.maxDeliver) {
@@ -142,7 +145,7 @@ function busHeaders(m: JsMsg): { headers?: Record<string, string> } {
   if (!h) return {};
   let out: Record<string, string> | undefined;
   for (const k of h.keys()) {
-    if (k.startsWith('Dws-')) (out ??= {})[k] = h.get(k);
+    if (k.startsWith('Dws-') && k !== SPILL_HEADER) (out ??= {})[k] = h.get(k);
   }
   return out ? { headers: out } : {};
 }

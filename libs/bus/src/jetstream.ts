@@ -27,6 +27,7 @@ interface RequestMux {
 }
 import { connect } from '@nats-io/transport-node';
 import { PullLoop } from './jetstream-pull.js';
+import { EMPTY, SPILL_HEADER, Spill, isSpilled } from './jetstream-spill.js';
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   DLQ_HEADERS,
@@ -88,6 +89,9 @@ class JetStreamBus implements Bus {
   private closed = false;
   private closing: Promise<void> | undefined;
   private dlqReady: Promise<void> | undefined;
+  private readonly spill: Spill;
+  /** Emits queue here while an earlier one is being spilled, so live tails stay in order. */
+  private emitTail: Promise<void> | undefined;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -95,6 +99,7 @@ class JetStreamBus implements Bus {
     private readonly log: BusLogger,
   ) {
     this.js = jsm.jetstream();
+    this.spill = new Spill(this.js, () => nc.info?.max_payload ?? 1024 * 1024);
   }
 
   async ensureStream(spec: StreamSpec): Promise<void> {
@@ -126,7 +131,11 @@ class JetStreamBus implements Bus {
   async publish(subject: string, data: Uint8Array, opts?: PublishOptions): Promise<void> {
     this.assertOpen();
     try {
-      await this.js.publish(subject, data, opts?.msgId !== undefined ? { msgID: opts.msgId } : undefined);
+      const headers = this.spill.needed(data) ? await this.spill.put('durable', data) : undefined;
+      await this.js.publish(subject, headers ? EMPTY : data, {
+        ...(opts?.msgId !== undefined && { msgID: opts.msgId }),
+        ...(headers && { headers }),
+      });
     } catch (err) {
       throw this.mapError(err, subject, `no stream stores subject '${subject}'`);
     }
@@ -142,7 +151,15 @@ class JetStreamBus implements Bus {
       return this.js.consumers.get(c.stream, c.durable);
     };
     const consumer = await open();
-    const pull = new PullLoop(consumer, open, c, handler, this.log, (m, n, err) => this.deadLetter(c, m, n, err));
+    const pull = new PullLoop(
+      consumer,
+      open,
+      c,
+      handler,
+      this.log,
+      (m, n, err) => this.deadLetter(c, m, n, err),
+      (m) => this.spill.resolve(m, false),
+    );
     pull.start();
     return this.track(() => pull.stop());
   }
@@ -152,6 +169,7 @@ class JetStreamBus implements Bus {
     const timeout = opts?.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     const mux = this.requestMux();
     const token = String(++mux.seq);
+    const headers = this.spill.needed(data) ? await this.spill.put('transient', data) : undefined;
     const reply = await new Promise<Msg>((resolve, reject) => {
       const timer = setTimeout(() => {
         mux.pending.delete(token);
@@ -159,7 +177,7 @@ class JetStreamBus implements Bus {
       }, timeout);
       mux.pending.set(token, { resolve, reject, timer, subject });
       try {
-        this.nc.publish(subject, data, { reply: mux.prefix + token });
+        this.nc.publish(subject, headers ? EMPTY : data, { reply: mux.prefix + token, ...(headers && { headers }) });
       } catch (err) {
         clearTimeout(timer);
         mux.pending.delete(token);
@@ -179,7 +197,7 @@ class JetStreamBus implements Bus {
       };
       throw new BusError('remote', typeof p.message === 'string' ? p.message : 'remote error', remote);
     }
-    return reply.data;
+    return this.spill.resolve(reply, true);
   }
 
   /**
@@ -212,7 +230,9 @@ class JetStreamBus implements Bus {
     const inflight = new Set<Promise<void>>();
     const answer = async (m: Msg): Promise<void> => {
       try {
-        m.respond(await handler(m.data, m.subject));
+        const reply = await handler(await this.spill.resolve(m, true), m.subject);
+        if (this.spill.needed(reply)) m.respond(EMPTY, { headers: await this.spill.put('transient', reply) });
+        else m.respond(reply);
       } catch (err) {
         // Answer at once, so the requester fails with the reason instead of a timeout.
         const h = natsHeaders();
@@ -242,22 +262,54 @@ class JetStreamBus implements Bus {
 
   emit(subject: string, data: Uint8Array): void {
     this.assertOpen();
-    this.nc.publish(subject, data);
+    if (!this.emitTail && !this.spill.needed(data)) {
+      this.nc.publish(subject, data);
+      return;
+    }
+    const send = async () => {
+      const headers = this.spill.needed(data) ? await this.spill.put('transient', data) : undefined;
+      this.nc.publish(subject, headers ? EMPTY : data, headers && { headers });
+    };
+    const tail: Promise<void> = (this.emitTail ?? Promise.resolve())
+      .then(send)
+      .catch((err: unknown) => this.log.warn({ subject, err: errorMessage(err) }, 'bus emit failed'))
+      .finally(() => {
+        if (this.emitTail === tail) this.emitTail = undefined;
+      });
+    this.emitTail = tail;
   }
 
   subscribe(subject: string, handler: EventHandler): Subscription {
     this.assertOpen();
+    const deliver = (data: Uint8Array, m: Msg) => {
+      try {
+        handler(data, m.subject);
+      } catch (e) {
+        this.log.warn({ subject: m.subject, err: errorMessage(e) }, 'bus subscriber threw');
+      }
+    };
+    // While a spilled message is fetched, later ones wait behind it: delivery stays in order.
+    let tail: Promise<void> | undefined;
     const sub = this.nc.subscribe(subject, {
       callback: (err, m) => {
         if (err) {
           this.log.warn({ subject, err: errorMessage(err) }, 'bus subscription failed');
           return;
         }
-        try {
-          handler(m.data, m.subject);
-        } catch (e) {
-          this.log.warn({ subject: m.subject, err: errorMessage(e) }, 'bus subscriber threw');
+        if (!tail && !isSpilled(m.headers)) {
+          deliver(m.data, m);
+          return;
         }
+        const next: Promise<void> = (tail ?? Promise.resolve())
+          .then(() => this.spill.resolve(m, false))
+          .then(
+            (data) => deliver(data, m),
+            (e: unknown) => this.log.warn({ subject: m.subject, err: errorMessage(e) }, 'bus subscriber lost a spilled message'),
+          )
+          .finally(() => {
+            if (tail === next) tail = undefined;
+          });
+        tail = next;
       },
     });
     return this.track(() => drainQuietly(sub));
@@ -348,6 +400,9 @@ class JetStreamBus implements Bus {
     put(DLQ_HEADERS.error, errorMessage(err) || 'error');
     const msgId = m.headers?.get('Nats-Msg-Id');
     if (msgId) put(DLQ_HEADERS.msgId, msgId);
+    // A spilled payload stays where it is: the dead letter carries the same claim check.
+    const spilled = m.headers?.get(SPILL_HEADER);
+    if (spilled) h.set(SPILL_HEADER, spilled);
     // The msgID makes a repeat (crash between this publish and term) a no-op.
     await this.js.publish(c.deadLetterSubject, m.data, {
       msgID: `dlq:${c.stream}:${c.durable}:${m.seq}`,

@@ -2,7 +2,7 @@ import { Router, type Request, type RequestHandler, type Response } from 'expres
 import type { z } from 'zod';
 import type { Bus } from '@dws/bus';
 import { jsonBody } from '@dws/http';
-import { forbidden, invalid, isServiceError, notFound, ServiceError, tooLarge } from '@dws/protocol';
+import { forbidden, invalid, isServiceError, notFound, ServiceError } from '@dws/protocol';
 import { callApi } from '@dws/runtime';
 import type { AdminApi } from './admin.js';
 import type { AuthedCaller, Authenticator } from './auth.js';
@@ -112,9 +112,6 @@ export function apiRouter(routes: RouteSpec[], d: RouterDeps): Router {
         });
       } catch (err) {
         if (isServiceError(err)) throw err;
-        // TODO(#6): NATS core messages are capped by the server's max_payload (1 MiB by default), so a body
-        // near the 1 MiB API cap cannot cross the bus until callApi carries large bodies by reference.
-        if (/max_payload/.test((err as Error).message ?? '')) throw tooLarge('Request body is too large for the service bus of this deployment (NATS max_payload).');
         throw unavailable(service, err);
       }
       for (const [k, v] of Object.entries(reply.headers)) res.setHeader(k, v);
