@@ -18,7 +18,10 @@ export interface Proc {
 
 /** Run a TypeScript entry point (as `pnpm dev` / `pnpm start:x` do, via tsx) with its own env. */
 export function startTs(name: string, entry: string, env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, ['--import', tsxLoader, path.join(ROOT, entry)], {
+  // DWS_CPU_PROF=<dir>: each service writes a V8 CPU profile there when it exits (benchmark profiling).
+  // One directory per service: V8 writes one profile per thread (tsx's loader thread has its own).
+  const prof = process.env.DWS_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.join(process.env.DWS_CPU_PROF, name)}`] : [];
+  const child = spawn(process.execPath, [...prof, '--import', tsxLoader, path.join(ROOT, entry)], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -18,7 +18,7 @@ import {
   type JsMsg,
   type StreamConfig,
 } from '@nats-io/jetstream';
-import { createInbox, headers as natsHeaders, nanos, type Msg, type NatsConnection } from '@nats-io/nats-core';
+import { createInbox, headers as natsHeaders, nanos, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/nats-core';
 
 interface RequestMux {
   prefix: string;
@@ -130,14 +130,28 @@ class JetStreamBus implements Bus {
 
   async publish(subject: string, data: Uint8Array, opts?: PublishOptions): Promise<void> {
     this.assertOpen();
+    const spilled = this.spill.needed(data);
+    let headers = spilled ? await this.spill.put('durable', data) : undefined;
+    if (opts?.msgId !== undefined) (headers ??= natsHeaders()).set('Nats-Msg-Id', opts.msgId);
+    // A JetStream publish is a core request answered with a PubAck, sent on the shared
+    // request inbox: the client's js.publish builds Error objects (stack traces) per call.
+    let ack: Msg;
     try {
-      const headers = this.spill.needed(data) ? await this.spill.put('durable', data) : undefined;
-      await this.js.publish(subject, headers ? EMPTY : data, {
-        ...(opts?.msgId !== undefined && { msgID: opts.msgId }),
-        ...(headers && { headers }),
-      });
+      ack = await this.roundTrip(subject, spilled ? EMPTY : data, headers, DEFAULT_REQUEST_TIMEOUT_MS);
     } catch (err) {
-      throw this.mapError(err, subject, `no stream stores subject '${subject}'`);
+      if (err instanceof BusError && err.code === 'no_responders') {
+        throw new BusError('no_responders', `no stream stores subject '${subject}'`);
+      }
+      throw err;
+    }
+    let reply: { error?: { code?: number; description?: string } };
+    try {
+      reply = JSON.parse(new TextDecoder().decode(ack.data)) as typeof reply;
+    } catch {
+      throw new Error(`JetStream answered a publish on '${subject}' with something other than a PubAck`);
+    }
+    if (reply.error) {
+      throw new Error(`JetStream refused a publish on '${subject}': ${reply.error.description ?? `code ${reply.error.code}`}`);
     }
   }
 
@@ -167,23 +181,8 @@ class JetStreamBus implements Bus {
   async request(subject: string, data: Uint8Array, opts?: { timeoutMs?: number }): Promise<Uint8Array> {
     this.assertOpen();
     const timeout = opts?.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-    const mux = this.requestMux();
-    const token = String(++mux.seq);
     const headers = this.spill.needed(data) ? await this.spill.put('transient', data) : undefined;
-    const reply = await new Promise<Msg>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        mux.pending.delete(token);
-        reject(new BusError('timeout', `no reply on '${subject}' within ${timeout} ms`));
-      }, timeout);
-      mux.pending.set(token, { resolve, reject, timer, subject });
-      try {
-        this.nc.publish(subject, headers ? EMPTY : data, { reply: mux.prefix + token, ...(headers && { headers }) });
-      } catch (err) {
-        clearTimeout(timer);
-        mux.pending.delete(token);
-        reject(this.mapError(err, subject, `no responders on '${subject}'`, timeout));
-      }
-    });
+    const reply = await this.roundTrip(subject, headers ? EMPTY : data, headers, timeout);
     if (reply.headers?.has(ERROR_HEADER)) {
       let p: { message?: unknown; code?: unknown; status?: unknown } = {};
       try {
@@ -198,6 +197,27 @@ class JetStreamBus implements Bus {
       throw new BusError('remote', typeof p.message === 'string' ? p.message : 'remote error', remote);
     }
     return this.spill.resolve(reply, true);
+  }
+
+  /** Send one message with a reply token on the shared inbox and wait for its answer. */
+  private roundTrip(subject: string, data: Uint8Array, headers: MsgHdrs | undefined, timeout: number): Promise<Msg> {
+    this.assertOpen();
+    const mux = this.requestMux();
+    const token = String(++mux.seq);
+    return new Promise<Msg>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        mux.pending.delete(token);
+        reject(new BusError('timeout', `no reply on '${subject}' within ${timeout} ms`));
+      }, timeout);
+      mux.pending.set(token, { resolve, reject, timer, subject });
+      try {
+        this.nc.publish(subject, data, { reply: mux.prefix + token, ...(headers && { headers }) });
+      } catch (err) {
+        clearTimeout(timer);
+        mux.pending.delete(token);
+        reject(this.mapError(err, subject, `no responders on '${subject}'`, timeout));
+      }
+    });
   }
 
   /**

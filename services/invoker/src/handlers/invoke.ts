@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { Pool } from 'undici';
 import type { Bus, Subscription } from '@dws/bus';
 import type { Database } from '@dws/db';
@@ -14,7 +14,7 @@ import {
   type InvokeRequest,
 } from '@dws/proto';
 import { checkProtocolVersion, errorBody, PROTOCOL_HEADER, PROTOCOL_VERSION, SIGNATURE_HEADER, signInvoke } from '@dws/protocol';
-import { subjects } from '@dws/runtime';
+import { randomPooled, subjects } from '@dws/runtime';
 import { pickRunner } from '../domain/routing.js';
 import { detachReplica, type RunnerRow } from '../store/runners.js';
 import { MAX_REPLY_BYTES, tooLargeBody, type ConnectHub } from './connect-hub.js';
@@ -42,7 +42,7 @@ type Attempt = { kind: 'done'; result: Result } | { kind: 'elsewhere'; result: R
  */
 export function traceparentFor(runId: string): string {
   const trace = createHash('sha256').update(runId).digest('hex').slice(0, 32);
-  return `00-${trace}-${randomBytes(8).toString('hex')}-01`;
+  return `00-${trace}-${randomPooled(8).toString('hex')}-01`;
 }
 
 const result = (outcome: InvokeResult_Outcome, fields: { status?: number; body?: Uint8Array; error?: string; runnerId?: string } = {}): Result =>
