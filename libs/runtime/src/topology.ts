@@ -34,7 +34,7 @@ export const subjects = {
   requestApproval: 'approvals.cmd.request',
   /** StepHandoff: scheduler -> invoker (Infer opcode: the service makes the model call). */
   requestInference: 'invoker.cmd.infer',
-  /** RunFinished: scheduler -> webhook-dispatcher (run.* lifecycle deliveries). */
+  /** RunFinished: scheduler -> webhook-dispatcher (run.* lifecycle deliveries), gateway (usage metering). */
   runFinished: 'scheduler.fact.run.finished',
   /** StepFailed: scheduler -> webhook-dispatcher (step.failed). */
   stepFailed: 'scheduler.fact.step.failed',

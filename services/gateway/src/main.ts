@@ -8,13 +8,16 @@ import { errorBody } from '@dws/protocol';
 import { Outbox, sealKeyFor, streams, type Infra, type ServiceHandle } from '@dws/runtime';
 import type { RequestHandler } from 'express';
 import { ensureDefaultWorkspace, type DevCredentials } from './domain/bootstrap.js';
-import { AdminApi, announceWorkspace } from './handlers/admin.js';
+import { AdminApi } from './handlers/admin.js';
 import { Authenticator } from './handlers/auth.js';
 import { openApiDocument } from './handlers/openapi.js';
 import { ROUTES } from './handlers/route-table.js';
 import { apiRouter } from './handlers/routes.js';
 import { attachConnect, type UpgradeHandler } from './handlers/connect-proxy.js';
 import { LiveHub, Streams, type StreamOptions } from './handlers/streams.js';
+import { UsageMeter, type UsageMeterOptions } from './handlers/usage-meter.js';
+import { announceWorkspace } from './handlers/workspace-state.js';
+import { workspaceById } from './store/workspaces.js';
 
 const MIGRATIONS = fileURLToPath(new URL('./store/migrations', import.meta.url));
 
@@ -34,6 +37,8 @@ export interface GatewayOptions {
   streams?: StreamOptions;
   /** `pnpm dev`: the invoker's upgrade handler for GET /v1/connect (else proxied to SERVICE_INVOKER_URL). */
   connect?: UpgradeHandler;
+  /** Usage metering: sweep interval and clock (tests shorten and move them). */
+  usage?: UsageMeterOptions;
 }
 
 /**
@@ -56,13 +61,18 @@ export async function startGateway(
 
   const credentials = await ensureDefaultWorkspace(db, cfg, sealKey);
   // Announce the workspace (and its signing key) on every start: the invoker signs invokes with it.
-  const pending = await db.tx((tx) =>
-    announceWorkspace(tx, outbox, { id: credentials.workspaceId, name: 'default', signingKey: credentials.signingKey.value, suspended: false }),
-  );
+  // With its stored suspension: announcing `false` would lift an operator's or a ceiling's suspension downstream.
+  const pending = await db.tx(async (tx) => {
+    const suspended = (await workspaceById(tx, credentials.workspaceId))?.suspended ?? false;
+    return announceWorkspace(tx, outbox, { id: credentials.workspaceId, name: 'default', signingKey: credentials.signingKey.value, suspended });
+  });
   await outbox.afterCommit(pending);
 
+  const now = opts.usage?.now ?? Date.now;
   const auth = new Authenticator(db, { enabled: cfg.SERVICE_AUTH === 'on', adminToken: cfg.SERVICE_ADMIN_TOKEN });
-  const admin = new AdminApi({ db, outbox, sealKey, auth });
+  const admin = new AdminApi({ db, outbox, sealKey, auth, now });
+  const meter = new UsageMeter({ db, bus, outbox, sealKey, log, now, onSuspensionChange: () => auth.invalidate() }, opts.usage?.sweepMs);
+  await meter.start();
   const hub = new LiveHub(bus, log);
   const sse = new Streams({ bus, hub, log }, opts.streams);
   const openapi = openApiDocument(ROUTES, { version: '1.0.0' });
@@ -90,6 +100,7 @@ export async function startGateway(
       const closing = http.close();
       sse.drain();
       await closing;
+      await meter.stop();
       await outbox.stop();
     },
   };

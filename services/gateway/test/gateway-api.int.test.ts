@@ -122,17 +122,25 @@ d('gateway API', () => {
 
     it('suspends a workspace: run-creating calls get 403, reads and other writes go on; limits merge', async () => {
       const ws = (await http(g.base, 'POST', '/v1/admin/workspaces', { key: g.adminToken, body: { name: 'gamma' } })).body;
-      const patched = await http(g.base, 'PATCH', `/v1/admin/workspaces/${ws.id}`, { key: g.adminToken, body: { suspended: true, limits: { runsPerMonth: 1000, steps: 5 } } });
+      const patched = await http(g.base, 'PATCH', `/v1/admin/workspaces/${ws.id}`, { key: g.adminToken, body: { suspended: true, limits: { runsPerMonth: 1000 } } });
       expect(patched.status).toBe(200);
-      expect(patched.body).toEqual({ id: ws.id, name: 'gamma', suspended: true, limits: { runsPerMonth: 1000, steps: 5 }, createdAt: expect.any(String) });
+      expect(patched.body).toEqual({
+        id: ws.id,
+        name: 'gamma',
+        suspended: true,
+        suspendedReason: 'operator',
+        limits: { runsPerMonth: 1000 },
+        usage: { month: new Date().toISOString().slice(0, 7), runs: 0 },
+        createdAt: expect.any(String),
+      });
       for (const [path, body] of [['/v1/runs/r/replay', undefined], ['/v1/runs/r/retry-from-step', { step: 's' }], ['/v1/runs/bulk-replay', { status: 'failed' }]] as const) {
         const r = await http(g.base, 'POST', path, { key: ws.secretKey, body });
         expect({ path, status: r.status, code: r.body.error.code }).toEqual({ path, status: 403, code: 'workspace_suspended' });
       }
       expect((await http(g.base, 'GET', '/v1/runs', { key: ws.secretKey })).status).toBe(200);
       expect((await http(g.base, 'POST', '/v1/runs/r/cancel', { key: ws.secretKey })).status).toBe(200);
-      const back = await http(g.base, 'PATCH', `/v1/admin/workspaces/${ws.id}`, { key: g.adminToken, body: { suspended: false, limits: { steps: null } } });
-      expect(back.body).toMatchObject({ suspended: false, limits: { runsPerMonth: 1000 } });
+      const back = await http(g.base, 'PATCH', `/v1/admin/workspaces/${ws.id}`, { key: g.adminToken, body: { suspended: false, limits: { runsPerMonth: null } } });
+      expect(back.body).toMatchObject({ suspended: false, suspendedReason: null, limits: {} });
       expect((await http(g.base, 'POST', '/v1/runs/r/replay', { key: ws.secretKey })).status).toBe(200);
       expect((await http(g.base, 'GET', `/v1/admin/workspaces/${ws.id}`, { key: g.adminToken })).body).toEqual(back.body);
       expect((await http(g.base, 'PATCH', '/v1/admin/workspaces/ws_nope', { key: g.adminToken, body: { suspended: true } })).status).toBe(404);

@@ -1,32 +1,31 @@
-import { randomUUID } from 'node:crypto';
 import type { Database } from '@dws/db';
-import { create, toBinary, WorkspaceUpsertedSchema } from '@dws/proto';
-import { notFound, seal, unseal } from '@dws/protocol';
-import { ids, subjects, type Outbox } from '@dws/runtime';
+import { notFound, seal } from '@dws/protocol';
+import { ids, type Outbox } from '@dws/runtime';
 import { generateKey, generateSigningKey, type KeyKind } from '../domain/keys.js';
-import { insertKey, insertWorkspace, revokeKey, updateWorkspace, workspaceById, type WorkspaceRow } from '../store/workspaces.js';
+import { monthOf, type LimitsPatch, type Usage } from '../domain/usage.js';
+import { usageOf } from '../store/usage.js';
+import { insertKey, insertWorkspace, lockWorkspace, revokeKey, workspaceById, type WorkspaceRow } from '../store/workspaces.js';
 import type { Authenticator } from './auth.js';
+import { announceWorkspace, settleWorkspace } from './workspace-state.js';
 
 const iso = (d: Date | string) => (d instanceof Date ? d : new Date(d)).toISOString();
 
-/** The admin API's view of a workspace: never its signing key or key hashes. */
-export function workspaceRecord(w: WorkspaceRow) {
-  return { id: w.id, name: w.name, suspended: w.suspended, limits: w.limits ?? {}, createdAt: iso(w.created_at) };
-}
-
-/**
- * Write the WorkspaceUpserted fact into the outbox inside `tx`: the invoker
- * learns the signing key and suspension from it. Every change is a new fact
- * (its own msgId); the consumer upserts, so order within the stream wins.
- */
-export async function announceWorkspace(tx: Database, outbox: Outbox, w: { id: string; name: string; signingKey: string; suspended: boolean }) {
-  const fact = create(WorkspaceUpsertedSchema, { workspaceId: w.id, name: w.name, signingKey: w.signingKey, suspended: w.suspended });
-  return outbox.enqueue(tx, [{ subject: subjects.workspaceUpserted, msgId: `ws-${w.id}-${randomUUID()}`, payload: toBinary(WorkspaceUpsertedSchema, fact) }]);
+/** The admin API's view of a workspace: never its signing key or key hashes. `usage` is the current UTC month's. */
+export function workspaceRecord(w: WorkspaceRow, usage: Usage) {
+  return {
+    id: w.id,
+    name: w.name,
+    suspended: w.suspended,
+    suspendedReason: w.suspended ? (w.suspended_reason ?? 'operator') : null,
+    limits: w.limits ?? {},
+    usage,
+    createdAt: iso(w.created_at),
+  };
 }
 
 /** CONTRACT.md admin API: workspaces, their keys, suspension and limits. */
 export class AdminApi {
-  constructor(private readonly d: { db: Database; outbox: Outbox; sealKey: Buffer; auth: Authenticator }) {}
+  constructor(private readonly d: { db: Database; outbox: Outbox; sealKey: Buffer; auth: Authenticator; now: () => number }) {}
 
   async createWorkspace(name: string) {
     const id = ids.workspace();
@@ -44,25 +43,26 @@ export class AdminApi {
   async getWorkspace(id: string) {
     const w = await workspaceById(this.d.db, id);
     if (!w) throw notFound('workspace');
-    return workspaceRecord(w);
+    const month = monthOf(this.d.now());
+    return workspaceRecord(w, { month, runs: await usageOf(this.d.db, id, month) });
   }
 
-  async patchWorkspace(id: string, patch: { suspended?: boolean; limits?: Record<string, number | null> }) {
-    const { row, pending } = await this.d.db.tx(async (tx) => {
-      const row = await updateWorkspace(tx, id, patch);
+  /**
+   * Operator suspension and limits, settled against this month's usage in the
+   * same transaction: lowering a limit to or below the usage suspends at once,
+   * raising or removing it lifts a usage suspension (never an operator's).
+   */
+  async patchWorkspace(id: string, patch: { suspended?: boolean; limits?: LimitsPatch }) {
+    const month = monthOf(this.d.now());
+    const settled = await this.d.db.tx(async (tx) => {
+      const row = await lockWorkspace(tx, id);
       if (!row) throw notFound('workspace');
-      const pending = await announceWorkspace(tx, this.d.outbox, {
-        id: row.id,
-        name: row.name,
-        signingKey: unseal(row.signing_key_sealed, this.d.sealKey),
-        suspended: row.suspended,
-      });
-      return { row, pending };
+      return settleWorkspace(tx, this.d, row, month, patch);
     });
-    await this.d.outbox.afterCommit(pending);
+    if (settled.pending) await this.d.outbox.afterCommit(settled.pending);
     // Suspension rides on the cached key records: drop them so this replica sees it at once.
     this.d.auth.invalidate();
-    return workspaceRecord(row);
+    return workspaceRecord(settled.row, settled.usage);
   }
 
   async createKey(workspaceId: string, kind: KeyKind, name: string) {

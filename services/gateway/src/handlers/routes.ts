@@ -4,6 +4,7 @@ import type { Bus } from '@dws/bus';
 import { jsonBody } from '@dws/http';
 import { forbidden, invalid, isServiceError, notFound, ServiceError } from '@dws/protocol';
 import { callApi } from '@dws/runtime';
+import type { LimitsPatch } from '../domain/usage.js';
 import type { AdminApi } from './admin.js';
 import type { AuthedCaller, Authenticator } from './auth.js';
 import type { LocalHandler, RouteSpec } from './route-table.js';
@@ -69,7 +70,7 @@ export function apiRouter(routes: RouteSpec[], d: RouterDeps): Router {
     'admin.createWorkspace': async ({ res, body }) => void res.status(201).json(await d.admin.createWorkspace((body as { name: string }).name)),
     'admin.getWorkspace': async ({ res, params }) => void res.json(await d.admin.getWorkspace(params.id!)),
     'admin.patchWorkspace': async ({ res, params, body }) =>
-      void res.json(await d.admin.patchWorkspace(params.id!, body as { suspended?: boolean; limits?: Record<string, number | null> })),
+      void res.json(await d.admin.patchWorkspace(params.id!, body as { suspended?: boolean; limits?: LimitsPatch })),
     'admin.createKey': async ({ res, params, body }) => {
       const b = body as { kind: 'secret' | 'public' | 'console'; name: string };
       res.status(201).json(await d.admin.createKey(params.id!, b.kind, b.name));

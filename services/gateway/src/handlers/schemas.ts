@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { LIMITS, type LimitName } from '../domain/usage.js';
 
 /**
  * The zod schemas of the public API. The gateway validates path params,
@@ -194,7 +195,20 @@ export const Workflow = component(
 );
 export const Workspace = component(
   'Workspace',
-  z.object({ id: z.string(), name: z.string(), suspended: z.boolean(), limits: z.record(z.string(), z.unknown()), createdAt: timestamp() }),
+  z.object({
+    id: z.string(),
+    name: z.string(),
+    suspended: z.boolean(),
+    suspendedReason: z
+      .enum(['operator', 'usage_limit'])
+      .nullable()
+      .meta({ description: 'operator: suspended by PATCH; usage_limit: a limit was reached (lifted when the month turns or the limit is raised or removed). null when not suspended.' }),
+    limits: z.record(z.string(), z.unknown()),
+    usage: z
+      .object({ month: z.string().meta({ description: 'Current UTC month, YYYY-MM.' }), runs: z.number().int().meta({ description: 'Runs that ended in it.' }) })
+      .meta({ description: 'What the limits are measured against.' }),
+    createdAt: timestamp(),
+  }),
 );
 export const CreatedWorkspace = component(
   'CreatedWorkspace',
@@ -290,13 +304,33 @@ export const CreateKeyBody = component(
   'CreateKeyBody',
   z.object({ kind: z.enum(['secret', 'public', 'console']), name: name('Label of the key in the audit log.') }),
 );
+/**
+ * The recognised limits (domain/usage.ts LIMITS), one optional field each: a
+ * positive integer sets it, null removes it; any other name is a 400.
+ */
+const LimitsBody = z
+  .strictObject(
+    Object.fromEntries(
+      Object.entries(LIMITS).map(([limitName, description]) => [
+        limitName,
+        z.number().int().positive().nullable().optional().meta({ description: `${description} A positive integer; null removes it.` }),
+      ]),
+    ) as Record<LimitName, z.ZodOptional<z.ZodNullable<z.ZodNumber>>>,
+  )
+  .meta({
+    description:
+      `Merged into the current limits; a null value removes that limit. Recognised: ${Object.keys(LIMITS).join(', ')}; any other name is refused with 400. ` +
+      'A workspace whose metered usage reaches a limit is suspended (suspendedReason usage_limit: POST /events answers suspended true, run-creating calls 403); ' +
+      'raising or removing the limit lifts that suspension when usage is under it again, and so does the next UTC month. An operator suspension is never lifted by limits.',
+  });
+
 export const PatchWorkspaceBody = component(
   'PatchWorkspaceBody',
   z.object({
-    suspended: z.boolean().optional(),
-    limits: z
-      .record(str().max(64), z.union([z.number(), z.null()]))
+    suspended: z
+      .boolean()
       .optional()
-      .meta({ description: 'Merged into the current limits; a null value removes that limit.' }),
+      .meta({ description: 'true suspends (suspendedReason operator); false lifts any suspension, unless a limit is still reached.' }),
+    limits: LimitsBody.optional(),
   }),
 );

@@ -1,4 +1,4 @@
-import { boolean, index, jsonb, pgSchema, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, boolean, index, jsonb, pgSchema, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { outboxTable } from '@dws/runtime';
 
 export const gateway = pgSchema('gateway');
@@ -9,6 +9,8 @@ export const workspaces = gateway.table('workspaces', {
   /** Runner signing secret, sealed at rest. */
   signingKeySealed: text('signing_key_sealed').notNull(),
   suspended: boolean('suspended').notNull().default(false),
+  /** Why it is suspended: 'operator' (admin PATCH) or 'usage_limit' (a metered ceiling); null when not suspended. */
+  suspendedReason: text('suspended_reason'),
   limits: jsonb('limits').notNull().default({}),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
 });
@@ -27,6 +29,33 @@ export const apiKeys = gateway.table(
     revokedAt: timestamp('revoked_at', { withTimezone: true }),
   },
   (t) => [index('api_keys_ws').on(t.workspaceId)],
+);
+
+/** Runs that ended, per workspace and UTC month (`YYYY-MM`), counted from RunFinished facts: what `runsPerMonth` caps. */
+export const usage = gateway.table(
+  'usage',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    month: text('month').notNull(),
+    runs: bigint('runs', { mode: 'number' }).notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.month] })],
+);
+
+/**
+ * One row per run already counted: a RunFinished delivered again (redelivery,
+ * several gateway replicas, an outbox republish past the bus's duplicate
+ * window) inserts nothing and so counts nothing. Months before the previous
+ * one are pruned; their counts no longer matter.
+ */
+export const meteredRuns = gateway.table(
+  'metered_runs',
+  {
+    runId: text('run_id').primaryKey(),
+    workspaceId: text('workspace_id').notNull(),
+    month: text('month').notNull(),
+  },
+  (t) => [index('metered_runs_month').on(t.month)],
 );
 
 export const outbox = outboxTable(gateway);

@@ -1,6 +1,7 @@
 import type { Database } from '@dws/db';
 import { ids } from '@dws/runtime';
 import { hashKey, type KeyKind } from '../domain/keys.js';
+import type { SuspendedReason } from '../domain/usage.js';
 
 export interface KeyRecord {
   workspaceId: string;
@@ -19,11 +20,20 @@ export async function keyByHash(db: Database, hash: string): Promise<KeyRecord |
   return r && { workspaceId: r.workspace_id, kind: r.kind, name: r.name, suspended: r.suspended };
 }
 
+const WORKSPACE_COLUMNS = 'id, name, signing_key_sealed, suspended, suspended_reason, limits, created_at';
+
 export async function workspaceById(db: Database, id: string): Promise<WorkspaceRow | undefined> {
-  const rows = await db.query<WorkspaceRow>(
-    'select id, name, signing_key_sealed, suspended, limits, created_at from gateway.workspaces where id = $1',
-    [id],
-  );
+  const rows = await db.query<WorkspaceRow>(`select ${WORKSPACE_COLUMNS} from gateway.workspaces where id = $1`, [id]);
+  return rows[0];
+}
+
+/**
+ * The workspace with its row lock held until commit. Whoever changes
+ * suspension or limits (PATCH, the meter, the rollover sweep) takes this lock
+ * first and the usage row second, so they serialise and never deadlock.
+ */
+export async function lockWorkspace(tx: Database, id: string): Promise<WorkspaceRow | undefined> {
+  const rows = await tx.query<WorkspaceRow>(`select ${WORKSPACE_COLUMNS} from gateway.workspaces where id = $1 for update`, [id]);
   return rows[0];
 }
 
@@ -62,25 +72,22 @@ export interface WorkspaceRow {
   name: string;
   signing_key_sealed: string;
   suspended: boolean;
+  suspended_reason: SuspendedReason | null;
   limits: Record<string, unknown>;
   created_at: Date | string;
 }
 
-/** Suspend/unsuspend and merge limits (a null value removes a limit); undefined when there is no such workspace. */
-export async function updateWorkspace(
-  db: Database,
+/** Write suspension and limits of a workspace locked by `lockWorkspace` (decided by the caller). */
+export async function saveWorkspaceState(
+  tx: Database,
   id: string,
-  patch: { suspended?: boolean; limits?: Record<string, number | null> },
-): Promise<WorkspaceRow | undefined> {
-  const rows = await db.query<WorkspaceRow>(
-    `update gateway.workspaces
-        set suspended = coalesce($2::boolean, suspended),
-            limits = case when $3::jsonb is null then limits else jsonb_strip_nulls(limits || $3::jsonb) end
-      where id = $1
-      returning id, name, signing_key_sealed, suspended, limits, created_at`,
-    [id, patch.suspended ?? null, patch.limits === undefined ? null : JSON.stringify(patch.limits)],
+  state: { suspended: boolean; reason: SuspendedReason | null; limits: Record<string, unknown> },
+): Promise<WorkspaceRow> {
+  const rows = await tx.query<WorkspaceRow>(
+    `update gateway.workspaces set suspended = $2, suspended_reason = $3, limits = $4::jsonb where id = $1 returning ${WORKSPACE_COLUMNS}`,
+    [id, state.suspended, state.reason, JSON.stringify(state.limits)],
   );
-  return rows[0];
+  return rows[0]!;
 }
 
 /** Revoke a key of a workspace; false when the workspace has no such key. Revoking twice is fine. */

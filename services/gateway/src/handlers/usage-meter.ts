@@ -1,0 +1,139 @@
+import type { Bus, BusMessage, Subscription } from '@dws/bus';
+import type { Database } from '@dws/db';
+import type { Logger } from '@dws/log';
+import { fromBinary, RunFinishedSchema, type RunFinished } from '@dws/proto';
+import { streams, subjects, type Outbox } from '@dws/runtime';
+import { monthOf, previousMonth } from '../domain/usage.js';
+import { addRunEnd, claimRunEnd, pruneMeteredRuns, usageSuspendedIds } from '../store/usage.js';
+import { lockWorkspace } from '../store/workspaces.js';
+import { settleWorkspace, type Settled } from './workspace-state.js';
+
+export interface UsageMeterOptions {
+  /** How often every replica lifts usage suspensions of past months and prunes old dedupe rows. @default 60000 */
+  sweepMs?: number;
+  /** The clock months are read from (tests move it across a month end). @default Date.now */
+  now?: () => number;
+}
+
+export interface UsageMeterDeps {
+  db: Database;
+  bus: Bus;
+  outbox: Outbox;
+  sealKey: Buffer;
+  log: Logger;
+  now: () => number;
+  /** A suspension changed: drop cached key records so this replica enforces it at once. */
+  onSuspensionChange: () => void;
+}
+
+/** The work group of every gateway replica on RunFinished. */
+export const USAGE_DURABLE = 'gateway-usage';
+
+/**
+ * Meters `runsPerMonth`: counts RunFinished facts (scheduler.fact.run.finished)
+ * per workspace and UTC month of the run's end, and suspends a workspace whose
+ * count reaches its ceiling, through the same path as an admin PATCH.
+ *
+ * Exactly once per run: the run id is claimed in `metered_runs` in the
+ * transaction that counts it. A seq watermark would not do here: a failed
+ * delivery is redelivered after a backoff while later messages go on, and
+ * every replica joins the work group, so facts are not applied in stream order.
+ *
+ * Month rollover: a sweep on every replica (each `sweepMs`, and at start)
+ * re-settles usage-suspended workspaces against the current month, so a
+ * ceiling reached last month is lifted within a minute of the month turning,
+ * with no metered event needed (a suspended workspace starts no runs).
+ */
+export class UsageMeter {
+  private sub: Subscription | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<unknown> = Promise.resolve();
+  private stopped = false;
+
+  constructor(
+    private readonly d: UsageMeterDeps,
+    private readonly sweepMs = 60_000,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.d.bus.ensureStream(streams.schedulerFacts);
+    this.sub = await this.d.bus.consume(
+      {
+        stream: streams.schedulerFacts.name,
+        durable: USAGE_DURABLE,
+        filterSubject: subjects.runFinished,
+        concurrency: 1,
+        // A dead-lettered fact is a run never counted: ride out a database outage of most of an hour first.
+        backoffMs: [250, 1000, 5000, 30_000],
+        maxDeliver: 100,
+      },
+      (msg) => this.handle(msg),
+    );
+    this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.sub?.stop();
+    await this.sweeping;
+  }
+
+  /** One RunFinished delivery; a redelivery of the same run counts nothing. */
+  async handle(msg: BusMessage): Promise<void> {
+    let fact: RunFinished;
+    try {
+      fact = fromBinary(RunFinishedSchema, msg.data);
+    } catch (err) {
+      // No redelivery can make it parse.
+      this.d.log.warn({ err, seq: msg.seq }, 'unreadable RunFinished; not metered');
+      return;
+    }
+    if (!fact.workspaceId || !fact.runId) {
+      this.d.log.warn({ seq: msg.seq }, 'RunFinished without workspace or run id; not metered');
+      return;
+    }
+    const month = monthOf(Number(fact.atMs) || this.d.now());
+    const current = monthOf(this.d.now());
+    const settled = await this.d.db.tx(async (tx): Promise<Settled | undefined> => {
+      if (!(await claimRunEnd(tx, { runId: fact.runId, workspaceId: fact.workspaceId, month }))) return undefined;
+      // Workspace row first, then the usage row: the order PATCH and the sweep lock in.
+      const row = await lockWorkspace(tx, fact.workspaceId);
+      const runs = await addRunEnd(tx, fact.workspaceId, month);
+      if (!row) return undefined; // not a workspace of ours: counted, nothing to enforce
+      return settleWorkspace(tx, this.d, row, current, {}, month === current ? runs : undefined);
+    });
+    await this.published(settled);
+  }
+
+  /** Re-settle every usage-suspended workspace against the current month (lifts last month's), then prune. */
+  async sweep(): Promise<void> {
+    const month = monthOf(this.d.now());
+    for (const id of await usageSuspendedIds(this.d.db)) {
+      const settled = await this.d.db.tx(async (tx) => {
+        const row = await lockWorkspace(tx, id);
+        // Re-read under the lock: a PATCH may have changed it since the list was read.
+        if (!row?.suspended || row.suspended_reason !== 'usage_limit') return undefined;
+        return settleWorkspace(tx, this.d, row, month);
+      });
+      await this.published(settled);
+    }
+    await pruneMeteredRuns(this.d.db, previousMonth(month));
+  }
+
+  private async published(settled: Settled | undefined): Promise<void> {
+    if (!settled?.pending) return;
+    await this.d.outbox.afterCommit(settled.pending);
+    this.d.log.info({ workspaceId: settled.row.id, suspended: settled.row.suspended, usage: settled.usage }, 'workspace usage suspension changed');
+    this.d.onSuspensionChange();
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.sweeping = this.sweep()
+        .catch((err: unknown) => this.d.log.warn({ err }, 'usage sweep failed'))
+        .finally(() => this.schedule(this.sweepMs));
+    }, ms);
+  }
+}

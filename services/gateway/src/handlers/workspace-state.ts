@@ -1,0 +1,62 @@
+import { randomUUID } from 'node:crypto';
+import type { Database } from '@dws/db';
+import { create, toBinary, WorkspaceUpsertedSchema } from '@dws/proto';
+import { unseal } from '@dws/protocol';
+import { subjects, type Outbox, type PendingPublish } from '@dws/runtime';
+import { mergeLimits, operatorChange, settleSuspension, type LimitsPatch, type Suspension, type Usage } from '../domain/usage.js';
+import { lockUsage } from '../store/usage.js';
+import { saveWorkspaceState, type WorkspaceRow } from '../store/workspaces.js';
+
+/**
+ * Write the WorkspaceUpserted fact into the outbox inside `tx`: the invoker
+ * learns the signing key and suspension from it, ingest the suspension.
+ * Every change is a new fact (its own msgId); the consumers upsert, so order
+ * within the stream wins.
+ */
+export async function announceWorkspace(tx: Database, outbox: Outbox, w: { id: string; name: string; signingKey: string; suspended: boolean }) {
+  const fact = create(WorkspaceUpsertedSchema, { workspaceId: w.id, name: w.name, signingKey: w.signingKey, suspended: w.suspended });
+  return outbox.enqueue(tx, [{ subject: subjects.workspaceUpserted, msgId: `ws-${w.id}-${randomUUID()}`, payload: toBinary(WorkspaceUpsertedSchema, fact) }]);
+}
+
+export interface Settled {
+  row: WorkspaceRow;
+  usage: Usage;
+  /** The WorkspaceUpserted to publish after commit, when one was written. */
+  pending: PendingPublish | undefined;
+}
+
+/**
+ * The one path that changes a workspace's suspension or limits: an admin
+ * PATCH (`change` set), the usage meter and the rollover sweep (`change`
+ * empty). Inside `tx`, with `row` locked by `lockWorkspace`: apply the
+ * operator's change, lock the month's usage, settle the suspension against
+ * the ceilings (domain/usage.ts), write what changed and announce it the way
+ * the admin PATCH always has. A PATCH is always announced; otherwise only a
+ * change of `suspended` is.
+ *
+ * `knownRuns` skips the usage read when the caller has just counted (and so
+ * locked) the current month itself.
+ */
+export async function settleWorkspace(
+  tx: Database,
+  d: { outbox: Outbox; sealKey: Buffer },
+  row: WorkspaceRow,
+  month: string,
+  change: { suspended?: boolean; limits?: LimitsPatch } = {},
+  knownRuns?: number,
+): Promise<Settled> {
+  const current: Suspension = { suspended: row.suspended, reason: row.suspended ? (row.suspended_reason ?? 'operator') : null };
+  const limits = change.limits ? mergeLimits(row.limits ?? {}, change.limits) : (row.limits ?? {});
+  const usage: Usage = { month, runs: knownRuns ?? (await lockUsage(tx, row.id, month)) };
+  const next = settleSuspension(operatorChange(current, change.suspended), limits, usage);
+  const patched = change.suspended !== undefined || change.limits !== undefined;
+  const moved = next.suspended !== row.suspended || next.reason !== row.suspended_reason;
+  if (!patched && !moved) return { row, usage, pending: undefined };
+
+  const saved = await saveWorkspaceState(tx, row.id, { suspended: next.suspended, reason: next.reason, limits });
+  const pending =
+    patched || next.suspended !== row.suspended
+      ? await announceWorkspace(tx, d.outbox, { id: saved.id, name: saved.name, signingKey: unseal(saved.signing_key_sealed, d.sealKey), suspended: saved.suspended })
+      : undefined;
+  return { row: saved, usage, pending };
+}
