@@ -7,10 +7,17 @@ import type { Database, Drizzle } from './types.js';
 
 type Client = postgres.Sql | postgres.TransactionSql;
 
+const NO_PIPELINING = { max_pipeline: 0 };
+
 /** A postgres.js pool with drizzle over it. */
 export function openPostgres(url: string, poolSize = 10): Database {
   const sql = postgres(url, {
     max: poolSize,
+    // No pipelining onto busy connections: postgres.js 3.4.9 could hand a
+    // connection that was inside a transaction to a pipelined query (upstream
+    // #823); with our patch of it (patches/) this closes every such path.
+    // (A documented option its typings leave out.)
+    ...NO_PIPELINING,
     // Named server-side statements per connection: the raw queries of a
     // service are a fixed set of texts, so the cache stays small.
     prepare: true,

@@ -1,0 +1,66 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { Database } from '../src/index.js';
+import { databaseUrl, openFresh } from './targets.js';
+
+/**
+ * Transactions on a saturated pool. postgres.js 3.4.9 could send a
+ * transaction's BEGIN without reserving the connection, or hand a connection
+ * in the middle of a transaction to another caller (upstream issues #823,
+ * #1189): queries of unrelated callers then ran inside someone else's
+ * transaction, or failed with UNSAFE_TRANSACTION. Our patch of postgres.js
+ * (patches/) and `max_pipeline: 0` in openPostgres close both paths.
+ */
+const d = databaseUrl ? describe : describe.skip;
+const PAD = 'x'.repeat(8192);
+const BIG = 'y'.repeat(256 * 1024);
+
+d('transactions on a saturated Postgres pool', () => {
+  let db: Database;
+  let close: () => Promise<void>;
+
+  beforeAll(async () => {
+    ({ db, close } = await openFresh(databaseUrl!)); // pool of 4
+    await db.query('create table marks (id serial primary key, who text not null, pad text)');
+  }, 30_000);
+  afterAll(() => close?.());
+
+  it('never runs a query inside another caller\'s transaction, nor fails a BEGIN, under load', async () => {
+    const errors: unknown[] = [];
+    const jobs: Promise<unknown>[] = [];
+    let plain = 0;
+    for (let round = 0; round < 5; round++) {
+      // Keep every connection busy, then pile plain statements (pipelined onto the busy
+      // connections, up to postgres.js's max_pipeline of 100 each) and transactions on top.
+      for (let i = 0; i < 4; i++) jobs.push(db.query('select pg_sleep(0.05)').catch((e: unknown) => errors.push(e)));
+      for (let i = 0; i < 500; i++) {
+        if (i % 7 === 3) {
+          jobs.push(
+            db
+              .tx(async (tx) => {
+                // Over the socket's write buffer: the write reports backpressure, and 'drain' follows
+                // while the transaction sits idle between statements.
+                await tx.query(`insert into marks (who, pad) values ('tx', $1)`, [BIG]);
+                await new Promise((r) => setTimeout(r, 10));
+                await tx.query(`select 1`);
+                throw new Error('roll back');
+              })
+              .catch((e: unknown) => {
+                if ((e as Error).message !== 'roll back') errors.push(e);
+              }),
+          );
+          continue;
+        }
+        plain++;
+        // Autocommitted on its own; lost if it ran inside one of the transactions above (they roll back).
+        // 8 KB each: the socket's write buffer fills, as it does under real payloads.
+        jobs.push(db.query(`insert into marks (who, pad) values ('plain', $1)`, [PAD]).catch((e: unknown) => errors.push(e)));
+      }
+      await Promise.all(jobs);
+    }
+    await Promise.all(jobs);
+    expect([...new Set(errors.map((e) => String((e as Error).message ?? e)))]).toEqual([]);
+    const rows = await db.query<{ who: string; n: number }>('select who, count(*)::int as n from marks group by who order by who');
+    // Every rolled-back transaction left nothing; every plain insert was kept.
+    expect([...rows]).toEqual([{ who: 'plain', n: plain }]);
+  }, 60_000);
+});
