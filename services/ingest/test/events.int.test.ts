@@ -140,6 +140,30 @@ describe.each(modes())('ingest events (%s)', (mode) => {
     h.scheduler['waiters.wake'] = async () => ({ body: { woke: 0 } });
   });
 
+  it('queues the wake durably when the scheduler is slow to answer, and still accepts the event promptly', async () => {
+    const wakes: string[] = [];
+    const consumer = await h.bus.consume(
+      { stream: streams.schedulerCmds.name, durable: uniqueName('wakes'), filterSubject: subjects.wakeWaiters },
+      async (msg) => void wakes.push(msg.msgId ?? ''),
+    );
+    h.scheduler['waiters.wake'] = async () => {
+      await new Promise((r) => setTimeout(r, 1500));
+      return { body: { woke: 1 } };
+    };
+    try {
+      const t0 = Date.now();
+      const r = await h.send({ name: 'slow.wake', data: { k: 1 } });
+      expect(Date.now() - t0).toBeLessThan(1400);
+      expect(r).toMatchObject({ status: 202, body: { woke: 0 } });
+      const deadline = Date.now() + 10_000;
+      while (!wakes.includes(`wake:${r.body.id}`) && Date.now() < deadline) await new Promise((res) => setTimeout(res, 20));
+      expect(wakes).toContain(`wake:${r.body.id}`);
+    } finally {
+      h.scheduler['waiters.wake'] = async () => ({ body: { woke: 0 } });
+      await consumer.stop();
+    }
+  });
+
   it('suspended workspace (gateway flag or projected fact): 202 suspended, waiters woken, nothing started', async () => {
     let woke = 0;
     h.scheduler['waiters.wake'] = async () => ({ body: { woke: ++woke } });

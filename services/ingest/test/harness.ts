@@ -64,7 +64,7 @@ export const modes = (): ('real' | 'embedded')[] => {
  */
 export async function startHarness(mode: 'real' | 'embedded', opts: IngestOptions = {}): Promise<Harness> {
   const cfg = loadConfig({ LOG_LEVEL: 'silent' });
-  const log = createLogger({ level: 'silent' });
+  const log = createLogger({ level: (process.env.HARNESS_LOG as 'error') ?? 'silent' });
   const infra = testInfra();
   let closeDb: () => Promise<void>;
   const prefix = uniqueName('ing').replace(/[^A-Za-z0-9_-]/g, '');

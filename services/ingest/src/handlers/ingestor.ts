@@ -7,7 +7,7 @@ import { callApi, ids, subjects, type Caller, type Outbox, type OutboxMessage } 
 import { entry, type EventVars, type TriggeredEntry } from '../domain/admission.js';
 import type { EventInput } from '../domain/event-input.js';
 import { matchTriggers } from '../domain/matching.js';
-import { insertEvents, seenDedupeId, setTriggered, type NewEvent } from '../store/events.js';
+import { insertEvents, seenDedupeId, setOutcomes, type NewEvent } from '../store/events.js';
 import { lockAll, type GateScope } from '../store/gates.js';
 import { withTxRetry } from '../store/retry.js';
 import { singletonId, type Admission, type SingletonCheck } from './admission.js';
@@ -39,12 +39,21 @@ export interface Incoming {
   id?: string;
 }
 
-interface Prepared {
-  item: Incoming;
-  id: string;
+interface WakeOutcome {
   woke: number;
   /** The scheduler could not be asked now: the wake rides the outbox (durable, applied later). */
   wakeDeferred: boolean;
+}
+
+interface Prepared {
+  item: Incoming;
+  id: string;
+  /**
+   * The waiters.wake call to the scheduler. On Postgres it runs while the
+   * transaction records the event and admits its runs, and is joined before
+   * the commit; on PGlite (one connection) it is settled before.
+   */
+  wake: Promise<WakeOutcome>;
   repeat: boolean;
   tsMs: number;
   vars: EventVars;
@@ -90,6 +99,7 @@ export class Ingestor {
     // SPEC POST /events: a suspended workspace wakes waiters and starts nothing. The gateway knows first; the projection covers emits.
     const suspended = caller.suspended === true || ix.suspended;
     const prepared = await Promise.all(items.map((item) => this.prepare(caller, ix, item)));
+    if (this.d.db.kind === 'pglite') await Promise.all(prepared.map((p) => p.wake));
     const singletons = suspended ? new Map<string, SingletonCheck>() : await this.singletonChecks(caller, ix, prepared);
     const locks = this.lockNames(caller, ix, prepared, suspended);
     const results = await new Promise<IngestResult[]>((resolve, reject) => {
@@ -152,7 +162,7 @@ export class Ingestor {
       repeat,
       tsMs,
       // SPEC: a repeat dedupeId wakes no waiter and fans out to nothing.
-      ...(repeat ? { woke: 0, wakeDeferred: false } : await this.wake(caller, ev, id, tsMs)),
+      wake: repeat ? Promise.resolve({ woke: 0, wakeDeferred: false }) : boundWake(this.wake(caller, ev, id, tsMs)),
       matched: repeat ? [] : matchTriggers(ix.triggers, ev),
       vars: { event: { id, name: ev.name, data: ev.data, ts: tsMs } },
     };
@@ -191,7 +201,7 @@ export class Ingestor {
    * `triggered` in one statement.
    */
   private async accept(tx: Database, group: Job[], out: OutboxMessage[]): Promise<IngestResult[][]> {
-    const results = group.map((j) => j.prepared.map((p) => ({ ...emptyResult(), woke: p.woke, suspended: j.suspended })));
+    const results = group.map((j) => j.prepared.map(() => ({ ...emptyResult(), suspended: j.suspended })));
     // The dedupe ids' locks were taken with the others: a concurrent repeat waits for this commit, then sees the row.
     const dedupeSeen = new Set<string>();
     const seenIds = new Set<string>();
@@ -213,16 +223,15 @@ export class Ingestor {
           continue;
         }
         seenIds.add(p.id);
-        if (p.wakeDeferred) out.push(wakeCommand(j.caller, ev, p.id, p.tsMs));
         rows.push({
           id: p.id, workspaceId: j.caller.workspaceId, name: ev.name, app: ev.app, source, dataJson: ev.dataJson, dedupeId: ev.dedupeId,
-          runner: ev.runner, targetApp: ev.targetApp, woke: p.woke,
+          runner: ev.runner, targetApp: ev.targetApp,
         });
       }
     }
     // A redelivered emit (same id) finds its row and admits nothing twice.
     const inserted = await insertEvents(tx, rows);
-    const triggered: { id: string; triggered: unknown[] }[] = [];
+    const outcomes: { id: string; triggered: unknown[]; woke: number }[] = [];
     for (const [gi, j] of group.entries()) {
       for (const [pi, p] of j.prepared.entries()) {
         const result = results[gi]![pi]!;
@@ -246,13 +255,24 @@ export class Ingestor {
           result.batched ||= e.batched;
           result.deduped ||= e.deduped;
         }
-        const record = logged(result.triggered);
-        if (record.length > 0) triggered.push({ id: p.id, triggered: record });
         // SPEC: runId when exactly one workflow matched, mirroring the first triggered entry.
         if (result.triggered.length === 1 && result.triggered[0]!.runId) result.runId = result.triggered[0]!.runId;
       }
     }
-    await setTriggered(tx, triggered);
+    // Join the wakes (asked of the scheduler while the statements above ran), then record
+    // what each event woke and started in one statement.
+    for (const [gi, j] of group.entries()) {
+      for (const [pi, p] of j.prepared.entries()) {
+        const w = await p.wake;
+        const result = results[gi]![pi]!;
+        result.woke = w.woke;
+        if (!result.id) continue; // a repeat (dedupeId, or a redelivered emit): no row of its own
+        if (w.wakeDeferred) out.push(wakeCommand(j.caller, p.item.ev, p.id, p.tsMs));
+        const record = logged(result.triggered);
+        if (record.length > 0 || w.woke > 0) outcomes.push({ id: p.id, triggered: record, woke: w.woke });
+      }
+    }
+    await setOutcomes(tx, outcomes);
     return results;
   }
 
@@ -262,7 +282,7 @@ export class Ingestor {
    * is written to the outbox with the event and applied when the scheduler
    * is back: a lost request delays a wake, it never loses it.
    */
-  private async wake(caller: Caller, ev: EventInput, id: string, tsMs: number): Promise<{ woke: number; wakeDeferred: boolean }> {
+  private async wake(caller: Caller, ev: EventInput, id: string, tsMs: number): Promise<WakeOutcome> {
     try {
       const res = await callApi(this.d.bus, 'scheduler', 'waiters.wake', caller, { rawBody: wakeBody(ev, id, tsMs) });
       return { woke: (JSON.parse(res.bodyJson ?? '{}') as { woke?: number }).woke ?? 0, wakeDeferred: false };
@@ -272,6 +292,27 @@ export class Ingestor {
       this.d.log.warn({ err, event: ev.name }, 'waking waiters now failed; the wake is queued durably');
       return { woke: 0, wakeDeferred: true };
     }
+  }
+}
+
+/**
+ * How long an event waits for the scheduler's answer to its wake. Past it the
+ * wake is queued durably as well: resolving a waiter is idempotent, so a late
+ * answer and the queued replay never wake it twice, and a stuck scheduler
+ * can neither stall POST /events nor hold ingest's transactions (and their
+ * locks) open.
+ */
+const WAKE_WAIT_MS = 500;
+
+async function boundWake(wake: Promise<WakeOutcome>): Promise<WakeOutcome> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<WakeOutcome>((resolve) => {
+    timer = setTimeout(() => resolve({ woke: 0, wakeDeferred: true }), WAKE_WAIT_MS);
+  });
+  try {
+    return await Promise.race([wake, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -22,12 +22,11 @@ export interface NewEvent {
   dedupeId?: string;
   runner?: string;
   targetApp?: string;
-  woke: number;
 }
 
 /**
- * Insert events in one statement (their `triggered` is set once admission
- * decided it). Rows travel as one jsonb parameter (postgres.js mangles null
+ * Insert events in one statement (their `triggered` and `woke` are set by
+ * setOutcomes once admission decided and the wake answered). Rows travel as one jsonb parameter (postgres.js mangles null
  * inside array parameters); data stays the text it came in as.
  * @returns the ids inserted: an id already there (a redelivered emit) is not
  */
@@ -35,16 +34,16 @@ export async function insertEvents(tx: Database, events: NewEvent[]): Promise<Se
   if (events.length === 0) return new Set();
   const rows = await tx.query<{ id: string }>(
     `insert into ingest.events (id, workspace_id, name, app, source, data, dedupe_id, runner, target_app, triggered, woke)
-     select e.id, e.workspace_id, e.name, e.app, e.source, e.data, e.dedupe_id, e.runner, e.target_app, '[]'::jsonb, e.woke
+     select e.id, e.workspace_id, e.name, e.app, e.source, e.data, e.dedupe_id, e.runner, e.target_app, '[]'::jsonb, 0
        from jsonb_to_recordset($1::jsonb) as e(id text, workspace_id text, name text, app text, source text, data text, dedupe_id text,
-                                               runner text, target_app text, woke int)
+                                               runner text, target_app text)
      on conflict (id) do nothing returning id`,
     [
       `[${events
         .map((e) =>
           JSON.stringify({
             id: e.id, workspace_id: e.workspaceId, name: e.name, app: e.app ?? null, source: e.source, data: e.dataJson, dedupe_id: e.dedupeId ?? null,
-            runner: e.runner ?? null, target_app: e.targetApp ?? null, woke: e.woke,
+            runner: e.runner ?? null, target_app: e.targetApp ?? null,
           }),
         )
         .join(',')}]`,
@@ -53,11 +52,12 @@ export async function insertEvents(tx: Database, events: NewEvent[]): Promise<Se
   return new Set(rows.map((r) => r.id));
 }
 
-/** The runs events produced or joined, once their admissions are decided (same transaction as the rows). */
-export async function setTriggered(tx: Database, entries: { id: string; triggered: unknown[] }[]): Promise<void> {
+/** The runs events produced or joined and the waiters they woke (same transaction as the rows). */
+export async function setOutcomes(tx: Database, entries: { id: string; triggered: unknown[]; woke: number }[]): Promise<void> {
   if (entries.length === 0) return;
   await tx.query(
-    `update ingest.events e set triggered = t.triggered from jsonb_to_recordset($1::jsonb) as t(id text, triggered jsonb) where e.id = t.id`,
+    `update ingest.events e set triggered = t.triggered, woke = t.woke
+       from jsonb_to_recordset($1::jsonb) as t(id text, triggered jsonb, woke int) where e.id = t.id`,
     [JSON.stringify(entries)],
   );
 }

@@ -333,8 +333,8 @@ export class Engine {
       this.o.log.info({ runId: run.id, pass: run.pass }, 'pass no longer current; reply dropped');
       return false;
     }
-    if (handoffs.length) await this.o.outbox.afterCommit({ ids: result.outboxIds, messages: handoffs });
-    // Committed: update memory, then tell live tails.
+    // Committed: update memory, tell live tails, then publish the outbox rows (a client
+    // watching the run learns of its end without waiting for the stream's ack).
     run.pass += 1;
     run.stepCount += newSteps;
     run.nextSeq += frames.length;
@@ -365,9 +365,11 @@ export class Engine {
       frames.push(paused);
       run.status = 'paused';
       this.publishLive(run, frames);
+      if (handoffs.length) await this.o.outbox.afterCommit({ ids: result.outboxIds, messages: handoffs });
       return false;
     }
     this.publishLive(run, frames);
+    if (handoffs.length) await this.o.outbox.afterCommit({ ids: result.outboxIds, messages: handoffs });
     return d.type === 'continue';
   }
 
