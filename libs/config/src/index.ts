@@ -47,6 +47,8 @@ const schema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** How long a scheduler replica holds a run it drives before another may take it over (ms). */
   SERVICE_RUN_LEASE_MS: z.coerce.number().int().min(1000).default(15000),
+  /** Runs one scheduler replica drives at once; more stay queued until a replica has room. */
+  SERVICE_MAX_ACTIVE_RUNS: z.coerce.number().int().min(1).default(512),
   /**
    * Where the gateway proxies Connect WebSockets in the fleet (`pnpm dev` hands them over in process): the
    * invoker's own HTTP port, or several replicas' comma-separated (tried in random order, the next on a refusal).

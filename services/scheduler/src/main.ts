@@ -27,7 +27,7 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
   const workflows = new WorkflowConfigs(db);
   const outbox = new Outbox({ db, bus, schema: 'scheduler', log });
   outbox.start();
-  const engine = new Engine({ db, bus, log, outbox, owner, leaseMs: cfg.SERVICE_RUN_LEASE_MS, invokeTimeoutMs: cfg.SERVICE_INVOKE_TIMEOUT_MS, workflows });
+  const engine = new Engine({ db, bus, log, outbox, owner, leaseMs: cfg.SERVICE_RUN_LEASE_MS, maxConcurrent: cfg.SERVICE_MAX_ACTIVE_RUNS, invokeTimeoutMs: cfg.SERVICE_INVOKE_TIMEOUT_MS, workflows });
   const facts = await consumeWorkflowFacts({ bus, workflows });
   const starts = await consumeStartRuns({ bus, db, engine, outbox, owner, leaseMs: cfg.SERVICE_RUN_LEASE_MS });
   engine.start();

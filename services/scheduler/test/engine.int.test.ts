@@ -197,3 +197,23 @@ describe.each(modes())('scheduler engine (%s)', (mode) => {
     await r2.handle.stop();
   });
 });
+
+describe.each(modes())('scheduler start requests and back-pressure (%s)', (mode) => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness(mode, invoker, { SERVICE_MAX_ACTIVE_RUNS: '1' });
+  });
+  afterAll(async () => h?.close());
+
+  it('a start request answers once the run is stored; runs past capacity wait queued and all finish', async () => {
+    const runIds: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const id = await h.start('three', { i }, { direct: true });
+      // Stored before the answer: readable at once, held and running or queued for room.
+      expect(['queued', 'running', 'succeeded']).toContain((await h.call('runs.get', { params: { id } })).body.status);
+      runIds.push(id);
+    }
+    for (const id of runIds) await h.waitFor(id, ['succeeded'], 30_000);
+    for (const id of runIds) expect(['a', 'b', 'c'].map((s) => invoker.count(id, s))).toEqual([1, 1, 1]);
+  });
+});

@@ -12,63 +12,77 @@ import type { WorkflowConfigs } from '../engine/workflow-configs.js';
 
 const dec = new TextDecoder();
 
+type StartRunDeps = { bus: Bus; db: Database; engine: Engine; outbox: Outbox; owner: string; leaseMs: number };
+
 /**
- * StartRun commands: insert the run held by this replica and drive it at
- * once. Idempotent on the run id, so a redelivered command does nothing.
+ * StartRun commands, from the stream and as direct requests (ingest's eager
+ * path, answered once the run is stored): insert the run held by this replica
+ * and drive it at once. Idempotent on the run id, so a redelivered command or
+ * a request that also reached the stream does nothing.
  */
-export async function consumeStartRuns(opts: { bus: Bus; db: Database; engine: Engine; outbox: Outbox; owner: string; leaseMs: number }): Promise<Subscription> {
-  return opts.bus.consume(
+export async function consumeStartRuns(opts: StartRunDeps): Promise<Subscription> {
+  const stream = await opts.bus.consume(
     { stream: streams.schedulerCmds.name, durable: 'scheduler-start', filterSubject: subjects.startRun, concurrency: 64 },
-    async (msg) => {
-      // Back-pressure: leave the message for later (or another replica) when full.
-      if (opts.engine.capacity <= 0) return { retryInMs: 200 };
-      const cmd = fromBinary(StartRunSchema, msg.data);
-      const inputJson = cmd.input.length ? dec.decode(cmd.input) : 'null';
-      const frames: NewFrame[] = [
-        { seq: 1, kind: 'run_status', fields: { status: 'queued', attempt: 1 } },
-        { seq: 2, kind: 'run_status', fields: { status: 'running', attempt: 1 } },
-      ];
-      const newRun = {
-        id: cmd.runId,
-        workspaceId: cmd.workspaceId,
-        workflow: cmd.workflow,
-        app: cmd.app,
-        runner: cmd.runner,
-        triggerKind: cmd.triggerKind || 'event',
-        eventId: cmd.eventId || null,
-        eventName: cmd.eventName || null,
-        replayOf: cmd.replayOf || null,
-        inputJson,
-        createdAtMs: Number(cmd.createdAtMs) || Date.now(),
-      };
-      const notBeforeMs = Number(cmd.notBeforeMs);
-      if (cmd.concurrencyLimit > 0 || notBeforeMs > Date.now() || cmd.singletonMode) {
-        await startUnderFlowControl(opts, cmd, newRun, notBeforeMs);
-        return;
-      }
-      const inserted = await insertHeldRun(opts.db, newRun, opts.owner, opts.leaseMs, frames);
-      if (!inserted) return;
-      opts.engine.adopt(
-        newHeldRun({
-          id: cmd.runId,
-          workspaceId: cmd.workspaceId,
-          workflow: cmd.workflow,
-          app: cmd.app,
-          runner: cmd.runner,
-          eventName: cmd.eventName || cmd.workflow,
-          inputJson,
-          status: 'running',
-          attempt: 1,
-          pass: 0,
-          stepCount: 0,
-          nextSeq: frames.length + 1,
-          transportFailures: 0,
-          noRunnerSinceMs: null,
-          parentRunId: null,
-          onFailure: null,
-        }),
-      );
+    async (msg) => startRun(opts, fromBinary(StartRunSchema, msg.data)),
+  );
+  const direct = opts.bus.respond(subjects.startRunNow, 'scheduler', async (data) => {
+    await startRun(opts, fromBinary(StartRunSchema, data));
+    return new Uint8Array(0);
+  });
+  return {
+    async stop() {
+      await direct.stop();
+      await stream.stop();
     },
+  };
+}
+
+async function startRun(opts: StartRunDeps, cmd: StartRun): Promise<void> {
+  const inputJson = cmd.input.length ? dec.decode(cmd.input) : 'null';
+  const newRun = {
+    id: cmd.runId,
+    workspaceId: cmd.workspaceId,
+    workflow: cmd.workflow,
+    app: cmd.app,
+    runner: cmd.runner,
+    triggerKind: cmd.triggerKind || 'event',
+    eventId: cmd.eventId || null,
+    eventName: cmd.eventName || null,
+    replayOf: cmd.replayOf || null,
+    inputJson,
+    createdAtMs: Number(cmd.createdAtMs) || Date.now(),
+  };
+  const notBeforeMs = Number(cmd.notBeforeMs);
+  // Flow control, or no room to drive it now (back-pressure): store it queued; a replica with room claims it.
+  if (cmd.concurrencyLimit > 0 || notBeforeMs > Date.now() || cmd.singletonMode || opts.engine.capacity <= 0) {
+    await startUnderFlowControl(opts, cmd, newRun, notBeforeMs);
+    return;
+  }
+  const frames: NewFrame[] = [
+    { seq: 1, kind: 'run_status', fields: { status: 'queued', attempt: 1 } },
+    { seq: 2, kind: 'run_status', fields: { status: 'running', attempt: 1 } },
+  ];
+  const inserted = await insertHeldRun(opts.db, newRun, opts.owner, opts.leaseMs, frames);
+  if (!inserted) return;
+  opts.engine.adopt(
+    newHeldRun({
+      id: cmd.runId,
+      workspaceId: cmd.workspaceId,
+      workflow: cmd.workflow,
+      app: cmd.app,
+      runner: cmd.runner,
+      eventName: cmd.eventName || cmd.workflow,
+      inputJson,
+      status: 'running',
+      attempt: 1,
+      pass: 0,
+      stepCount: 0,
+      nextSeq: frames.length + 1,
+      transportFailures: 0,
+      noRunnerSinceMs: null,
+      parentRunId: null,
+      onFailure: null,
+    }),
   );
 }
 
