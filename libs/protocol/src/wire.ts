@@ -242,6 +242,13 @@ export interface InvokeRequestBody {
 export interface InvokeReply200 {
   data: unknown;
   logs: RunnerLogLine[];
+  /**
+   * Extension of this service (absent in SPEC's shape, optional both ways):
+   * steps finished in the pass whose handler then returned, as successful
+   * StepRun opcodes. The service stores them with the result, so a workflow's
+   * last step and its return take one pass instead of two.
+   */
+  opcodes?: Opcode[];
 }
 
 /** 206: steps discovered this pass. */

@@ -16,7 +16,7 @@ const memoOf = (entries: Record<string, Memo[string]>): Memo =>
   Object.fromEntries(Object.entries(entries).map(([name, e]) => [hashStepId(name), e]));
 
 describe('executePass', () => {
-  it('runs the first new step and suspends: 206 with one StepRun', async () => {
+  it('runs the first new step and does not start the next: 206 with one StepRun', async () => {
     const calls: string[] = [];
     const handler: WorkflowHandler = async ({ step }) => {
       const a = await step.run('a', () => {
@@ -24,12 +24,31 @@ describe('executePass', () => {
         return 1;
       });
       calls.push(`after a=${a}`);
-      return a;
+      return step.run('b', () => calls.push('b'));
     };
     const r = await executePass(handler, input());
     expect(r.status).toBe(206);
     expect(r.body).toEqual({ opcodes: [{ op: 'StepRun', id: hashStepId('a'), name: 'a', data: 1 }], logs: [] });
-    expect(calls).toEqual(['a']);
+    expect(calls).toEqual(['a', 'after a=1']);
+  });
+
+  it('a handler that returns right after its last step ends in that pass: 200 carrying the step', async () => {
+    const handler: WorkflowHandler = async ({ step }) => {
+      const a = await step.run('a', () => 1);
+      const b = await step.run('b', () => a + 1);
+      return { b };
+    };
+    const r = await executePass(handler, input(memoOf({ a: { data: 1 } })));
+    expect(r).toEqual({ status: 200, body: { data: { b: 2 }, logs: [], opcodes: [{ op: 'StepRun', id: hashStepId('b'), name: 'b', data: 2 }] } });
+    // A failed step is never final (it may be retried), a parking step needs the service: both stay 206.
+    const failing = await executePass(async ({ step }) => step.run('a', () => { throw new Error('no'); }).catch(() => 'caught'), input());
+    expect(failing.status).toBe(206);
+    const sleeping = await executePass(async ({ step }) => { await step.run('a', () => 1); await step.sleep('nap', 10); return 1; }, input());
+    expect(sleeping).toMatchObject({ status: 206, body: { opcodes: [{ name: 'a' }] } });
+    // Step and result that do not fit one 1 MiB reply together: the step now, the result on the next pass.
+    const big = 'x'.repeat(600 * 1024);
+    const bulky = await executePass(async ({ step }) => ({ again: await step.run('big', () => big) }), input());
+    expect(bulky).toMatchObject({ status: 206, body: { opcodes: [{ name: 'big' }] } });
   });
 
   it('replays memoized steps without running them and returns 200', async () => {
@@ -62,7 +81,8 @@ describe('executePass', () => {
       return [first, x, y, z];
     };
     const r = await executePass(handler, input(memoOf({ first: { data: 'f' }, pre: { data: 'p' } })));
-    expect(r.status).toBe(206);
+    // The handler returned after them, so the pass ends the run: 200 carrying them.
+    expect(r).toMatchObject({ status: 200, body: { data: ['f', 'x', 'y', 'z'] } });
     const ops = (r.body as { opcodes: StepRunOpcode[] }).opcodes;
     expect(ops.map((o) => [o.name, o.data])).toEqual([
       ['x', 'x'],
@@ -193,15 +213,21 @@ describe('executePass', () => {
     expect((r.body as { opcodes: StepRunOpcode[] }).opcodes.map((o) => o.name)).toEqual(['other']);
   });
 
-  it('reports an un-awaited step even though the handler returned (206, then 200)', async () => {
+  it('reports an un-awaited step even though the handler returned', async () => {
     const handler: WorkflowHandler = ({ step }) => {
       void step.run('fire', () => 'and forget');
       return 'done';
     };
     const first = await executePass(handler, input());
-    expect(first.status).toBe(206);
-    const second = await executePass(handler, input(memoOf({ fire: { data: 'and forget' } })));
-    expect(second).toEqual({ status: 200, body: { data: 'done', logs: [] } });
+    expect(first).toEqual({ status: 200, body: { data: 'done', logs: [], opcodes: [{ op: 'StepRun', id: hashStepId('fire'), name: 'fire', data: 'and forget' }] } });
+    const later = await executePass(handler, input(memoOf({ fire: { data: 'and forget' } })));
+    expect(later).toEqual({ status: 200, body: { data: 'done', logs: [] } });
+    // One that fails is reported for the service to retry or fail: 206.
+    const failing = await executePass(({ step }) => {
+      void step.run('fire', () => { throw new Error('no'); }).catch(() => undefined);
+      return 'done';
+    }, input());
+    expect(failing.status).toBe(206);
   });
 
   it('refuses nested steps', async () => {
@@ -257,6 +283,9 @@ describe('logger', () => {
         logger.warn('inside b again');
       });
       logger.info('end');
+      await step.run('c', () => {
+        logger.info('inside c');
+      });
       return 'ok';
     };
     const pass1 = await executePass(handler, input(memoOf({ a: { data: null } })));
@@ -267,10 +296,11 @@ describe('logger', () => {
       { level: 'info', message: 'start', scope: '@root', index: 0, fields: undefined },
       { level: 'debug', message: 'inside b', scope: 'b', index: 0, fields: { n: 1 } },
       { level: 'warn', message: 'inside b again', scope: 'b', index: 1, fields: undefined },
+      { level: 'info', message: 'end', scope: '@root', index: 1, fields: undefined },
     ]);
     expect(typeof pass1.body.logs[0]!.tsMs).toBe('number');
 
-    const pass2 = await executePass(handler, input(memoOf({ a: { data: null }, b: { data: null } })));
+    const pass2 = await executePass(handler, input(memoOf({ a: { data: null }, b: { data: null }, c: { data: null } })));
     expect(pass2.body.logs.map((l) => [l.scope, l.index, l.message])).toEqual([
       ['@root', 0, 'start'],
       ['@root', 1, 'end'],

@@ -19,7 +19,7 @@ import {
 } from './errors.js';
 import { MAX_OPCODE_BYTES, MAX_REPLY_BYTES, normalise } from './json.js';
 import { createLogCollector } from './logger.js';
-import { fitReply } from './reply-size.js';
+import { fitReply, REPLY_OVERHEAD_BYTES } from './reply-size.js';
 import { createStepTools, type OpcodeFields } from './step-tools.js';
 import type { StepRunOptions, WorkflowContext, WorkflowHandler } from './types.js';
 
@@ -136,6 +136,10 @@ export async function executePass<TData = unknown>(
   const found: Array<Promise<Found>> = [];
   let foundBytes = 0;
   let frozen = false;
+  // Out of budget after a finished step: the handler still gets its result, so a return right
+  // after the last step ends the run in this pass (200 with the step); a new step is not started.
+  let closed = false;
+  let refused = false;
   let wake: () => void = () => {};
   const suspended = new Promise<void>((resolve) => (wake = resolve));
 
@@ -168,6 +172,11 @@ export async function executePass<TData = unknown>(
       if ('error' in entry) return rejected(new StepFailedError(name, entry.error));
       // Pending: this branch is parked; see whether other branches have work.
       wake();
+      return suspend();
+    }
+    if (closed) {
+      // The next pass starts it, after this pass's steps are stored.
+      refused = true;
       return suspend();
     }
     return onNew(name, hashed);
@@ -215,7 +224,11 @@ export async function executePass<TData = unknown>(
           const p = runNewStep(name, hashed, fn as () => unknown, options);
           found.push(p);
           wake();
-          return p.then((f) => (f.ahead && mayRunAhead() ? f.ahead() : suspend()));
+          return p.then((f) => {
+            if (!f.ahead) return suspend();
+            if (!mayRunAhead()) closed = true;
+            return f.ahead();
+          });
         },
         (data) => data,
       );
@@ -282,6 +295,10 @@ export async function executePass<TData = unknown>(
   const news = (await Promise.all(found)).map((f) => f.op);
   const state = handlerState.current;
 
+  if (news.length > 0 && state.kind === 'returned' && !refused && news.every((o) => o.op === 'StepRun' && o.error === undefined)) {
+    const done = finalReply(news, state.value);
+    if (done) return done;
+  }
   if (news.length > 0) {
     guardDeterminism(news.map((o) => o.name));
     const fitted = fitReply(news, logs.freeze(), MAX_REPLY_BYTES);
@@ -301,6 +318,20 @@ export async function executePass<TData = unknown>(
   }
   guardDeterminism([]);
   return { status: 200, body: { data, logs: fitReply([], logs.freeze(), MAX_REPLY_BYTES - opBytesOf(data)).logs } };
+
+  /** The handler returned right after its last steps: 200 carrying them, when result and steps fit one reply. */
+  function finalReply(steps: Opcode[], value: unknown): PassResult | undefined {
+    let data: unknown;
+    try {
+      data = normalise(value, 'workflow result').value;
+    } catch {
+      return undefined; // the next pass replays the steps and reports the bad result
+    }
+    const cap = MAX_REPLY_BYTES - opBytesOf(data);
+    if (steps.reduce((n, op) => n + opBytes(op) + 1, REPLY_OVERHEAD_BYTES) > cap) return undefined;
+    guardDeterminism([]);
+    return { status: 200, body: { data, logs: fitReply(steps, logs.freeze(), cap).logs, opcodes: steps } };
+  }
 
   /**
    * Memo entries this pass never reached mean the code changed between

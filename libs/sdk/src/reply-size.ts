@@ -1,7 +1,7 @@
 import { ROOT_SCOPE, type Opcode, type RunnerLogLine } from '@dws/protocol';
 
-// Envelope, commas and the notice lines below.
-const OVERHEAD = 4 * 1024;
+/** Envelope, commas and the notice lines below. */
+export const REPLY_OVERHEAD_BYTES = 4 * 1024;
 
 const size = (v: unknown): number => Buffer.byteLength(JSON.stringify(v), 'utf8');
 
@@ -13,7 +13,7 @@ const size = (v: unknown): number => Buffer.byteLength(JSON.stringify(v), 'utf8'
  * announced by a warn line so it is visible in the run's logs.
  */
 export function fitReply(opcodes: Opcode[], logs: RunnerLogLine[], cap: number): { opcodes: Opcode[]; logs: RunnerLogLine[] } {
-  let used = OVERHEAD;
+  let used = REPLY_OVERHEAD_BYTES;
   const keptOps: Opcode[] = [];
   for (const op of opcodes) {
     const s = size(op) + 1;

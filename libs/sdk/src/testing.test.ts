@@ -26,11 +26,12 @@ describe('testWorkflow', () => {
     });
     const out = await testWorkflow(wf, { event: { data: { n: 1 } } });
     expect(out.result).toEqual({ a: 2, b: 4, c: '2-4' });
-    expect(out.passes).toBe(4);
+    // One step per pass; the last pass runs c and returns.
+    expect(out.passes).toBe(3);
     expect(sideEffects).toBe(3);
-    // With a run-ahead budget a pass runs on through sequential steps: one pass runs all three, one replays.
+    // With a run-ahead budget a pass runs on through sequential steps: one pass runs all three and returns.
     const fast = await testWorkflow(wf, { event: { data: { n: 1 } }, stepBudgetMs: 250 });
-    expect(fast).toMatchObject({ result: { a: 2, b: 4, c: '2-4' }, passes: 2, stepsRun: ['a', 'b', 'c'] });
+    expect(fast).toMatchObject({ result: { a: 2, b: 4, c: '2-4' }, passes: 1, stepsRun: ['a', 'b', 'c'] });
     expect(out.stepsRun).toEqual(['a', 'b', 'c']);
     expect(sideEffects).toBe(6);
   });
@@ -42,7 +43,7 @@ describe('testWorkflow', () => {
       return x + y;
     });
     const out = await testWorkflow(runner);
-    expect(out).toMatchObject({ result: 3, passes: 2, stepsRun: ['x', 'x:1'] });
+    expect(out).toMatchObject({ result: 3, passes: 1, stepsRun: ['x', 'x:1'] });
   });
 
   it('retries a failing step up to maxAttempts, then the handler sees the failure', async () => {

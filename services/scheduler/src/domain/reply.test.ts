@@ -13,8 +13,24 @@ const id = hashStepId('a');
 
 describe('decide', () => {
   it('200 succeeds with the data; 4xx fails with the runner error', () => {
-    expect(decide(run(), reply(200, { data: { x: 1 }, logs: [] }), NOW, ids)).toEqual({ type: 'succeed', resultJson: '{"x":1}' });
+    expect(decide(run(), reply(200, { data: { x: 1 }, logs: [] }), NOW, ids)).toEqual({ type: 'succeed', resultJson: '{"x":1}', steps: [] });
     expect(decide(run(), reply(400, { error: { message: 'bad' }, logs: [] }), NOW, ids)).toMatchObject({ type: 'fail', error: { message: 'bad' } });
+  });
+
+  it('a 200 stores the finished steps it carries with the result, and refuses anything else in them', () => {
+    const done = { op: 'StepRun', id, name: 'a', data: { ok: 1 } };
+    expect(decide(run(), reply(200, { data: 2, opcodes: [done, done], logs: [] }), NOW, ids)).toMatchObject({
+      type: 'succeed',
+      resultJson: '2',
+      steps: [{ id, name: 'a', status: 'succeeded', dataJson: '{"ok":1}', memo: true }],
+    });
+    const refused = [
+      [{ ...done, data: undefined, error: { message: 'x' } }],
+      [{ op: 'Sleep', id, name: 'a', sleepMs: 10 }],
+      [{ ...done, id: 'nope' }],
+      'not an array',
+    ];
+    for (const opcodes of refused) expect(decide(run(), reply(200, { data: 2, opcodes, logs: [] }), NOW, ids)).toMatchObject({ type: 'fail', steps: [] });
   });
 
   it('retries 5xx and transport errors on a fixed budget, then fails', () => {

@@ -55,7 +55,8 @@ export interface StepOutcome {
 }
 
 export type Decision =
-  | { type: 'succeed'; resultJson: string }
+  /** `steps`: steps the runner finished in the pass that returned (a 200's `opcodes`), stored with the result. */
+  | { type: 'succeed'; resultJson: string; steps: StepOutcome[] }
   | { type: 'fail'; error: StepError; steps: StepOutcome[] }
   | { type: 'continue'; steps: StepOutcome[] }
   /** Nothing to run now: wait for the earliest deadline (null: only an outside event can wake it). */
@@ -159,11 +160,35 @@ export function decide(run: RunView, outcome: PassOutcome, nowMs: number, newIds
   if (status === 200) {
     const parsed = body as { data?: unknown } | undefined;
     if (!parsed || typeof parsed !== 'object') return { type: 'fail', steps: [], error: { message: 'Runner answered 200 with a body that is not a protocol v1 reply.' } };
-    return { type: 'succeed', resultJson: JSON.stringify(parsed.data ?? null) };
+    const steps = finishedSteps(run, (parsed as { opcodes?: unknown }).opcodes, nowMs, newIds, rnd);
+    if (typeof steps === 'string') return { type: 'fail', steps: [], error: { message: steps } };
+    return { type: 'succeed', resultJson: JSON.stringify(parsed.data ?? null), steps };
   }
   if (status === 206) return decideOpcodes(run, body, nowMs, newIds, rnd);
   // 4xx (and anything else unexpected): non-retriable, the run fails.
   return { type: 'fail', steps: [], error: errorFromBody(body, `Runner answered ${status}.`) };
+}
+
+/**
+ * A 200 may carry `opcodes`: steps the runner finished in the pass whose
+ * handler then returned (the SDK's last pass runs its last step and returns
+ * at once). Only successful StepRuns belong there: anything else would
+ * still need the service, so it is a protocol error (the message).
+ */
+function finishedSteps(run: RunView, ops: unknown, nowMs: number, newIds: IdSource, rnd: () => number): StepOutcome[] | string {
+  if (ops === undefined) return [];
+  if (!Array.isArray(ops)) return 'Runner answered 200 with opcodes that are not an array.';
+  const steps: StepOutcome[] = [];
+  const seen = new Set<string>();
+  for (const raw of ops as RawOpcode[]) {
+    const id = typeof raw?.id === 'string' ? raw.id : undefined;
+    if (!id || !/^[0-9a-f]{64}$/.test(id)) return 'Runner sent an opcode without a valid hashed step id.';
+    if (raw.op !== 'StepRun' || raw.error !== undefined) return 'Runner answered 200 with opcodes other than finished steps.';
+    if (seen.has(id)) continue;
+    seen.add(id);
+    steps.push(opcodeOutcome(run, raw, id, nowMs, newIds, rnd).step);
+  }
+  return steps;
 }
 
 function errorFromBody(body: unknown, fallback: string): StepError {

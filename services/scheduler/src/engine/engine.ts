@@ -237,7 +237,7 @@ export class Engine {
     frames.push(...this.logFrames(run, logs, run.nextSeq + frames.length));
     const steps: (StepOutcome & { idx: number })[] = [];
     let newSteps = 0;
-    for (const s of d.type === 'succeed' ? [] : d.steps) {
+    for (const s of d.steps) {
       let idx = run.known.get(s.id);
       if (idx === undefined) idx = run.stepCount + newSteps++;
       steps.push({ ...s, idx });
