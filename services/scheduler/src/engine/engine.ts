@@ -81,7 +81,13 @@ export class Engine {
 
   /** Drive a run this replica just created (it already holds the lease). */
   adopt(run: HeldRun): void {
-    this.spawn(run);
+    // Counted at once (capacity), driven on the next turn: the caller's answer (ingest waits on it
+    // to answer its 202) goes out before the first invoke is built.
+    this.held.set(run.id, run);
+    setImmediate(() => {
+      if (this.stopping) this.held.delete(run.id); // its lease lapses and any replica takes it
+      else this.spawn(run);
+    });
   }
 
   /** Claim soon: something just became due (a child started, a waiter woke). */
