@@ -46,6 +46,8 @@ export const subjects = {
   runTimeline: (workspaceId: string, runId: string) => `live.run.${workspaceId}.${runId}`,
   /** Live run_status frames of a workspace (ephemeral). */
   workspaceRuns: (workspaceId: string) => `live.runs.${workspaceId}`,
+  /** A gateway changed keys or a suspension (ephemeral): every replica drops its cached key records. */
+  gatewayKeysChanged: 'live.gateway.keys',
   /** Live tail of recorded events of a workspace (ephemeral): ingest -> gateway GET /v1/events/stream. */
   workspaceEvents: (workspaceId: string) => `live.events.${workspaceId}`,
 } as const;

@@ -69,7 +69,8 @@ export async function startGateway(
   await outbox.afterCommit(pending);
 
   const now = opts.usage?.now ?? Date.now;
-  const auth = new Authenticator(db, { enabled: cfg.SERVICE_AUTH === 'on', adminToken: cfg.SERVICE_ADMIN_TOKEN });
+  const auth = new Authenticator(db, { enabled: cfg.SERVICE_AUTH === 'on', adminToken: cfg.SERVICE_ADMIN_TOKEN, bus });
+  const keyChanges = auth.follow(bus);
   const admin = new AdminApi({ db, outbox, sealKey, auth, now });
   const meter = new UsageMeter({ db, bus, outbox, sealKey, log, now, onSuspensionChange: () => auth.invalidate() }, opts.usage?.sweepMs);
   await meter.start();
@@ -101,6 +102,7 @@ export async function startGateway(
       sse.drain();
       await closing;
       await meter.stop();
+      await keyChanges.stop();
       await outbox.stop();
     },
   };

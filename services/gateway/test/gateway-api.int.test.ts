@@ -120,6 +120,20 @@ d('gateway API', () => {
       await stopFacts();
     });
 
+    it('a key revoked or a workspace suspended on one replica bites on the others at once', async () => {
+      const other = await g.replica();
+      const ws = (await http(g.base, 'POST', '/v1/admin/workspaces', { key: g.adminToken, body: { name: 'delta' } })).body;
+      const key = (await http(g.base, 'POST', `/v1/admin/workspaces/${ws.id}/keys`, { key: g.adminToken, body: { kind: 'secret', name: 'bot' } })).body;
+      // Cached on the other replica (its key cache lives 10 s).
+      expect((await http(other.base, 'GET', '/v1/runs', { key: key.key })).status).toBe(200);
+      expect((await http(other.base, 'POST', '/v1/runs/r/cancel', { key: ws.secretKey })).status).toBe(200);
+      expect((await http(g.base, 'DELETE', `/v1/admin/workspaces/${ws.id}/keys/${key.id}`, { key: g.adminToken })).status).toBe(204);
+      await expectEventually(async () => (await http(other.base, 'GET', '/v1/runs', { key: key.key })).status === 401, 1000);
+      expect((await http(g.base, 'PATCH', `/v1/admin/workspaces/${ws.id}`, { key: g.adminToken, body: { suspended: true } })).status).toBe(200);
+      await expectEventually(async () => (await http(other.base, 'POST', '/v1/runs/r/replay', { key: ws.secretKey })).status === 403, 1000);
+      await other.stop();
+    });
+
     it('suspends a workspace: run-creating calls get 403, reads and other writes go on; limits merge', async () => {
       const ws = (await http(g.base, 'POST', '/v1/admin/workspaces', { key: g.adminToken, body: { name: 'gamma' } })).body;
       const patched = await http(g.base, 'PATCH', `/v1/admin/workspaces/${ws.id}`, { key: g.adminToken, body: { suspended: true, limits: { runsPerMonth: 1000 } } });
@@ -304,9 +318,9 @@ d('gateway with SERVICE_AUTH=off', () => {
   });
 });
 
-async function expectEventually(check: () => boolean, timeoutMs = 10_000): Promise<void> {
+async function expectEventually(check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!check()) {
+  while (!(await check())) {
     if (Date.now() > deadline) throw new Error('condition not met in time');
     await new Promise((r) => setTimeout(r, 50));
   }

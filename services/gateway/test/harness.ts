@@ -16,6 +16,8 @@ export interface TestGateway {
   secretKey: string;
   publicKey: string;
   adminToken: string;
+  /** Another gateway replica on the same database and bus. */
+  replica(): Promise<{ base: string; stop(): Promise<void> }>;
   /** Answer ops of `service` on the bus, as that service would (a stand-in, on the real bus). */
   stub(service: string, handlers: Record<string, ApiHandler>): { stop(): Promise<void> };
   stop(): Promise<void>;
@@ -54,6 +56,11 @@ export async function startTestGateway(opts: { env?: Record<string, string>; gat
     secretKey: keys.secret,
     publicKey: keys.public,
     adminToken,
+    async replica() {
+      const other = await startGateway(cfg, inf, opts.gateway);
+      stubs.push({ stop: () => other.stop() });
+      return { base: `http://127.0.0.1:${other.port}`, stop: () => other.stop() };
+    },
     stub(service, handlers) {
       const sub = serveApi(bus, service, log, handlers);
       stubs.push(sub);

@@ -1,8 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Request } from 'express';
+import type { Bus, Subscription } from '@dws/bus';
 import type { Database } from '@dws/db';
 import { forbidden, ServiceError, unauthorized } from '@dws/protocol';
-import type { Caller } from '@dws/runtime';
+import { subjects, type Caller } from '@dws/runtime';
 import { hashKey, mayWrite } from '../domain/keys.js';
 import { DEFAULT_WORKSPACE_ID } from '../domain/bootstrap.js';
 import { keyByHash, type KeyRecord } from '../store/workspaces.js';
@@ -26,7 +27,7 @@ export class Authenticator {
 
   constructor(
     private readonly db: Database,
-    private readonly opts: { enabled: boolean; adminToken?: string; ttlMs?: number },
+    private readonly opts: { enabled: boolean; adminToken?: string; ttlMs?: number; bus?: Bus },
   ) {
     this.adminHash = opts.adminToken ? sha(opts.adminToken) : undefined;
   }
@@ -55,9 +56,18 @@ export class Authenticator {
     if (!token || !timingSafeEqual(sha(token), this.adminHash)) throw unauthorized('The admin token is not valid.');
   }
 
-  /** Forget cached keys after a change (suspension, revocation); other replicas catch up within the TTL. */
+  /**
+   * Forget cached keys after a change (suspension, revocation), here and, over
+   * the bus, on every other replica; the TTL bounds a lost notice.
+   */
   invalidate(): void {
     this.cache.clear();
+    this.opts.bus?.emit(subjects.gatewayKeysChanged, new Uint8Array(0));
+  }
+
+  /** Drop cached keys whenever any replica changed some. */
+  follow(bus: Bus): Subscription {
+    return bus.subscribe(subjects.gatewayKeysChanged, () => this.cache.clear());
   }
 
   private bearer(req: Request): string | undefined {
