@@ -54,7 +54,7 @@ export interface ExecuteOptions {
    * After a new `step.run` completes, keep running the handler, and so the
    * next sequential steps, in the same pass until this many ms have passed
    * since the pass began. Every finished step is reported as its own StepRun
-   * opcode in one 206. A step that must park (sleep, wait, child, emit, ...)
+   * opcode in one reply. A step that must park (sleep, wait, child, emit, ...)
    * or fails always ends the pass. 0 runs one new step per pass.
    * @default DEFAULT_STEP_BUDGET_MS
    */
@@ -105,16 +105,18 @@ const opBytes = (op: Opcode): number => Buffer.byteLength(JSON.stringify(op), 'u
  *
  * - A memoized step resolves with its data, rejects with a StepFailedError,
  *   or (pending) never settles.
- * - A new step.run runs its function. Within the step budget its result is
- *   handed back at once and the handler runs on to the next step; past the
- *   budget (or on failure) the handler is suspended there. Any other new
- *   step (sleep, wait, child, emit, webhook, approval, AI, score) is
- *   reported and suspends its branch: the service completes it.
+ * - A new step.run runs its function, and a successful result is handed
+ *   back at once. Within the step budget the handler runs on into further
+ *   steps; past it (and after a failure) no new step starts in this pass.
+ *   Any other new step (sleep, wait, child, emit, webhook, approval, AI,
+ *   score) is reported and suspends its branch: the service completes it.
  * - The engine waits for every discovered step function to settle and for
  *   queued microtasks to drain, so parallel branches (`Promise.all`) are all
  *   reported in one 206.
- * - New opcodes always mean 206, even if the handler then returned or
- *   threw: finished work is never dropped, and the next pass replays it.
+ * - New opcodes mean 206, unless they are all successful StepRuns and the
+ *   handler then returned without reaching another new step: that is a 200
+ *   carrying them (when they fit one reply with the result). Finished work
+ *   is never dropped; a throw after them is replayed on the next pass.
  * - Returning gives 200. Throwing a NonRetriableError or a memoized step
  *   failure gives 400; anything else thrown outside a step gives 500.
  * - Parked only on pending steps with nothing new: 206 with no opcodes.
