@@ -71,7 +71,8 @@ export class ScriptedInvoker {
     const memo = body.steps as Record<string, any>;
     const results: Record<string, unknown> = {};
     const logs = [{ level: 'info', message: 'handler pass', scope: '@root', index: 0, tsMs: Date.now() }];
-    for (const step of script(body.event, body.ctx)) {
+    const steps = script(body.event, body.ctx);
+    for (const [i, step] of steps.entries()) {
       const names = 'parallel' in step ? step.parallel : [Object.values(step)[0] as string];
       const opcodes: any[] = [];
       for (const name of names) {
@@ -90,6 +91,12 @@ export class ScriptedInvoker {
         }
         if (m && m.pending) continue;
         opcodes.push(this.opcode('parallel' in step ? { run: name } : step, id, name, body.ctx));
+      }
+      // Like the SDK: finished steps right before the return ride on the 200.
+      const last = i === steps.length - 1 && !names.some((n) => memo[hashStepId(n)]?.pending);
+      if (opcodes.length > 0 && last && opcodes.every((o) => o.op === 'StepRun' && o.error === undefined)) {
+        for (const o of opcodes) results[o.name] = o.data;
+        return { status: 200, body: { data: { results, onFailure: body.ctx.onFailure ?? false, error: body.ctx.error }, logs, opcodes } };
       }
       if (opcodes.length > 0) return { status: 206, body: { opcodes, logs } };
       if (names.some((n) => memo[hashStepId(n)]?.pending)) return { status: 206, body: { opcodes: [], logs } };
