@@ -92,7 +92,7 @@ describe.each(modes)('slice on %s', (mode) => {
   }, 60_000);
 
   it('reads a run the moment its id comes back in the 202 (read-your-writes)', async () => {
-    // Before ingest delivered StartRun as a request, ~4% of these reads raced the scheduler's insert and got 404.
+    // The StartRun is still on the stream for a few ms: without the gateway waiting for it, ~4% of these reads got 404.
     const ids: string[] = [];
     for (let i = 0; i < 100; i++) {
       const sent = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'user.signed_up', data: { name: `n${i}` } } });

@@ -1,5 +1,5 @@
 import { bigserial, customType, text, timestamp, type PgSchema } from 'drizzle-orm/pg-core';
-import { BusError, type Bus } from '@dws/bus';
+import type { Bus } from '@dws/bus';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 
@@ -29,12 +29,6 @@ export interface OutboxMessage {
  * has stored them. A crash between commit and publish leaves the row; the
  * relay publishes it later (consumers dedupe on msgId), so a lost message
  * only delays.
- *
- * A subject listed in `direct` is delivered eagerly as a core request to its
- * consumer's responder instead: the reply means the consumer has applied it,
- * so the caller can promise read-your-writes (a run id in a 202 is readable at
- * once). When the request fails the message goes to the stream as usual; the
- * consumer applies it idempotently either way.
  */
 export class Outbox {
   private readonly table: string;
@@ -45,18 +39,7 @@ export class Outbox {
   private stopped = false;
 
   constructor(
-    private readonly opts: {
-      db: Database;
-      bus: Bus;
-      schema: string;
-      log: Logger;
-      pollMs?: number;
-      staleMs?: number;
-      /** Stream subject -> request subject of a responder that applies the message and answers once it has. */
-      direct?: Readonly<Record<string, string>>;
-      /** How long a direct request may take before the message goes to the stream. @default 2000 */
-      directTimeoutMs?: number;
-    },
+    private readonly opts: { db: Database; bus: Bus; schema: string; log: Logger; pollMs?: number; staleMs?: number },
   ) {
     this.table = `"${opts.schema}".outbox`;
   }
@@ -81,10 +64,6 @@ export class Outbox {
   async afterCommit(pending: PendingPublish): Promise<void> {
     for (let i = 0; i < pending.messages.length; i++) {
       const m = pending.messages[i]!;
-      if (await this.deliverDirect(m)) {
-        this.doneIds.push(pending.ids[i]!);
-        continue;
-      }
       try {
         await this.opts.bus.publish(m.subject, m.payload, { msgId: m.msgId });
         this.doneIds.push(pending.ids[i]!);
@@ -94,20 +73,6 @@ export class Outbox {
       }
     }
     this.scheduleDelete();
-  }
-
-  private async deliverDirect(m: OutboxMessage): Promise<boolean> {
-    const to = this.opts.direct?.[m.subject];
-    if (to === undefined) return false;
-    try {
-      await this.opts.bus.request(to, m.payload, { timeoutMs: this.opts.directTimeoutMs ?? 2000 });
-      return true;
-    } catch (err) {
-      // No responder (none running, or a test without one) is routine; the stream holds it for later.
-      const routine = err instanceof BusError && err.code === 'no_responders';
-      this.opts.log[routine ? 'debug' : 'warn']({ err, subject: m.subject }, 'direct delivery failed; publishing to the stream');
-      return false;
-    }
   }
 
   /** Start the fallback relay for rows a crash or a bus outage left behind. */

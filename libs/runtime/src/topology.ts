@@ -20,8 +20,6 @@ export const streams = {
 export const subjects = {
   /** StartRun: ingest (and later replay/cron/children) -> scheduler. */
   startRun: 'scheduler.cmd.start',
-  /** The same StartRun as a core request, answered once the run is stored (ingest's outbox delivers it this way first). */
-  startRunNow: 'scheduler.start',
   /** WorkflowsRegistered: invoker -> ingest (trigger index), scheduler (retry, flow control). */
   workflowsRegistered: 'invoker.fact.workflows',
   /** WorkspaceUpserted: gateway -> invoker (signing keys) and others. */

@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import type { Config } from '@dws/config';
 import { migrate } from '@dws/db';
-import { Outbox, serveApi, streams, subjects, type Infra, type ServiceHandle } from '@dws/runtime';
+import { Outbox, serveApi, streams, type Infra, type ServiceHandle } from '@dws/runtime';
 import { Admission } from './handlers/admission.js';
 import { ingestApi } from './handlers/api.js';
 import { consumeEmits } from './handlers/emits.js';
@@ -25,8 +25,7 @@ export async function startIngest(_cfg: Config, infra: Infra, opts: IngestOption
   await bus.ensureStream(streams.invokerFacts);
   await bus.ensureStream(streams.gatewayFacts);
   await bus.ensureStream(streams.ingestCmds);
-  // StartRun goes to the scheduler as a request first: a run id in a 202 is then readable at once.
-  const outbox = new Outbox({ db, bus, schema: 'ingest', log, direct: { [subjects.startRun]: subjects.startRunNow } });
+  const outbox = new Outbox({ db, bus, schema: 'ingest', log });
   outbox.start();
   const index = new WorkflowIndex(db, log, opts.indexTtlMs);
   const facts = await index.follow(bus);

@@ -128,8 +128,7 @@ export interface Harness {
   bus: Bus;
   db: Database;
   scheduler: ServiceHandle;
-  /** Start a run with a StartRun on the stream, or as ingest's direct request (`direct`: resolves once it is stored). */
-  start(workflow: string, data?: unknown, opts?: { app?: string; flow?: Record<string, unknown>; direct?: boolean }): Promise<string>;
+  start(workflow: string, data?: unknown, opts?: { app?: string; flow?: Record<string, unknown> }): Promise<string>;
   register(app: string, workflows: Record<string, unknown>[]): Promise<void>;
   call(op: string, payload?: { params?: Record<string, string>; query?: Record<string, unknown>; body?: unknown }): Promise<any>;
   waitFor(runId: string, statuses: string[], timeoutMs?: number): Promise<any>;
@@ -181,8 +180,7 @@ export async function startHarness(mode: 'real' | 'embedded', invoker: ScriptedI
         input: enc.encode(JSON.stringify(data)), triggerKind: 'event', createdAtMs: BigInt(Date.now()),
         ...(opts.flow ?? {}),
       });
-      if (opts.direct) await bus.request(subjects.startRunNow, toBinary(StartRunSchema, cmd));
-      else await bus.publish(subjects.startRun, toBinary(StartRunSchema, cmd), { msgId: runId });
+      await bus.publish(subjects.startRun, toBinary(StartRunSchema, cmd), { msgId: runId });
       return runId;
     },
     async register(app, workflows) {

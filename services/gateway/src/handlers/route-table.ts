@@ -44,6 +44,8 @@ export interface RouteSpec {
   errors?: number[];
   /** SPEC Errors: a suspended workspace is refused run-creating calls with 403. */
   startsRuns?: boolean;
+  /** Reads one run by `:id`: a run announced moments ago (its StartRun on the way) is waited for briefly, not 404. */
+  readsRun?: boolean;
   target: Target;
 }
 
@@ -64,9 +66,9 @@ export const ROUTES: RouteSpec[] = [
   { method: 'get', path: '/runs/stats', summary: 'Run counts and success rate', tag: 'runs', access: 'read', query: s.StatsQuery, ok: { status: 200, schema: s.RunStats }, target: fwd('scheduler', 'runs.stats') },
   { method: 'get', path: '/runs/stream', summary: 'SSE: run_status frames of every run in the workspace (best-effort)', tag: 'runs', access: 'read', ok: { status: 200, sse: s.RunStatusFrame }, target: local('runsStream') },
   { method: 'post', path: '/runs/bulk-replay', summary: 'Replay finished runs matching a filter, newest first, up to a per-call ceiling', tag: 'control', access: 'write', startsRuns: true, body: { schema: s.BulkReplayBody, required: true }, ok: { status: 200, schema: s.BulkReplayResult }, errors: [403], target: fwd('scheduler', 'runs.bulkReplay') },
-  { method: 'get', path: '/runs/:id', summary: 'One run, with input and result', tag: 'runs', access: 'read', params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, target: fwd('scheduler', 'runs.get') },
-  { method: 'get', path: '/runs/:id/steps', summary: "The run's steps, in order (unpaged)", tag: 'runs', access: 'read', params: s.IdParams, ok: { status: 200, schema: s.Step, array: true }, target: fwd('scheduler', 'runs.steps') },
-  { method: 'get', path: '/runs/:id/logs', summary: 'Run log lines, oldest first', tag: 'runs', access: 'read', params: s.IdParams, query: s.LogsQuery, ok: { status: 200, schema: s.LogLine, array: true }, target: fwd('scheduler', 'runs.logs') },
+  { method: 'get', path: '/runs/:id', summary: 'One run, with input and result', tag: 'runs', access: 'read', readsRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, target: fwd('scheduler', 'runs.get') },
+  { method: 'get', path: '/runs/:id/steps', summary: "The run's steps, in order (unpaged)", tag: 'runs', access: 'read', readsRun: true, params: s.IdParams, ok: { status: 200, schema: s.Step, array: true }, target: fwd('scheduler', 'runs.steps') },
+  { method: 'get', path: '/runs/:id/logs', summary: 'Run log lines, oldest first', tag: 'runs', access: 'read', readsRun: true, params: s.IdParams, query: s.LogsQuery, ok: { status: 200, schema: s.LogLine, array: true }, target: fwd('scheduler', 'runs.logs') },
   { method: 'get', path: '/runs/:id/stream', summary: 'SSE: the run timeline, replayed after `from` (or Last-Event-ID), then live; ends when the run is terminal', tag: 'runs', access: 'read', params: s.IdParams, query: s.StreamQuery, ok: { status: 200, sse: s.TimelineFrame }, target: local('runStream') },
 
   // Run control, forwarded to the scheduler with the actor.

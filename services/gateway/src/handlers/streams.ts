@@ -308,13 +308,13 @@ export class Streams {
     const born = idTimeMs(runId);
     const deadline = Date.now() + this.o.pendingRunWaitMs;
     const fresh = born !== undefined && born > Date.now() - 60_000 && born < Date.now() + 5_000;
-    for (;;) {
+    for (let pause = 2; ; pause = Math.min(pause * 2, 100)) {
       try {
         return await this.timeline(caller, runId, from);
       } catch (err) {
         const missing = isServiceError(err) && err.code === 'run_not_found';
         if (!missing || !fresh || Date.now() >= deadline || this.draining) throw err;
-        await new Promise((r) => setTimeout(r, 100));
+        await new Promise((r) => setTimeout(r, pause));
       }
     }
   }

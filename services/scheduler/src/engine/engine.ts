@@ -81,8 +81,8 @@ export class Engine {
 
   /** Drive a run this replica just created (it already holds the lease). */
   adopt(run: HeldRun): void {
-    // Counted at once (capacity), driven on the next turn: the caller's answer (ingest waits on it
-    // to answer its 202) goes out before the first invoke is built.
+    // Counted at once (capacity), driven on the next turn: the StartRun's ack goes out
+    // before the first invoke is built.
     this.held.set(run.id, run);
     setImmediate(() => {
       if (this.stopping) this.held.delete(run.id); // its lease lapses and any replica takes it

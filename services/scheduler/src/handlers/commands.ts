@@ -15,26 +15,14 @@ const dec = new TextDecoder();
 type StartRunDeps = { bus: Bus; db: Database; engine: Engine; outbox: Outbox; owner: string; leaseMs: number };
 
 /**
- * StartRun commands, from the stream and as direct requests (ingest's eager
- * path, answered once the run is stored): insert the run held by this replica
- * and drive it at once. Idempotent on the run id, so a redelivered command or
- * a request that also reached the stream does nothing.
+ * StartRun commands: insert the run held by this replica and drive it at
+ * once. Idempotent on the run id, so a redelivered command does nothing.
  */
 export async function consumeStartRuns(opts: StartRunDeps): Promise<Subscription> {
-  const stream = await opts.bus.consume(
+  return opts.bus.consume(
     { stream: streams.schedulerCmds.name, durable: 'scheduler-start', filterSubject: subjects.startRun, concurrency: 64 },
     async (msg) => startRun(opts, fromBinary(StartRunSchema, msg.data)),
   );
-  const direct = opts.bus.respond(subjects.startRunNow, 'scheduler', async (data) => {
-    await startRun(opts, fromBinary(StartRunSchema, data));
-    return new Uint8Array(0);
-  });
-  return {
-    async stop() {
-      await direct.stop();
-      await stream.stop();
-    },
-  };
 }
 
 async function startRun(opts: StartRunDeps, cmd: StartRun): Promise<void> {
