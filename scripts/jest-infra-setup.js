@@ -12,12 +12,16 @@
 import { execFile } from 'node:child_process';
 import net from 'node:net';
 import postgres from 'postgres';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 
 const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 // Test databases are named t_<prefix>_<base36 ms>_<8 hex> (uniqueName in
 // @dws/testing); ones older than this were left by a crashed run.
 const STALE_TEST_DB_MS = 6 * 60 * 60 * 1000;
+// Streams of a test bus namespace older than this were left by an earlier run.
+const STALE_TEST_STREAM_MS = 60 * 60 * 1000;
 
 export default async function setup() {
   const ci = isCi(process.env.CI);
@@ -58,7 +62,10 @@ export default async function setup() {
     process.env.TEST_DATABASE_URL = databaseUrl;
     await sweepStaleTestDatabases(databaseUrl).catch(() => {});
   }
-  if (has('nats')) process.env.TEST_NATS_URL = natsUrl;
+  if (has('nats')) {
+    process.env.TEST_NATS_URL = natsUrl;
+    await sweepStaleTestStreams(natsUrl).catch(() => {});
+  }
 
   // jest ignores a value returned from globalSetup; a globalTeardown may call
   // this. Without one, testcontainers' reaper removes the containers when the
@@ -178,6 +185,32 @@ async function sweepStaleTestDatabases(url) {
     }
   } finally {
     await sql.end({ timeout: 1 }).catch(() => {});
+  }
+}
+
+// Streams of a test bus namespace: uniqueName (`<PREFIX>_<base36 ms>_<8 hex>_`)
+// or the e2e deployments' `E2E<6 hex>_`, upper-cased by the prefixed bus.
+const TEST_STREAM = /^(?:[A-Z0-9]+_[0-9A-Z]{6,10}_[0-9A-F]{8}|E2E[0-9A-F]{6})_/;
+
+/**
+ * Every test file works in its own bus namespace; a crashed or killed run
+ * leaves its streams behind, and hundreds of idle streams and consumers slow
+ * the server for everyone. Delete test namespaces' streams older than the
+ * stale age (a concurrent run's are younger).
+ */
+async function sweepStaleTestStreams(url) {
+  const nc = await connect({ servers: url, timeout: 3000 });
+  try {
+    const jsm = await jetstreamManager(nc);
+    const now = Date.now();
+    const stale = [];
+    // Listed first, deleted after: deleting while paging the list would skip streams.
+    for await (const si of jsm.streams.list()) {
+      if (TEST_STREAM.test(si.config.name) && now - Date.parse(si.created) >= STALE_TEST_STREAM_MS) stale.push(si.config.name);
+    }
+    for (const name of stale) await jsm.streams.delete(name).catch(() => {});
+  } finally {
+    await nc.close().catch(() => {});
   }
 }
 
