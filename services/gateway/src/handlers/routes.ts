@@ -4,9 +4,9 @@ import type { Bus } from '@dws/bus';
 import { jsonBody } from '@dws/http';
 import { forbidden, invalid, isServiceError, notFound, ServiceError } from '@dws/protocol';
 import { callApi } from '@dws/runtime';
-import { idTimeMs } from '../domain/timeline.js';
 import type { LimitsPatch } from '../domain/usage.js';
 import type { AdminApi } from './admin.js';
+import { awaitNewRun } from './new-run.js';
 import type { AuthedCaller, Authenticator } from './auth.js';
 import type { LocalHandler, RouteSpec } from './route-table.js';
 import type { Streams } from './streams.js';
@@ -113,7 +113,8 @@ export function apiRouter(routes: RouteSpec[], d: RouterDeps): Router {
             // The validated request bytes go on as they came (no re-serialising).
             rawBody: r.body && hasBody ? req.rawBody!.toString('utf8') : undefined,
           });
-        reply = r.readsRun ? await awaitNewRun(params.id ?? '', call) : await call();
+        // A run announced moments ago is waited for briefly, not 404.
+        reply = r.readsRun ? await awaitNewRun(params.id ?? '', call, { waitMs: 1_000 }) : await call();
       } catch (err) {
         if (isServiceError(err)) throw err;
         throw unavailable(service, err);
@@ -126,26 +127,4 @@ export function apiRouter(routes: RouteSpec[], d: RouterDeps): Router {
     router[r.method](r.path, handler);
   }
   return router;
-}
-
-/** How long a read waits for a run announced moments ago: POST /events answers before the scheduler has stored it. */
-const NEW_RUN_WAIT_MS = 1_000;
-
-/**
- * Read-your-writes for the run id in a 202: the StartRun is on the stream
- * for a few ms, so a read of a run born within the last minute that the
- * scheduler does not know yet is retried briefly before its 404.
- */
-async function awaitNewRun<T>(runId: string, call: () => Promise<T>): Promise<T> {
-  const born = idTimeMs(runId);
-  const fresh = born !== undefined && born > Date.now() - 60_000 && born < Date.now() + 5_000;
-  const deadline = Date.now() + NEW_RUN_WAIT_MS;
-  for (let pause = 2; ; pause = Math.min(pause * 2, 100)) {
-    try {
-      return await call();
-    } catch (err) {
-      if (!fresh || !isServiceError(err) || err.code !== 'run_not_found' || Date.now() >= deadline) throw err;
-      await new Promise((r) => setTimeout(r, pause));
-    }
-  }
 }

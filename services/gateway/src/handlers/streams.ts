@@ -3,7 +3,8 @@ import type { Bus, Subscription } from '@dws/bus';
 import type { Logger } from '@dws/log';
 import { isServiceError, notFound, ServiceError } from '@dws/protocol';
 import { callApi, subjects, type Caller } from '@dws/runtime';
-import { idTimeMs, TimelineMerge, type Frame } from '../domain/timeline.js';
+import { TimelineMerge, type Frame } from '../domain/timeline.js';
+import { awaitNewRun } from './new-run.js';
 
 const dec = new TextDecoder();
 
@@ -304,19 +305,8 @@ export class Streams {
   }
 
   /** The first backlog page; a run announced moments ago may not be stored yet, so wait a little for it. */
-  private async firstPage(caller: Caller, runId: string, from: number): Promise<TimelinePage> {
-    const born = idTimeMs(runId);
-    const deadline = Date.now() + this.o.pendingRunWaitMs;
-    const fresh = born !== undefined && born > Date.now() - 60_000 && born < Date.now() + 5_000;
-    for (let pause = 2; ; pause = Math.min(pause * 2, 100)) {
-      try {
-        return await this.timeline(caller, runId, from);
-      } catch (err) {
-        const missing = isServiceError(err) && err.code === 'run_not_found';
-        if (!missing || !fresh || Date.now() >= deadline || this.draining) throw err;
-        await new Promise((r) => setTimeout(r, pause));
-      }
-    }
+  private firstPage(caller: Caller, runId: string, from: number): Promise<TimelinePage> {
+    return awaitNewRun(runId, () => this.timeline(caller, runId, from), { waitMs: this.o.pendingRunWaitMs, stop: () => this.draining });
   }
 }
 

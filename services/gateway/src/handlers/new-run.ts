@@ -1,0 +1,23 @@
+import { isServiceError } from '@dws/protocol';
+import { idTimeMs } from '../domain/timeline.js';
+
+/**
+ * Read-your-writes for the run id in a 202: POST /events answers while the
+ * StartRun is still on its way to the scheduler (a few ms), so a read of a
+ * run born within the last minute that the scheduler does not know yet is
+ * retried, backing off from 2 ms, for up to `waitMs` before its 404.
+ */
+export async function awaitNewRun<T>(runId: string, call: () => Promise<T>, opts: { waitMs: number; stop?: () => boolean }): Promise<T> {
+  const born = idTimeMs(runId);
+  const fresh = born !== undefined && born > Date.now() - 60_000 && born < Date.now() + 5_000;
+  const deadline = Date.now() + opts.waitMs;
+  for (let pause = 2; ; pause = Math.min(pause * 2, 100)) {
+    try {
+      return await call();
+    } catch (err) {
+      const missing = isServiceError(err) && err.code === 'run_not_found';
+      if (!missing || !fresh || Date.now() >= deadline || opts.stop?.()) throw err;
+      await new Promise((r) => setTimeout(r, pause));
+    }
+  }
+}
