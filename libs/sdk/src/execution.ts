@@ -329,10 +329,11 @@ export async function executePass<TData = unknown>(
     } catch {
       return undefined; // the next pass replays the steps and reports the bad result
     }
-    const cap = MAX_REPLY_BYTES - opBytesOf(data);
-    if (steps.reduce((n, op) => n + opBytes(op) + 1, REPLY_OVERHEAD_BYTES) > cap) return undefined;
+    // foundBytes already measured every step (one comma each besides).
+    const room = MAX_REPLY_BYTES - opBytesOf(data) - foundBytes - steps.length;
+    if (room < REPLY_OVERHEAD_BYTES) return undefined;
     guardDeterminism([]);
-    return { status: 200, body: { data, logs: fitReply(steps, logs.freeze(), cap).logs, opcodes: steps } };
+    return { status: 200, body: { data, logs: fitReply([], logs.freeze(), room).logs, opcodes: steps } };
   }
 
   /**

@@ -70,7 +70,7 @@ export async function startGateway(
 
   const now = opts.usage?.now ?? Date.now;
   const auth = new Authenticator(db, { enabled: cfg.SERVICE_AUTH === 'on', adminToken: cfg.SERVICE_ADMIN_TOKEN, bus });
-  const keyChanges = auth.follow(bus);
+  const keyChanges = auth.follow();
   const admin = new AdminApi({ db, outbox, sealKey, auth, now });
   const meter = new UsageMeter({ db, bus, outbox, sealKey, log, now, onSuspensionChange: () => auth.invalidate() }, opts.usage?.sweepMs);
   await meter.start();

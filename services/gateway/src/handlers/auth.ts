@@ -27,7 +27,7 @@ export class Authenticator {
 
   constructor(
     private readonly db: Database,
-    private readonly opts: { enabled: boolean; adminToken?: string; ttlMs?: number; bus?: Bus },
+    private readonly opts: { enabled: boolean; adminToken?: string; ttlMs?: number; bus: Bus },
   ) {
     this.adminHash = opts.adminToken ? sha(opts.adminToken) : undefined;
   }
@@ -62,12 +62,12 @@ export class Authenticator {
    */
   invalidate(): void {
     this.cache.clear();
-    this.opts.bus?.emit(subjects.gatewayKeysChanged, new Uint8Array(0));
+    this.opts.bus.emit(subjects.gatewayKeysChanged, new Uint8Array(0));
   }
 
   /** Drop cached keys whenever any replica changed some. */
-  follow(bus: Bus): Subscription {
-    return bus.subscribe(subjects.gatewayKeysChanged, () => this.cache.clear());
+  follow(): Subscription {
+    return this.opts.bus.subscribe(subjects.gatewayKeysChanged, () => this.cache.clear());
   }
 
   private bearer(req: Request): string | undefined {

@@ -169,6 +169,11 @@ export function decide(run: RunView, outcome: PassOutcome, nowMs: number, newIds
   return { type: 'fail', steps: [], error: errorFromBody(body, `Runner answered ${status}.`) };
 }
 
+const BAD_STEP_ID = 'Runner sent an opcode without a valid hashed step id.';
+/** The opcode's step id when it is a lowercase hex SHA-256 (SPEC step id hashing). */
+const hashedIdOf = (raw: RawOpcode | undefined): string | undefined =>
+  typeof raw?.id === 'string' && /^[0-9a-f]{64}$/.test(raw.id) ? raw.id : undefined;
+
 /**
  * A 200 may carry `opcodes`: steps the runner finished in the pass whose
  * handler then returned (the SDK's last pass runs its last step and returns
@@ -181,8 +186,8 @@ function finishedSteps(run: RunView, ops: unknown, nowMs: number, newIds: IdSour
   const steps: StepOutcome[] = [];
   const seen = new Set<string>();
   for (const raw of ops as RawOpcode[]) {
-    const id = typeof raw?.id === 'string' ? raw.id : undefined;
-    if (!id || !/^[0-9a-f]{64}$/.test(id)) return 'Runner sent an opcode without a valid hashed step id.';
+    const id = hashedIdOf(raw);
+    if (!id) return BAD_STEP_ID;
     if (raw.op !== 'StepRun' || raw.error !== undefined) return 'Runner answered 200 with opcodes other than finished steps.';
     if (seen.has(id)) continue;
     seen.add(id);
@@ -343,8 +348,8 @@ function decideOpcodes(run: RunView, body: unknown, nowMs: number, newIds: IdSou
   let progressed = false;
   const seen = new Set<string>();
   for (const raw of ops as RawOpcode[]) {
-    const id = typeof raw?.id === 'string' ? raw.id : undefined;
-    if (!id || !/^[0-9a-f]{64}$/.test(id)) return { type: 'fail', steps, error: { message: 'Runner sent an opcode without a valid hashed step id.' } };
+    const id = hashedIdOf(raw);
+    if (!id) return { type: 'fail', steps, error: { message: BAD_STEP_ID } };
     if (seen.has(id)) continue;
     seen.add(id);
     const r = opcodeOutcome(run, raw, id, nowMs, newIds, rnd);
