@@ -10,7 +10,7 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -32,7 +32,7 @@ const pct = (xs: number[], p: number) => {
 const median = (xs: number[]) => pct(xs, 50);
 const r1 = (x: number) => Math.round(x * 100) / 100;
 
-/** CPU ms used so far by a process (utime + stime from /proc). */
+/** CPU ms used so far by a process (utime + stime from /proc); 0 once it is gone. */
 function cpuMs(pid: number): number {
   try {
     const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
@@ -41,15 +41,88 @@ function cpuMs(pid: number): number {
     return 0;
   }
 }
-/** CPU of the service processes and of this process (runner + client). */
-function cpuNow(dep: Deployment): { services: number; self: number } {
-  const u = process.cpuUsage();
-  return { services: (dep.pids?.() ?? []).reduce((a, p) => a + cpuMs(p) + childrenCpu(p), 0), self: (u.user + u.system) / 1000 };
+
+/** Pids of the nats-server processes on this machine (shared with anything else using it). */
+function natsPids(): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (readFileSync(`/proc/${d}/comm`, 'utf8').trim() === 'nats-server') out.push(Number(d));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
 }
-function childrenCpu(pid: number): number {
-  // pnpm-less spawn: the service is the process itself; tsx runs in-process (--import), so no children to add.
-  void pid;
-  return 0;
+
+/**
+ * The machine's work for one deployment: its service processes, this process
+ * (runner + client), and for the Postgres + NATS modes the deployment's own
+ * Postgres backends, Postgres' background processes and nats-server (BENCH.md:
+ * CPU per step counts the whole machine).
+ */
+interface CpuSample {
+  services: number;
+  /** Per service (from its command line), to see where the machine's time goes. */
+  byService: Map<string, number>;
+  self: number;
+  /** Per pid, so backends that come and go count only their time inside the window. */
+  infra: Map<number, number>;
+}
+async function cpuNow(dep: Deployment, sql: postgres.Sql | undefined): Promise<CpuSample> {
+  const u = process.cpuUsage();
+  const infra = new Map<number, number>();
+  if (sql) {
+    const rows = await sql<{ pid: number }[]>`select pid from pg_stat_activity where datname = current_database() or backend_type <> 'client backend'`;
+    for (const { pid } of rows) infra.set(pid, cpuMs(pid));
+    for (const pid of natsPids()) infra.set(pid, cpuMs(pid));
+  }
+  const byService = new Map<string, number>();
+  for (const pid of dep.pids?.() ?? []) {
+    const name = serviceName(pid);
+    byService.set(name, (byService.get(name) ?? 0) + cpuMs(pid));
+  }
+  const pgPids = new Set(infra.keys());
+  for (const pid of natsPids()) pgPids.delete(pid);
+  byService.set('postgres', [...pgPids].reduce((a, p) => a + (infra.get(p) ?? 0), 0));
+  byService.set('nats-server', natsPids().reduce((a, p) => a + (infra.get(p) ?? 0), 0));
+  byService.set('bench (runner + client)', (u.user + u.system) / 1000);
+  return { services: (dep.pids?.() ?? []).reduce((a, p) => a + cpuMs(p), 0), self: (u.user + u.system) / 1000, infra, byService };
+}
+function serviceName(pid: number): string {
+  try {
+    const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    return /services\/([a-z-]+)\//.exec(cmd)?.[1] ?? (cmd.includes('apps/fleet') ? 'dev (all services)' : `pid ${pid}`);
+  } catch {
+    return `pid ${pid}`;
+  }
+}
+function cpuSpent(a: CpuSample, b: CpuSample): { services: number; machine: number; byService: Record<string, number> } {
+  let infra = 0;
+  for (const [pid, ms] of b.infra) infra += ms - (a.infra.get(pid) ?? 0);
+  const services = b.services - a.services;
+  const byService: Record<string, number> = {};
+  for (const [name, ms] of b.byService) byService[name] = ms - (a.byService.get(name) ?? 0);
+  return { services, machine: services + (b.self - a.self) + infra, byService };
+}
+
+function logSplit(cpu: { byService: Record<string, number> }, steps: number): void {
+  process.stderr.write(`  cpu ms per step: ${Object.entries(cpu.byService).map(([k, v]) => `${k} ${r1(v / steps)}`).join(', ')}\n`);
+}
+
+/** Resident memory (MiB) of each service process right now (BENCH/issue: <= 150 MB a service under W2, <= 300 MB embedded). */
+function rssByService(dep: Deployment): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const pid of dep.pids?.() ?? []) {
+    try {
+      const kb = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+      if (kb) out[serviceName(pid)] = Math.round(Number(kb) / 1024);
+    } catch {
+      // exited
+    }
+  }
+  return out;
 }
 
 /** Wait for the run to end by following its SSE stream (how a client observes it). */
@@ -162,7 +235,8 @@ async function w2(dep: Deployment): Promise<Figures> {
   const RUNS = 1000;
   const INFLIGHT = 50;
   const lat: number[] = [];
-  const cpu0 = cpuNow(dep);
+  const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
+  const cpu0 = await cpuNow(dep, sql);
   const t0 = performance.now();
   let next = 0;
   await Promise.all(
@@ -176,15 +250,20 @@ async function w2(dep: Deployment): Promise<Figures> {
     }),
   );
   const wall = (performance.now() - t0) / 1000;
-  const cpu1 = cpuNow(dep);
+  const cpu = cpuSpent(cpu0, await cpuNow(dep, sql));
+  await sql?.end();
   const steps = RUNS * 10;
+  logSplit(cpu, steps);
+  const rss = rssByService(dep);
+  process.stderr.write(`  rss MiB after W2: ${Object.entries(rss).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
   return {
     runs_per_s: r1(RUNS / wall),
     steps_per_s: r1(steps / wall),
     p50_ms: r1(pct(lat, 50)),
     p99_ms: r1(pct(lat, 99)),
-    service_cpu_ms_per_step: r1((cpu1.services - cpu0.services) / steps),
-    machine_cpu_ms_per_step: r1((cpu1.services - cpu0.services + cpu1.self - cpu0.self) / steps),
+    service_cpu_ms_per_step: r1(cpu.services / steps),
+    machine_cpu_ms_per_step: r1(cpu.machine / steps),
+    max_service_rss_mib: Math.max(0, ...Object.values(rss)),
   };
 }
 
@@ -199,15 +278,21 @@ async function w3(dep: Deployment): Promise<Figures> {
 }
 
 async function w4(dep: Deployment, stamps: Map<string, Stamp[]>, workflow = 'w4'): Promise<Figures> {
+  const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
+  const cpu0 = await cpuNow(dep, sql);
   const t0 = performance.now();
   const id = await start(dep, workflow);
   await awaitRunEnd(dep, id);
   const wall = performance.now() - t0;
+  // One run of 500 steps: what a step costs the machine with the per-run work spread thin.
+  const cpu = cpuSpent(cpu0, await cpuNow(dep, sql));
+  await sql?.end();
+  logSplit(cpu, 500);
   // Time between consecutive steps' first executions, as the runner saw them.
   const first = new Map<number, number>();
   for (const s of stamps.get(id) ?? []) if (!first.has(s.i)) first.set(s.i, s.t);
   const gap = (from: number, to: number) => ((first.get(to) ?? 0) - (first.get(from) ?? 0)) / (to - from);
-  return { wall_ms: r1(wall), ms_per_step_first50: r1(gap(0, 50)), ms_per_step_last50: r1(gap(449, 499)) };
+  return { wall_ms: r1(wall), ms_per_step_first50: r1(gap(0, 50)), ms_per_step_last50: r1(gap(449, 499)), machine_cpu_ms_per_step: r1(cpu.machine / 500) };
 }
 
 /**

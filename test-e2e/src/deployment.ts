@@ -12,15 +12,22 @@ export interface Deployment {
   readonly mode: Mode;
   /** Gateway root, e.g. http://127.0.0.1:23456 (the API is under /v1). */
   readonly base: string;
+  /** Every gateway replica's root (fleet with `replicas.gateway` > 1); `[base]` otherwise. */
+  readonly bases: string[];
   readonly secretKey: string;
   readonly publicKey: string;
   readonly signingKey: string;
-  /** kill -9 one process (`dev` in the one-process modes) and start it again with the same environment. */
+  /**
+   * kill -9 one process (`dev` in the one-process modes) and start it again with the same environment.
+   * Replicas past the first are named `<service>-<i>` (`ingest-1`).
+   */
   crashAndRestart(name: string, beforeRestart?: () => Promise<void>): Promise<void>;
   /** The deployment's own database on the real Postgres (absent when embedded). */
   readonly databaseUrl?: string;
   /** Pids of the service processes (for CPU accounting in benchmarks). */
   pids?(): number[];
+  /** Each process's own HTTP port by name (`gateway`, `scheduler`, ... or `dev`): health and /metrics. */
+  ports?(): Record<string, number>;
   stop(): Promise<void>;
 }
 
@@ -29,7 +36,14 @@ export interface Deployment {
  * Postgres + NATS) or six `pnpm start:<service>` processes. Each deployment
  * gets its own data directory or database and bus namespace.
  */
-export async function startDeployment(mode: Mode, opts: { env?: Record<string, string> } = {}): Promise<Deployment> {
+export async function startDeployment(
+  mode: Mode,
+  opts: {
+    env?: Record<string, string>;
+    /** Fleet only: processes per service (default 1 each). */
+    replicas?: Partial<Record<(typeof SERVICES)[number], number>>;
+  } = {},
+): Promise<Deployment> {
   const port = await freePort();
   const keys = {
     SERVICE_DEV_SECRET_KEY: `sk_e2e_${uniquePrefix('')}`,
@@ -39,9 +53,11 @@ export async function startDeployment(mode: Mode, opts: { env?: Record<string, s
   const cleanups: (() => Promise<void>)[] = [];
   const procs = new Map<string, { proc: Proc; entry: string; env: Record<string, string>; port: number }>();
   const base = `http://127.0.0.1:${port}`;
+  const bases = [base];
 
   let databaseUrl: string | undefined;
-  let shared: Record<string, string> = { ...keys, HOST: '127.0.0.1', SERVICE_RUN_LEASE_MS: '2000', ...opts.env };
+  // Webhook receivers of the tests listen on 127.0.0.1: allowed, as under `pnpm dev` (a test may turn it off).
+  let shared: Record<string, string> = { ...keys, HOST: '127.0.0.1', SERVICE_RUN_LEASE_MS: '2000', SERVICE_WEBHOOK_ALLOW_PRIVATE: 'on', ...opts.env };
   if (mode === 'embedded') {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'dws-e2e-'));
     cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
@@ -62,19 +78,24 @@ export async function startDeployment(mode: Mode, opts: { env?: Record<string, s
   };
   const stopAll = async () => {
     // Gateway first, like a rolling shutdown; then the rest.
-    for (const name of ['gateway', 'dev', ...SERVICES]) await procs.get(name)?.proc.kill('SIGTERM');
+    const order = ['gateway', 'dev', ...SERVICES];
+    const rank = (name: string) => order.indexOf(name.replace(/-\d+$/, ''));
+    for (const name of [...procs.keys()].sort((a, b) => rank(a) - rank(b))) await procs.get(name)?.proc.kill('SIGTERM');
     for (const c of cleanups.reverse()) await c();
   };
   try {
     if (mode === 'fleet') {
-      let invokerUrl = '';
+      const invokerUrls: string[] = [];
       for (const s of SERVICES) {
-        const p = s === 'gateway' ? port : await freePort();
-        if (s === 'invoker') invokerUrl = `http://127.0.0.1:${p}`;
-        // The gateway hands GET /v1/connect to the invoker process.
-        const env = s === 'gateway' ? { ...shared, SERVICE_INVOKER_URL: invokerUrl } : shared;
-        const proc = launch(s, `services/${s}/src/bin.ts`, env, p);
-        await waitReady(`http://127.0.0.1:${p}`, proc);
+        for (let i = 0; i < (opts.replicas?.[s] ?? 1); i++) {
+          const p = s === 'gateway' && i === 0 ? port : await freePort();
+          if (s === 'invoker') invokerUrls.push(`http://127.0.0.1:${p}`);
+          if (s === 'gateway' && i > 0) bases.push(`http://127.0.0.1:${p}`);
+          // The gateway hands GET /v1/connect to the invoker processes.
+          const env = s === 'gateway' ? { ...shared, SERVICE_INVOKER_URL: invokerUrls.join(',') } : shared;
+          const proc = launch(i === 0 ? s : `${s}-${i}`, `services/${s}/src/bin.ts`, env, p);
+          await waitReady(`http://127.0.0.1:${p}`, proc);
+        }
       }
     } else {
       await waitReady(base, launch('dev', 'apps/fleet/src/dev.ts', shared, port));
@@ -87,6 +108,7 @@ export async function startDeployment(mode: Mode, opts: { env?: Record<string, s
   return {
     mode,
     base,
+    bases,
     secretKey: keys.SERVICE_DEV_SECRET_KEY,
     publicKey: keys.SERVICE_DEV_PUBLIC_KEY,
     signingKey: keys.SERVICE_SIGNING_KEY,
@@ -100,6 +122,7 @@ export async function startDeployment(mode: Mode, opts: { env?: Record<string, s
     },
     databaseUrl,
     pids: () => [...procs.values()].map((p) => p.proc.child.pid).filter((x): x is number => x !== undefined),
+    ports: () => Object.fromEntries([...procs.entries()].map(([name, p]) => [name, p.port])),
     stop: stopAll,
   };
 }

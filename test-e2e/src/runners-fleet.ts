@@ -57,6 +57,7 @@ export async function startRunnersFleet(opts: { invokers?: number; env?: Record<
   return {
     mode: 'fleet',
     base: `http://127.0.0.1:${gatewayPort}`,
+    bases: [`http://127.0.0.1:${gatewayPort}`],
     secretKey: keys.SERVICE_DEV_SECRET_KEY,
     publicKey: keys.SERVICE_DEV_PUBLIC_KEY,
     signingKey: keys.SERVICE_SIGNING_KEY,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { api, eventually } from '../src/api.js';
+import { api, eventually, Terminal } from '../src/api.js';
 import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
 import { realInfra } from '../src/infra.js';
 import { startRunner, type TestRunner } from '../src/runner.js';
@@ -41,12 +41,6 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
         await step.run('wait', () => new Promise<boolean>((res) => (releaseSingleton = () => res(true))));
       });
     });
-    await eventually('trigger index', async () => {
-      const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'nothing.yet', data: {} } });
-      const w = await api(dep.base, 'GET', '/v1/workflows', { key: dep.secretKey });
-      return r.status === 202 && w.body.some((x: { name: string }) => x.name === 'limited') ? true : undefined;
-    });
-    await new Promise((r) => setTimeout(r, 2500)); // ingest's index cache (2 s) sees the registration
   }, 120_000);
 
   afterAll(async () => {
@@ -72,7 +66,21 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     );
     expect(new Set(ids).size).toBe(N);
     const t0 = Date.now();
-    await eventually('all runs done', async () => (ids.every((id) => done.has(id)) ? true : undefined), 600_000).catch((err: unknown) => {
+    let checkedAt = 0;
+    const failedRun = async (status: 'failed' | 'cancelled') =>
+      (await api(dep.base, 'GET', `/v1/runs?status=${status}&q=limited&limit=1`, { key: dep.secretKey })).body?.[0] as { id: string; error?: unknown } | undefined;
+    await eventually('all runs done', async () => {
+      if (ids.every((id) => done.has(id))) return true;
+      // A run that ended otherwise will never be done: say so at once (asked every 2 s, not on every poll of 500 runs).
+      if (Date.now() - checkedAt > 2000) {
+        checkedAt = Date.now();
+        for (const status of ['failed', 'cancelled'] as const) {
+          const bad = await failedRun(status);
+          if (bad) throw new Terminal(`run ${bad.id} ended ${status}: ${JSON.stringify(bad.error ?? null)}`);
+        }
+      }
+      return undefined;
+    }, 600_000).catch((err: unknown) => {
       throw new Error(`${done.size} of ${N} done after ${Date.now() - t0} ms: ${(err as Error).message}`);
     });
     expect(maxInside).toBeGreaterThan(1);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createRunner, type Connection } from '@dws/sdk';
-import { api, eventually } from '../src/api.js';
+import { api, eventually, runReached } from '../src/api.js';
 import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
 import { realInfra } from '../src/infra.js';
 import { startRunnersFleet } from '../src/runners-fleet.js';
@@ -27,8 +27,7 @@ describe.each(modes)('Connect runner on %s', (mode) => {
       `run ${runId} to finish`,
       async () => {
         const r = await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.publicKey });
-        if (r.body?.status === 'failed' || r.body?.status === 'cancelled') throw new Error(JSON.stringify(r.body));
-        return r.body?.status === 'succeeded' ? r.body : undefined;
+        return runReached(r.body);
       },
       60_000,
     );
@@ -49,10 +48,6 @@ describe.each(modes)('Connect runner on %s', (mode) => {
     });
     conn = runner.connect();
     await conn.ready;
-    await eventually('trigger index', async () => {
-      const r = await api(dep.base, 'GET', '/v1/workflows?app=conn', { key: dep.secretKey });
-      return r.body?.some?.((w: { name: string }) => w.name === 'tally') ? true : undefined;
-    });
   }, 180_000);
 
   afterAll(async () => {

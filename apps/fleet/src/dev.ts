@@ -7,7 +7,8 @@ import { startFleet } from './fleet.js';
 /** `pnpm dev`: the six services in one process; embedded storage and bus unless DATABASE_URL / NATS_URL say otherwise. */
 let cfg;
 try {
-  cfg = loadConfig(process.env);
+  // `pnpm dev` delivers webhooks to local receivers unless told otherwise (CONTRACT.md).
+  cfg = loadConfig({ SERVICE_WEBHOOK_ALLOW_PRIVATE: 'on', ...process.env });
 } catch (err) {
   process.stderr.write(`dev: ${(err as Error).message}\n`);
   process.exit(2);

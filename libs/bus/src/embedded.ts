@@ -11,6 +11,7 @@ import {
   DLQ_HEADERS,
   DLQ_STREAM,
   DLQ_SUBJECTS,
+  checkIdleTimeout,
   errorMessage,
   errorPayload,
   resolveConsumer,
@@ -27,6 +28,7 @@ import {
   type MessageHandler,
   type PublishOptions,
   type RequestHandler,
+  type RequestOptions,
   type StreamSpec,
   type Subscription,
 } from './types.js';
@@ -160,8 +162,15 @@ class EmbeddedBus implements Bus, DurableHost {
     return this.track(leave);
   }
 
-  request(subject: string, data: Uint8Array, opts?: { timeoutMs?: number }): Promise<Uint8Array> {
+  request(subject: string, data: Uint8Array, opts?: RequestOptions): Promise<Uint8Array> {
     if (this.closed) return Promise.reject(new BusError('closed', 'bus is closed'));
+    // Liveness (idleTimeoutMs) needs no timer here: every responder runs in this process, so
+    // it cannot die while the requester lives, and a stalled event loop stalls both alike.
+    try {
+      checkIdleTimeout(opts?.idleTimeoutMs);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
     const groups = new Map<string, Responder[]>();
     for (const r of this.responders) {
       if (r.stopped || !subjectMatches(r.pattern, subject)) continue;

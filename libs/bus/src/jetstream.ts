@@ -20,10 +20,19 @@ import {
 } from '@nats-io/jetstream';
 import { createInbox, headers as natsHeaders, nanos, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/nats-core';
 
+interface PendingRequest {
+  resolve(m: Msg): void;
+  reject(e: Error): void;
+  timer: NodeJS.Timeout;
+  subject: string;
+  /** Liveness check of a request with idleTimeoutMs: when the responder was last heard from. */
+  idle?: { heardAt: number; timer: NodeJS.Timeout };
+}
+
 interface RequestMux {
   prefix: string;
   seq: number;
-  pending: Map<string, { resolve(m: Msg): void; reject(e: Error): void; timer: NodeJS.Timeout; subject: string }>;
+  pending: Map<string, PendingRequest>;
 }
 import { connect } from '@nats-io/transport-node';
 import { PullLoop } from './jetstream-pull.js';
@@ -34,8 +43,13 @@ import {
   DLQ_STREAM,
   DLQ_SUBJECTS,
   ERROR_HEADER,
+  checkIdleTimeout,
   errorMessage,
   errorPayload,
+  parseProgressEvery,
+  PROGRESS_EVERY_HEADER,
+  PROGRESS_HEADER,
+  progressEveryMs,
   resolveConsumer,
   resolveStream,
   type BusLogger,
@@ -50,6 +64,7 @@ import {
   type MessageHandler,
   type PublishOptions,
   type RequestHandler,
+  type RequestOptions,
   type StreamSpec,
   type Subscription,
 } from './types.js';
@@ -178,11 +193,14 @@ class JetStreamBus implements Bus {
     return this.track(() => pull.stop());
   }
 
-  async request(subject: string, data: Uint8Array, opts?: { timeoutMs?: number }): Promise<Uint8Array> {
+  async request(subject: string, data: Uint8Array, opts?: RequestOptions): Promise<Uint8Array> {
     this.assertOpen();
     const timeout = opts?.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-    const headers = this.spill.needed(data) ? await this.spill.put('transient', data) : undefined;
-    const reply = await this.roundTrip(subject, headers ? EMPTY : data, headers, timeout);
+    const idleMs = checkIdleTimeout(opts?.idleTimeoutMs);
+    const spilled = this.spill.needed(data);
+    let headers = spilled ? await this.spill.put('transient', data) : undefined;
+    if (idleMs !== undefined) (headers ??= natsHeaders()).set(PROGRESS_EVERY_HEADER, String(progressEveryMs(idleMs)));
+    const reply = await this.roundTrip(subject, spilled ? EMPTY : data, headers, timeout, idleMs);
     if (reply.headers?.has(ERROR_HEADER)) {
       let p: { message?: unknown; code?: unknown; status?: unknown } = {};
       try {
@@ -199,21 +217,50 @@ class JetStreamBus implements Bus {
     return this.spill.resolve(reply, true);
   }
 
-  /** Send one message with a reply token on the shared inbox and wait for its answer. */
-  private roundTrip(subject: string, data: Uint8Array, headers: MsgHdrs | undefined, timeout: number): Promise<Msg> {
+  /**
+   * Send one message with a reply token on the shared inbox and wait for its answer.
+   * With `idleMs`, also give up once the responder stayed silent (no answer, no progress) that long.
+   */
+  private roundTrip(subject: string, data: Uint8Array, headers: MsgHdrs | undefined, timeout: number, idleMs?: number): Promise<Msg> {
     this.assertOpen();
     const mux = this.requestMux();
     const token = String(++mux.seq);
     return new Promise<Msg>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        mux.pending.delete(token);
-        reject(new BusError('timeout', `no reply on '${subject}' within ${timeout} ms`));
-      }, timeout);
-      mux.pending.set(token, { resolve, reject, timer, subject });
+      const p: PendingRequest = {
+        resolve,
+        reject,
+        subject,
+        timer: setTimeout(() => {
+          mux.pending.delete(token);
+          if (p.idle) clearTimeout(p.idle.timer);
+          reject(new BusError('timeout', `no reply on '${subject}' within ${timeout} ms`));
+        }, timeout),
+      };
+      if (idleMs !== undefined && idleMs < timeout) {
+        // Progress only stamps heardAt (no timer work per beat); the timer checks the stamp when it fires.
+        const check = () => {
+          // Once more round the event loop first: after a stall of this process, progress that
+          // is already in the socket buffer is read before the responder is declared dead.
+          setImmediate(() => {
+            if (mux.pending.get(token) !== p || !p.idle) return;
+            const quiet = Date.now() - p.idle.heardAt;
+            if (quiet < idleMs) {
+              p.idle.timer = setTimeout(check, idleMs - quiet);
+              return;
+            }
+            mux.pending.delete(token);
+            clearTimeout(p.timer);
+            reject(new BusError('timeout', `the responder on '${subject}' went silent: no reply or progress for ${quiet} ms`));
+          });
+        };
+        p.idle = { heardAt: Date.now(), timer: setTimeout(check, idleMs) };
+      }
+      mux.pending.set(token, p);
       try {
         this.nc.publish(subject, data, { reply: mux.prefix + token, ...(headers && { headers }) });
       } catch (err) {
-        clearTimeout(timer);
+        clearTimeout(p.timer);
+        if (p.idle) clearTimeout(p.idle.timer);
         mux.pending.delete(token);
         reject(this.mapError(err, subject, `no responders on '${subject}'`, timeout));
       }
@@ -234,8 +281,14 @@ class JetStreamBus implements Bus {
         const token = m.subject.slice(mux.prefix.length);
         const p = mux.pending.get(token);
         if (!p) return;
+        if (m.headers?.has(PROGRESS_HEADER)) {
+          // The handler is still at work: the request stays pending.
+          if (p.idle) p.idle.heardAt = Date.now();
+          return;
+        }
         mux.pending.delete(token);
         clearTimeout(p.timer);
+        if (p.idle) clearTimeout(p.idle.timer);
         // The server answers a request nobody subscribes to with an empty 503 status message.
         if (m.headers?.hasError && m.headers.code === 503) p.reject(new BusError('no_responders', `no responders on '${p.subject}'`));
         else p.resolve(m);
@@ -249,11 +302,19 @@ class JetStreamBus implements Bus {
     this.assertOpen();
     const inflight = new Set<Promise<void>>();
     const answer = async (m: Msg): Promise<void> => {
+      const beat = this.progressBeat(m);
       try {
         const reply = await handler(await this.spill.resolve(m, true), m.subject);
-        if (this.spill.needed(reply)) m.respond(EMPTY, { headers: await this.spill.put('transient', reply) });
-        else m.respond(reply);
+        if (this.spill.needed(reply)) {
+          const headers = await this.spill.put('transient', reply);
+          clearInterval(beat);
+          m.respond(EMPTY, { headers });
+        } else {
+          clearInterval(beat);
+          m.respond(reply);
+        }
       } catch (err) {
+        clearInterval(beat);
         // Answer at once, so the requester fails with the reason instead of a timeout.
         const h = natsHeaders();
         h.set(ERROR_HEADER, '1');
@@ -278,6 +339,24 @@ class JetStreamBus implements Bus {
       await drainQuietly(sub);
       await Promise.all([...inflight]);
     });
+  }
+
+  /**
+   * While a request that asked for liveness is being handled, tell its requester so at the
+   * period it asked for. The first beat comes one period in: a fast handler sends none.
+   */
+  private progressBeat(m: Msg): NodeJS.Timeout | undefined {
+    const every = m.reply ? parseProgressEvery(m.headers?.get(PROGRESS_EVERY_HEADER)) : undefined;
+    if (every === undefined) return undefined;
+    return setInterval(() => {
+      const h = natsHeaders();
+      h.set(PROGRESS_HEADER, '1');
+      try {
+        m.respond(EMPTY, { headers: h });
+      } catch {
+        // The connection is closing; the requester's idle check ends the wait.
+      }
+    }, every);
   }
 
   emit(subject: string, data: Uint8Array): void {
@@ -332,7 +411,11 @@ class JetStreamBus implements Bus {
         tail = next;
       },
     });
-    return this.track(() => drainQuietly(sub));
+    // A live tail that stops wants nothing more: UNSUB without drain's flush round trip
+    // (one per closed SSE stream otherwise).
+    return this.track(async () => {
+      if (!sub.isClosed()) sub.unsubscribe();
+    });
   }
 
   async healthy(): Promise<boolean> {
@@ -363,6 +446,7 @@ class JetStreamBus implements Bus {
       }
       for (const p of this.mux?.pending.values() ?? []) {
         clearTimeout(p.timer);
+        if (p.idle) clearTimeout(p.idle.timer);
         p.reject(new BusError('closed', `bus closed before a reply on '${p.subject}'`));
       }
       this.mux?.pending.clear();

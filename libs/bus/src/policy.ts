@@ -20,6 +20,42 @@ export const DLQ_SUBJECTS = ['dlq.>'];
 /** Header a responder's error reply carries; the body is JSON `{ message, code?, status? }`. */
 export const ERROR_HEADER = 'Dws-Error';
 
+/**
+ * Request liveness. A request with `idleTimeoutMs` carries PROGRESS_EVERY_HEADER
+ * (milliseconds); its responder, while the handler still runs, sends an empty
+ * message with PROGRESS_HEADER on the reply subject that often. The requester
+ * gives up when neither the answer nor a progress message came for idleTimeoutMs:
+ * a dead responder process is told from a slow handler.
+ */
+export const PROGRESS_EVERY_HEADER = 'Dws-Progress-Every';
+export const PROGRESS_HEADER = 'Dws-Progress';
+/** Progress is never sent more often than this, whatever a requester asks. */
+export const MIN_PROGRESS_MS = 50;
+
+/**
+ * How often a responder reports progress to a requester that allows idleTimeoutMs
+ * of silence: three beats per window, so one lost or late beat is not a death.
+ */
+export function progressEveryMs(idleTimeoutMs: number): number {
+  return Math.max(MIN_PROGRESS_MS, Math.floor(idleTimeoutMs / 3));
+}
+
+/** The progress period a request asked for (its header value), or undefined for none or garbage. */
+export function parseProgressEvery(value: string | undefined): number | undefined {
+  if (!value) return undefined;
+  const ms = Number(value);
+  return Number.isFinite(ms) && ms > 0 ? Math.max(MIN_PROGRESS_MS, Math.floor(ms)) : undefined;
+}
+
+/** Validate a request's idleTimeoutMs (undefined: no liveness check). */
+export function checkIdleTimeout(idleTimeoutMs: number | undefined): number | undefined {
+  if (idleTimeoutMs === undefined) return undefined;
+  if (!Number.isFinite(idleTimeoutMs) || idleTimeoutMs < 2 * MIN_PROGRESS_MS) {
+    throw new RangeError(`idleTimeoutMs must be a number of at least ${2 * MIN_PROGRESS_MS} ms, got ${idleTimeoutMs}`);
+  }
+  return idleTimeoutMs;
+}
+
 /** Headers on a dead-lettered message. */
 export const DLQ_HEADERS = {
   stream: 'Dws-Dlq-Stream',

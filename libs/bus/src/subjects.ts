@@ -7,6 +7,8 @@
 /** True when `subject` (no wildcards) is matched by `pattern`. */
 export function subjectMatches(pattern: string, subject: string): boolean {
   if (pattern === subject) return true;
+  // Most patterns are exact subjects (a live run stream each): no split per publish for those.
+  if (!pattern.includes('*') && !pattern.includes('>')) return false;
   const p = pattern.split('.');
   const s = subject.split('.');
   for (let i = 0; i < p.length; i++) {

@@ -7,8 +7,9 @@
  * - durable streams: publish is stored before it resolves; durable consumers
  *   share work by name, ack explicitly, get redeliveries with backoff, and a
  *   message that fails `maxDeliver` times goes to a dead-letter subject;
- * - request/reply: core request with a timeout; responders in one queue group
- *   share the load (one of them answers each request);
+ * - request/reply: core request with a timeout (and optionally a liveness
+ *   check: a long handler's responder reports progress); responders in one
+ *   queue group share the load (one of them answers each request);
  * - ephemeral pub/sub: fire-and-forget fan-out for live tails.
  */
 
@@ -85,6 +86,23 @@ export interface PublishOptions {
   msgId?: string;
 }
 
+export interface RequestOptions {
+  /** Upper bound on the whole request, however busy the responder keeps saying it is. @default 5000 */
+  timeoutMs?: number;
+  /**
+   * Liveness: reject with a BusError `timeout` ("the responder went silent") as soon as
+   * neither the answer nor a progress message arrived for this long. A responder whose
+   * handler is still running reports progress every `idleTimeoutMs / 3` (asked for by
+   * the request), so a long handler keeps its full `timeoutMs` while a responder whose
+   * process died, or whose connection was cut, is given up on within about
+   * `idleTimeoutMs`. At least 100. Progress costs nothing for a handler that answers
+   * within that period. In the embedded adapter the responder is in the requester's
+   * own process, so it cannot die alone: only `timeoutMs` can fire there.
+   * @default none: only `timeoutMs`
+   */
+  idleTimeoutMs?: number;
+}
+
 export interface Bus {
   readonly kind: 'jetstream' | 'embedded';
   /** Create or update a stream. Idempotent: safe on every start, from every replica. */
@@ -93,13 +111,11 @@ export interface Bus {
   publish(subject: string, data: Uint8Array, opts?: PublishOptions): Promise<void>;
   /** Start (or join) a durable consumer. Creates it idempotently. */
   consume(spec: ConsumerSpec, handler: MessageHandler): Promise<Subscription>;
-  /** Core request/reply. Rejects with a BusError `timeout` or `no_responders`. */
-  request(
-    subject: string,
-    data: Uint8Array,
-    /** `timeoutMs` @default 5000 */
-    opts?: { timeoutMs?: number },
-  ): Promise<Uint8Array>;
+  /**
+   * Core request/reply. Rejects with a BusError `timeout` (no answer within `timeoutMs`, or
+   * with `idleTimeoutMs` a responder that went silent) or `no_responders`.
+   */
+  request(subject: string, data: Uint8Array, opts?: RequestOptions): Promise<Uint8Array>;
   /** Answer requests on `subject`; responders sharing `queueGroup` split the load. A throw answers with an error. */
   respond(subject: string, queueGroup: string, handler: RequestHandler): Subscription;
   /** Fire-and-forget fan-out (live tails). Not stored. */

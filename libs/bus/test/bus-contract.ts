@@ -8,6 +8,17 @@ import type { Bus, BusMessage, Subscription } from '../src/index.js';
 export interface ContractOptions {
   /** Remove what the suite created (JetStream: streams, DLQ readers, dead letters). */
   cleanup?: (created: { streams: string[]; dlqReaders: string[] }) => Promise<void>;
+  /**
+   * Start a responder on `subject` in a process of its own, whose handler never ends;
+   * resolves once it listens. `handling` resolves when a request reached the handler,
+   * `kill` is a SIGKILL. Left out by adapters whose responders share the requester's process.
+   */
+  separateResponder?: (subject: string) => Promise<DoomedResponder>;
+}
+
+export interface DoomedResponder {
+  handling: Promise<void>;
+  kill(): void;
 }
 
 const T = 20_000;
@@ -368,6 +379,79 @@ export function runBusContract(name: string, makeBus: () => Promise<Bus>, opts: 
         expect(hits[0]! + hits[1]!).toBe(20);
         expect(hits[0]).toBeGreaterThan(0);
         expect(hits[1]).toBeGreaterThan(0);
+      }, T);
+
+      test('with idleTimeoutMs, a handler that runs for several idle windows still answers', async () => {
+        const subject = `rr${Math.random().toString(36).slice(2, 10)}.long`;
+        let calls = 0;
+        subs.push(bus.respond(subject, 'svc', async (data) => {
+          calls++;
+          await sleep(1000);
+          return enc(`done:${dec(data)}`);
+        }));
+        const t0 = Date.now();
+        const out = await bus.request(subject, enc('x'), { timeoutMs: 5000, idleTimeoutMs: 300 });
+        expect(dec(out)).toBe('done:x');
+        expect(Date.now() - t0).toBeGreaterThanOrEqual(1000);
+        expect(calls).toBe(1);
+        // A fast answer, and a throw after some progress, come back as themselves.
+        subs.push(bus.respond(`${subject}.fast`, 'svc', async () => enc('quick')));
+        expect(dec(await bus.request(`${subject}.fast`, enc(''), { idleTimeoutMs: 300 }))).toBe('quick');
+        subs.push(bus.respond(`${subject}.err`, 'svc', async () => {
+          await sleep(500);
+          throw Object.assign(new Error('late failure'), { code: 'late', status: 409 });
+        }));
+        await expect(bus.request(`${subject}.err`, enc(''), { idleTimeoutMs: 200 })).rejects.toMatchObject({
+          code: 'remote',
+          remote: { code: 'late', status: 409 },
+        });
+      }, T);
+
+      test('timeoutMs still bounds a request whose responder keeps reporting progress', async () => {
+        const subject = `rr${Math.random().toString(36).slice(2, 10)}.endless`;
+        subs.push(bus.respond(subject, 'svc', async () => {
+          await sleep(3000);
+          return enc('too late');
+        }));
+        const t0 = Date.now();
+        await expect(bus.request(subject, enc(''), { timeoutMs: 1000, idleTimeoutMs: 200 })).rejects.toMatchObject({ code: 'timeout' });
+        const took = Date.now() - t0;
+        expect(took).toBeGreaterThanOrEqual(950);
+        expect(took).toBeLessThan(2500);
+      }, T);
+
+      test('refuses an idleTimeoutMs too short to carry progress', async () => {
+        const subject = `rr${Math.random().toString(36).slice(2, 10)}.bad`;
+        subs.push(bus.respond(subject, 'svc', async () => enc('')));
+        await expect(bus.request(subject, enc(''), { idleTimeoutMs: 10 })).rejects.toThrow(/idleTimeoutMs/);
+      }, T);
+
+      const separate = opts.separateResponder;
+      (separate ? test : test.skip)('a responder that dies mid-handler fails the request within about idleTimeoutMs', async () => {
+        const subject = `rr${Math.random().toString(36).slice(2, 10)}.doomed`;
+        const doomed = await separate!(subject);
+        const idleTimeoutMs = 1000;
+        let settled = false;
+        const pending = bus.request(subject, enc(''), { timeoutMs: 60_000, idleTimeoutMs }).finally(() => (settled = true));
+        pending.catch(() => undefined);
+        try {
+          await doomed.handling;
+          // Alive for well past one idle window: its progress keeps the request pending.
+          await sleep(2.5 * idleTimeoutMs);
+          expect(settled).toBe(false);
+        } finally {
+          doomed.kill();
+        }
+        const killedAt = Date.now();
+        const err = await pending.then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(err).toMatchObject({ code: 'timeout', message: expect.stringMatching(/went silent/) });
+        const after = Date.now() - killedAt;
+        // Silence is counted from the last beat (at most a third of the window before the kill).
+        expect(after).toBeLessThan(idleTimeoutMs + 1500);
+        expect(after).toBeGreaterThanOrEqual(idleTimeoutMs / 2);
       }, T);
 
       test('propagates a responder throw promptly as a remote error', async () => {

@@ -1,8 +1,12 @@
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, it } from '@jest/globals';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { connectJetStreamBus } from '../src/index.js';
-import { runBusContract } from './bus-contract.js';
+import { runBusContract, type DoomedResponder } from './bus-contract.js';
 
 // TEST_NATS_URL is what the int project's globalSetup found (or started).
 const url = process.env.TEST_NATS_URL || process.env.NATS_URL || 'nats://127.0.0.1:4222';
@@ -33,8 +37,34 @@ async function cleanup(created: { streams: string[]; dlqReaders: string[] }): Pr
   }
 }
 
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+/** responder-process.ts in a child process (via tsx), killed with SIGKILL when the test says. */
+async function separateResponder(subject: string): Promise<DoomedResponder> {
+  const tsx = createRequire(import.meta.url).resolve('tsx');
+  const child = spawn(process.execPath, ['--import', tsx, path.join(here, 'responder-process.ts'), url, subject], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const seen = (line: string) =>
+    new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (out.split('\n').includes(line)) resolve();
+      };
+      child.stdout.on('data', check);
+      child.once('exit', (code, signal) => reject(new Error(`responder process exited (${code ?? signal}) before '${line}':\n${out}`)));
+      check();
+    });
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+  const handling = seen('handling');
+  handling.catch(() => undefined);
+  await seen('ready');
+  return { handling, kill: () => void child.kill('SIGKILL') };
+}
+
 if (await reachable()) {
-  runBusContract('jetstream', () => connectJetStreamBus({ servers: url, name: 'bus-contract' }), { cleanup });
+  runBusContract('jetstream', () => connectJetStreamBus({ servers: url, name: 'bus-contract' }), { cleanup, separateResponder });
 } else if (ci) {
   describe('jetstream bus', () => {
     it('reaches NATS', () => {

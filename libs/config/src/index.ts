@@ -38,6 +38,16 @@ const schema = z.object({
   SERVICE_AUTH: bool.default('on'),
   /** Key that seals secrets at rest. Unset: a fixed development key (warned about at start). */
   SERVICE_SEAL_KEY: optionalString,
+  /**
+   * Earlier seal keys, comma-separated: secrets sealed under them still open (webhook endpoint and
+   * receiver secrets carry the id of their key), while new ones are sealed under SERVICE_SEAL_KEY.
+   */
+  SERVICE_SEAL_KEYS_PREVIOUS: optionalString,
+  /**
+   * Outbound webhooks to loopback, link-local and private addresses. `off` outside `pnpm dev`
+   * (apps/fleet turns it on), so an endpoint URL cannot reach the service's own network.
+   */
+  SERVICE_WEBHOOK_ALLOW_PRIVATE: bool.default('off'),
   /** Namespace for every stream and subject on NATS, so several fleets can share one server. */
   SERVICE_BUS_PREFIX: z
     .string()
@@ -59,6 +69,13 @@ const schema = z.object({
     .refine((v) => v.split(',').every((u) => URL.canParse(u.trim())), 'one or more comma-separated http URLs'),
   /** Upper bound on one invoke (runner call), ms. */
   SERVICE_INVOKE_TIMEOUT_MS: z.coerce.number().int().min(100).default(300000),
+  /** Infer: the anthropic-kind provider (Messages API) and the openai-kind one (Chat Completions). */
+  SERVICE_ANTHROPIC_BASE_URL: z.string().url().default('https://api.anthropic.com'),
+  SERVICE_ANTHROPIC_API_KEY: optionalString,
+  SERVICE_OPENAI_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
+  SERVICE_OPENAI_API_KEY: optionalString,
+  /** Upper bound of one model call (each attempt). */
+  SERVICE_INFER_TIMEOUT_MS: z.coerce.number().int().min(100).default(120000),
 });
 
 export type Config = Readonly<z.infer<typeof schema>>;

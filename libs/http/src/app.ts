@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import express, { type ErrorRequestHandler, type Express, type RequestHandler } from 'express';
-import { errorBody, isServiceError, ServiceError } from '@dws/protocol';
+import { errorBody, invalid, isServiceError, ServiceError } from '@dws/protocol';
 import type { Logger } from '@dws/log';
+import { decodeUtf8, describeStringProblem, findBadString, jsonDepthExceeds, MAX_JSON_DEPTH } from './body-checks.js';
 
 /** SPEC Limits: every JSON request body is capped at 1 MiB. */
 export const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -31,26 +32,71 @@ export function createHttpApp(): Express {
   return app;
 }
 
+export interface JsonBodyOptions {
+  /** Largest body, after any Content-Encoding is undone. @default BODY_LIMIT_BYTES (1 MiB) */
+  limit?: number;
+  /** Deepest nesting of objects and arrays. @default MAX_JSON_DEPTH (64) */
+  maxDepth?: number;
+}
+
 /**
- * Reads the body as bytes (any content type), keeps them in `req.rawBody`,
- * and parses JSON into `req.body`. Over 1 MiB is 413, unparseable is 400;
- * an empty body leaves `req.body` undefined.
+ * Reads the body as bytes (any content type; gzip, deflate or br undone),
+ * keeps them in `req.rawBody`, and parses JSON into `req.body`. Every way a
+ * body can be bad is a 4xx with the error body, decided here once so no
+ * service sees it: over the limit 413 `payload_too_large`; an unknown
+ * Content-Encoding 415 `unsupported_encoding`, one that does not decode 400
+ * `invalid_body_encoding`; not UTF-8 or a string with a lone surrogate or
+ * NUL 400 `invalid_unicode`; nested deeper than `maxDepth` 400
+ * `json_too_deep`; not JSON 400 `invalid_json`. An empty body leaves
+ * `req.body` undefined.
  */
-export function jsonBody(limit = BODY_LIMIT_BYTES): RequestHandler[] {
+export function jsonBody(opts: JsonBodyOptions = {}): RequestHandler[] {
+  const limit = opts.limit ?? BODY_LIMIT_BYTES;
+  const maxDepth = opts.maxDepth ?? MAX_JSON_DEPTH;
   const raw = express.raw({ type: () => true, limit });
+  const read: RequestHandler = (req, res, next) => {
+    raw(req, res, (err?: unknown) => (err === undefined || err === null ? next() : next(readError(err, req.headers['content-encoding']))));
+  };
   const parse: RequestHandler = (req, _res, next) => {
     const buf = Buffer.isBuffer(req.body) ? req.body : undefined;
     req.rawBody = buf;
     req.body = undefined;
     if (!buf || buf.length === 0) return next();
-    try {
-      req.body = JSON.parse(buf.toString('utf8'));
-    } catch {
-      return next(new ServiceError(400, 'invalid_json', 'Request body is not valid JSON.'));
+    const text = decodeUtf8(buf);
+    if (text === undefined) return next(invalid('invalid_unicode', 'Request body is not valid UTF-8.'));
+    // Before parsing: a 100,000-deep body is refused without being built.
+    if (jsonDepthExceeds(text, maxDepth)) {
+      return next(invalid('json_too_deep', `Request body nests objects and arrays deeper than ${maxDepth} levels.`));
     }
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      return next(invalid('invalid_json', 'Request body is not valid JSON.'));
+    }
+    const bad = findBadString(body);
+    if (bad) return next(invalid('invalid_unicode', `${bad.path ? `body.${bad.path}` : 'body'}: ${describeStringProblem(bad.problem)}.`.slice(0, 400)));
+    req.body = body;
     next();
   };
-  return [raw, parse];
+  return [read, parse];
+}
+
+/** A body-parser failure as the error body; `encoding` is the request's Content-Encoding. */
+function readError(err: unknown, encoding: string | undefined): ServiceError {
+  const type = (err as { type?: unknown } | undefined)?.type;
+  if (type === 'entity.too.large') return new ServiceError(413, 'payload_too_large', 'Request body exceeds 1 MiB.');
+  if (type === 'encoding.unsupported') {
+    return new ServiceError(415, 'unsupported_encoding', 'Content-Encoding must be gzip, deflate, br or identity.', { cause: err });
+  }
+  if (type === 'charset.unsupported') return new ServiceError(415, 'unsupported_charset', 'Request body charset is not supported; send UTF-8.', { cause: err });
+  if (type === 'request.aborted') return new ServiceError(400, 'request_aborted', 'Request was aborted.', { cause: err });
+  if (type === 'request.size.invalid') return invalid('invalid_body', 'Request body length does not match Content-Length.');
+  // Anything else while reading a compressed body is the decompressor refusing it (zlib's Z_DATA_ERROR and kin).
+  if (encoding !== undefined && encoding.toLowerCase() !== 'identity') {
+    return new ServiceError(400, 'invalid_body_encoding', `Request body is not valid ${encoding.slice(0, 40)} data.`, { cause: err });
+  }
+  return new ServiceError(400, 'invalid_body', 'Request body could not be read.', { cause: err });
 }
 
 /** Unknown routes: 404 with the error body. */
@@ -58,31 +104,31 @@ export const notFoundHandler: RequestHandler = (req, _res, next) => {
   next(new ServiceError(404, 'route_not_found', `No route for ${req.method} ${req.path}.`));
 };
 
+/** CONTRACT Error body: codes are snake_case. */
+const SNAKE = /^[a-z][a-z0-9_]*$/;
+
 /**
  * Maps every error once to the CONTRACT.md error body. ServiceErrors carry
- * their status; body-parser errors become 400/413; anything else is a 500
- * whose cause is logged and never sent.
+ * their status; errors from express's own layers (body reading, a path that
+ * does not percent-decode) become 4xx with our codes; anything else is a
+ * 500 whose cause is logged and never sent.
  */
 export function errorMiddleware(log: Logger): ErrorRequestHandler {
   return (err: unknown, req, res, _next) => {
     let status = 500;
     let code = 'internal';
     let message = 'Internal error.';
-    const e = err as { type?: string; status?: number; message?: string };
-    if (isServiceError(err) && err.status >= 400 && err.status < 600) {
+    const e = err as { type?: unknown; status?: number; code?: unknown; message?: string; name?: string } | undefined;
+    // body-parser, http-errors and zlib errors also carry `code` and `status`: tell them apart from ours by `type` and the code's shape.
+    if (typeof e?.type === 'string' && typeof e.status === 'number' && e.status >= 400 && e.status < 500) {
+      ({ status, code, message } = readError(err, req.headers['content-encoding']));
+    } else if (isServiceError(err) && err.status >= 400 && err.status < 600 && SNAKE.test(err.code)) {
       ({ status, code, message } = err);
-    } else if (e?.type === 'entity.too.large') {
-      status = 413;
-      code = 'payload_too_large';
-      message = 'Request body exceeds 1 MiB.';
-    } else if (e?.type === 'entity.parse.failed' || e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') {
+    } else if (e?.name === 'URIError' && e.status === 400) {
+      // The router could not percent-decode a path parameter.
       status = 400;
-      code = 'invalid_body';
-      message = 'Request body could not be read.';
-    } else if (e?.type === 'request.aborted') {
-      status = 400;
-      code = 'request_aborted';
-      message = 'Request was aborted.';
+      code = 'invalid_path';
+      message = 'A path segment is not valid percent-encoded UTF-8.';
     } else if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
       status = e.status;
       code = 'bad_request';

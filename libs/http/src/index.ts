@@ -1,2 +1,4 @@
-export { createHttpApp, jsonBody, errorMiddleware, notFoundHandler, healthRoutes, type HealthCheck } from './app.js';
+export { createHttpApp, jsonBody, errorMiddleware, notFoundHandler, healthRoutes, BODY_LIMIT_BYTES, type HealthCheck, type JsonBodyOptions } from './app.js';
 export { listen, type HttpListener } from './listen.js';
+export { MAX_JSON_DEPTH, stringProblem, describeStringProblem, findBadString, jsonDepthExceeds, decodeUtf8, type StringProblem, type BadString } from './body-checks.js';
+export { checkWebSocketUpgrade, refuseUpgrade, type UpgradeRefusal } from './upgrade.js';

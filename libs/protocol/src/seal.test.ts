@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from '@jest/globals';
-import { deriveKey, seal, unseal } from './seal.js';
+import { deriveKey, seal, SealKeyring, unseal } from './seal.js';
 
 const golden = JSON.parse(readFileSync(new URL('../test/fixtures/seal.json', import.meta.url), 'utf8')) as {
   secret: string;
@@ -43,5 +43,28 @@ describe('seal', () => {
 
   it('requires a 32-byte key', () => {
     expect(() => seal('x', Buffer.alloc(16))).toThrow(/32 bytes/);
+  });
+});
+
+describe('SealKeyring', () => {
+  const oldKey = deriveKey('old seal key');
+  const newKey = deriveKey('new seal key');
+
+  it('opens what an earlier key sealed once that key is configured as a previous one', () => {
+    const before = new SealKeyring(oldKey).seal('whsec_abc');
+    const rotated = new SealKeyring(newKey, [oldKey]);
+    expect(rotated.open(before.sealed, before.keyId)).toBe('whsec_abc');
+    const after = rotated.seal('whsec_def');
+    expect(after.keyId).toBe(rotated.currentId);
+    expect(after.keyId).not.toBe(before.keyId);
+    expect(rotated.open(after.sealed, after.keyId)).toBe('whsec_def');
+  });
+
+  it('refuses, naming the key id and never the value, when the sealing key is not configured', () => {
+    const before = new SealKeyring(oldKey).seal('whsec_abc');
+    const withoutOld = new SealKeyring(newKey);
+    expect(withoutOld.has(before.keyId)).toBe(false);
+    expect(() => withoutOld.open(before.sealed, before.keyId)).toThrow(before.keyId);
+    expect(() => withoutOld.open(before.sealed, before.keyId)).not.toThrow('whsec_abc');
   });
 });

@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { keyFingerprint } from './signing.js';
 
 // Keeps secrets (signing secrets, webhook endpoint secrets) sealed at rest
 // (SPEC Authentication 6). Format: `v1.<b64 iv>.<b64 tag>.<b64 ciphertext>`,
@@ -57,5 +58,45 @@ export function unseal(sealed: string, key: Uint8Array): string {
     return Buffer.concat([decipher.update(ct), decipher.final()]).toString('utf8');
   } catch (err) {
     throw new Error('unseal: authentication failed (wrong key or tampered value)', { cause: err });
+  }
+}
+
+/**
+ * The seal keys of a process by id (the key's fingerprint): new values are
+ * sealed under the current key and stored with its id; values sealed under
+ * an earlier key still open while that key is configured as a previous one,
+ * so the seal key can rotate without losing what is stored.
+ */
+export class SealKeyring {
+  readonly currentId: string;
+  private readonly byId = new Map<string, Uint8Array>();
+
+  /** @param current the key new values are sealed under; @param previous keys that still open older values */
+  constructor(
+    private readonly current: Uint8Array,
+    previous: readonly Uint8Array[] = [],
+  ) {
+    this.currentId = keyFingerprint(current);
+    for (const k of [current, ...previous]) this.byId.set(keyFingerprint(k), k);
+  }
+
+  seal(plaintext: string): { sealed: string; keyId: string } {
+    return { sealed: seal(plaintext, this.current), keyId: this.currentId };
+  }
+
+  /** Whether a value sealed under `keyId` can be opened here. */
+  has(keyId: string): boolean {
+    return this.byId.has(keyId);
+  }
+
+  /**
+   * Opens a value sealed under the key `keyId` (empty: the current key).
+   *
+   * @throws Error naming the key id (never the value) when that key is not configured
+   */
+  open(sealed: string, keyId: string): string {
+    const key = this.byId.get(keyId || this.currentId);
+    if (!key) throw new Error(`unseal: the value was sealed under seal key ${keyId}, which is not configured (current ${this.currentId})`);
+    return unseal(sealed, key);
   }
 }

@@ -162,8 +162,8 @@ export interface ApprovalOpcode extends OpcodeBase {
   tool: string;
   /** Proposed tool arguments. */
   data: unknown;
-  /** Deadline at which onTimeout fires, in ms. */
-  timeoutMs: number;
+  /** Deadline at which onTimeout fires, in ms; absent: no deadline (no expiresAt), the approval waits for a decision. */
+  timeoutMs?: number;
   risk?: string;
   policy?: string;
   summary?: string;

@@ -12,7 +12,11 @@ export interface Caller {
   requestId: string;
   /** The workspace is suspended (SPEC Errors): set by the gateway, read by ingest. @default false */
   suspended?: boolean;
+  /** How the caller reached the API (SPEC Approval decidedVia), set by the gateway. @default 'api' */
+  via?: 'api' | 'mcp' | 'console' | 'unrecorded';
 }
+
+const VIAS = new Set(['api', 'mcp', 'console', 'unrecorded']);
 
 /** A public API call forwarded by the gateway to the service that owns the data. */
 export interface ApiCall<B = unknown> {
@@ -50,7 +54,14 @@ export function serveApi(bus: Bus, service: string, log: Logger, handlers: Recor
       if (!handler) throw new ServiceError(404, 'route_not_found', `Unknown operation ${req.op}.`);
       const parsed = req.body.length ? (JSON.parse(dec.decode(req.body)) as Omit<ApiCall, 'caller'>) : undefined;
       const result = await handler({
-        caller: { workspaceId: req.workspaceId, actor: req.actor, keyKind: req.keyKind, requestId: req.requestId, suspended: req.suspended },
+        caller: {
+          workspaceId: req.workspaceId,
+          actor: req.actor,
+          keyKind: req.keyKind,
+          requestId: req.requestId,
+          suspended: req.suspended,
+          via: VIAS.has(req.via) ? (req.via as Caller['via']) : 'api',
+        },
         params: parsed?.params ?? {},
         query: parsed?.query ?? {},
         body: parsed?.body,
@@ -86,6 +97,13 @@ export interface ApiResponse {
 }
 
 /**
+ * How long a call may go without a word from the service (its answer, or the
+ * bus's progress while a long handler runs) before it fails: a service
+ * SIGKILLed mid-call costs its callers seconds, not the whole `timeoutMs`.
+ */
+export const API_SILENCE_MS = 5000;
+
+/**
  * Call `service` with `op`. The request JSON is assembled as text so a raw
  * request body is forwarded without re-serialising it. An error reply is
  * thrown as a ServiceError.
@@ -107,10 +125,14 @@ export async function callApi(
     keyKind: caller.keyKind,
     requestId: caller.requestId,
     suspended: caller.suspended ?? false,
+    via: caller.via ?? 'api',
     op,
     body: enc.encode(json),
   });
-  const replyBytes = await bus.request(apiSubject(service), toBinary(ApiRequestSchema, req), { timeoutMs });
+  const replyBytes = await bus.request(apiSubject(service), toBinary(ApiRequestSchema, req), {
+    timeoutMs,
+    idleTimeoutMs: API_SILENCE_MS,
+  });
   const reply = fromBinary(ApiReplySchema, replyBytes);
   if (reply.errorCode) throw new ServiceError(reply.status || 500, reply.errorCode, reply.errorMessage);
   return {

@@ -24,20 +24,33 @@ export function randomPooled(n: number): Buffer {
 /**
  * Time-ordered ids (48-bit ms timestamp + 80 random bits, Crockford base32,
  * ULID layout) with a readable prefix: `run_01h...`. Sorting by id sorts by
- * creation time, which keyset paging relies on.
+ * creation time, which keyset paging relies on. Monotonic within a process:
+ * ids taken in the same millisecond increment the previous random part, so
+ * rows written in one millisecond (equal `created_at`) still list in order.
  */
+let lastTime = -1;
+let lastRand: Buffer = Buffer.alloc(10);
 function ulid(now = Date.now()): string {
-  let t = now;
+  let t = Math.max(now, lastTime);
+  if (t === lastTime) {
+    lastRand = Buffer.from(lastRand);
+    for (let i = lastRand.length - 1; i >= 0; i--) {
+      lastRand[i] = (lastRand[i]! + 1) & 0xff;
+      if (lastRand[i] !== 0) break;
+    }
+  } else {
+    lastRand = randomPooled(10);
+  }
+  lastTime = t;
   let time = '';
   for (let i = 0; i < 10; i++) {
     time = ALPHABET[t % 32] + time;
     t = Math.floor(t / 32);
   }
-  const rnd = randomPooled(10);
   let rand = '';
   let acc = 0;
   let bits = 0;
-  for (const b of rnd) {
+  for (const b of lastRand) {
     acc = (acc << 8) | b;
     bits += 8;
     while (bits >= 5) {

@@ -1,6 +1,10 @@
-export { openInfra, sealKeyFor, type Infra } from './infra.js';
+export { openInfra, sealKeyFor, sealKeyringFor, type Infra } from './infra.js';
 export { runStandalone, onShutdown, type ServiceHandle, type StartService } from './service.js';
 export { serveApi, callApi, apiSubject, type ApiCall, type ApiHandler, type ApiResult, type ApiResponse, type Caller } from './api.js';
+export { PollLoop } from './poll-loop.js';
 export { Outbox, outboxTable, type OutboxMessage, type PendingPublish } from './outbox.js';
 export { ids, randomPooled } from './ids.js';
-export { streams, subjects } from './topology.js';
+export { COMMAND_ACK_WAIT_MS, streams, subjects } from './topology.js';
+export { MAX_REPLY_BYTES, RunnerHttp, tooLargeBody, traceparentFor, type RunnerPost } from './runner-http.js';
+export { counter, gauge, metricsText, METRICS_CONTENT_TYPE, type Counter } from './metrics.js';
+export { resolveStepMessage } from './resolve-step.js';

@@ -6,7 +6,7 @@ import type { Database } from '@dws/db';
 import { openDatabase } from '@dws/db';
 import type { Config } from '@dws/config';
 import type { Logger } from '@dws/log';
-import { deriveKey } from '@dws/protocol';
+import { deriveKey, SealKeyring } from '@dws/protocol';
 
 /** What every service's composition root is handed: storage, bus, logger. */
 export interface Infra {
@@ -64,4 +64,13 @@ export async function openInfra(cfg: Config, log: Logger, opts: { standalone: bo
  */
 export function sealKeyFor(cfg: Config): Buffer {
   return deriveKey(cfg.SERVICE_SEAL_KEY ?? 'dws-development-seal-key');
+}
+
+/** The current seal key and the earlier ones of SERVICE_SEAL_KEYS_PREVIOUS (rotation). */
+export function sealKeyringFor(cfg: Config): SealKeyring {
+  const previous = (cfg.SERVICE_SEAL_KEYS_PREVIOUS ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  return new SealKeyring(sealKeyFor(cfg), previous.map(deriveKey));
 }

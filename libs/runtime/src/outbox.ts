@@ -1,3 +1,4 @@
+import { counter } from './metrics.js';
 import { bigserial, customType, text, timestamp, type PgSchema } from 'drizzle-orm/pg-core';
 import type { Bus } from '@dws/bus';
 import type { Database } from '@dws/db';
@@ -39,7 +40,22 @@ export class Outbox {
   private stopped = false;
 
   constructor(
-    private readonly opts: { db: Database; bus: Bus; schema: string; log: Logger; pollMs?: number; staleMs?: number },
+    private readonly opts: {
+      db: Database;
+      bus: Bus;
+      schema: string;
+      log: Logger;
+      pollMs?: number;
+      staleMs?: number;
+      /**
+       * Stream subject -> a core request subject its consumer also answers once it
+       * has applied the message. afterCommit tries that first (one hop instead of a
+       * stream write, an ack, a delivery and another ack) and publishes to the stream
+       * when the request fails or is refused; the relay always publishes. Only for
+       * consumers that are idempotent on the message (a lost answer means both run).
+       */
+      direct?: Readonly<Record<string, string>>;
+    },
   ) {
     this.table = `"${opts.schema}".outbox`;
   }
@@ -60,19 +76,50 @@ export class Outbox {
     return { ids: rows.map((r) => Number(r.id)), messages };
   }
 
-  /** Publish what `enqueue` wrote, once its transaction committed. Failures are left to the relay. */
+  /**
+   * Publish what `enqueue` wrote, once its transaction committed, in order;
+   * messages with a direct route go at once, side by side (see `direct`).
+   * Failures are left to the relay.
+   */
   async afterCommit(pending: PendingPublish): Promise<void> {
+    const direct: Promise<void>[] = [];
     for (let i = 0; i < pending.messages.length; i++) {
       const m = pending.messages[i]!;
+      const to = this.opts.direct?.[m.subject];
+      if (to) {
+        direct.push(this.handOver(to, m, pending.ids[i]!));
+        continue;
+      }
       try {
         await this.opts.bus.publish(m.subject, m.payload, { msgId: m.msgId });
         this.doneIds.push(pending.ids[i]!);
+        published.inc({ schema: this.opts.schema, path: 'stream' });
+      } catch (err) {
+        this.opts.log.warn({ err, subject: m.subject }, 'outbox publish failed; the relay will retry');
+        break;
+      }
+    }
+    await Promise.all(direct);
+    this.scheduleDelete();
+  }
+
+  /** One message to its consumer by request; to the stream when that fails. */
+  private async handOver(to: string, m: OutboxMessage, id: number): Promise<void> {
+    let path = 'direct';
+    try {
+      await this.opts.bus.request(to, m.payload, { timeoutMs: DIRECT_TIMEOUT_MS });
+    } catch {
+      // Refused (busy), no responder, or no answer in time: the stream carries it, deduped on msgId.
+      path = 'stream';
+      try {
+        await this.opts.bus.publish(m.subject, m.payload, { msgId: m.msgId });
       } catch (err) {
         this.opts.log.warn({ err, subject: m.subject }, 'outbox publish failed; the relay will retry');
         return;
       }
     }
-    this.scheduleDelete();
+    this.doneIds.push(id);
+    published.inc({ schema: this.opts.schema, path });
   }
 
   /** Start the fallback relay for rows a crash or a bus outage left behind. */
@@ -100,7 +147,7 @@ export class Outbox {
   async relayOnce(): Promise<number> {
     const staleMs = this.opts.staleMs ?? 3000;
     const rows = await this.opts.db.query<{ id: number; subject: string; msg_id: string; payload: Uint8Array }>(
-      `update ${this.table} set claimed_until = now() + interval '30 seconds'
+      `update ${this.table} set claimed_until = now() + interval '10 seconds'
         where id in (select id from ${this.table}
                       where created_at < now() - ($1::int * interval '1 millisecond')
                         and (claimed_until is null or claimed_until < now())
@@ -112,6 +159,7 @@ export class Outbox {
     for (const r of rows) {
       await this.opts.bus.publish(r.subject, r.payload, { msgId: r.msg_id });
       this.doneIds.push(Number(r.id));
+      published.inc({ schema: this.opts.schema, path: 'relay' });
     }
     await this.deleteDone();
     return rows.length;
@@ -140,6 +188,11 @@ export class Outbox {
     return this.deleting;
   }
 }
+
+const published = counter('dws_outbox_published_total', 'Outbox messages handed on, by service schema and path (direct request, stream publish, relay after a crash or outage).');
+
+/** How long a direct hand-over may take before the message goes to the stream instead. */
+const DIRECT_TIMEOUT_MS = 2000;
 
 export interface PendingPublish {
   ids: number[];

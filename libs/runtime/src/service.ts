@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { METRICS_CONTENT_TYPE, metricsText } from './metrics.js';
 import { loadConfig, type Config } from '@dws/config';
 import { createLogger, type Logger } from '@dws/log';
 import { createHttpApp, errorMiddleware, healthRoutes, listen, notFoundHandler } from '@dws/http';
@@ -32,6 +33,13 @@ export async function runStandalone(name: string, defaultPort: number, start: St
     process.exit(2);
   }
   const log: Logger = createLogger({ level: cfg.LOG_LEVEL, service: name });
+  // A crash says why in one log line (the process still exits: state is in Postgres, a restart resumes).
+  const die = (what: string) => (err: unknown) => {
+    log.fatal({ err }, what);
+    process.exit(1);
+  };
+  process.on('uncaughtException', die('uncaught exception; exiting'));
+  process.on('unhandledRejection', die('unhandled rejection; exiting'));
   let infra: Infra;
   let handle: ServiceHandle;
   try {
@@ -47,6 +55,9 @@ export async function runStandalone(name: string, defaultPort: number, start: St
     const app = createHttpApp();
     healthRoutes(app, {
       ready: async () => (await handle.ready()) && (await infra.db.healthy()) && (await infra.bus.healthy()),
+    });
+    app.get('/metrics', (_req, res, next) => {
+      metricsText().then((body) => res.type(METRICS_CONTENT_TYPE).send(body), next);
     });
     app.use(notFoundHandler);
     app.use(errorMiddleware(log));

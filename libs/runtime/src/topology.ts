@@ -17,11 +17,32 @@ export const streams = {
   schedulerFacts: { name: 'SCHEDULER_FACTS', subjects: ['scheduler.fact.>'] },
 } satisfies Record<string, StreamSpec>;
 
+/**
+ * Ack wait of the consumers of commands whose handler is one short
+ * transaction (StartRun, emits, webhook sends, deferred wakes): a message a
+ * replica pulled just before it died is redelivered after this, not after
+ * the bus default of 30 s. A slower handler is only redelivered early, which
+ * its idempotent consumer absorbs.
+ */
+export const COMMAND_ACK_WAIT_MS = 10_000;
+
 export const subjects = {
   /** StartRun: ingest (and later replay/cron/children) -> scheduler. */
   startRun: 'scheduler.cmd.start',
+  /**
+   * StartRun as a core request a scheduler replica answers once the run is stored:
+   * ingest's outbox tries it first (one hop, no stream write); on any failure the
+   * same bytes go to `startRun` (the scheduler's insert is idempotent on the run id).
+   */
+  startRunNow: 'scheduler.start.now',
   /** WorkflowsRegistered: invoker -> ingest (trigger index), scheduler (retry, flow control). */
   workflowsRegistered: 'invoker.fact.workflows',
+  /**
+   * WorkflowsRegistered as a core request, answered once the projection committed it: the
+   * invoker answers a registration only after both projections hold it (read-your-writes).
+   */
+  applyWorkflowsIngest: 'ingest.workflows.apply',
+  applyWorkflowsScheduler: 'scheduler.workflows.apply',
   /** WorkspaceUpserted: gateway -> invoker (signing keys) and others. */
   workspaceUpserted: 'gateway.fact.workspace',
   /** ApiRequest for `waiters.wake`: ingest -> scheduler when the request could not be made at once (durable). */
@@ -30,6 +51,8 @@ export const subjects = {
   emitEvent: 'ingest.cmd.emit',
   /** SendWebhook: scheduler -> webhook-dispatcher (ctx.webhook.send). */
   sendWebhook: 'webhook-dispatcher.cmd.send',
+  /** ResolveStep: approvals (and later the invoker's Infer) -> scheduler: completes a parked step and wakes its run. */
+  resolveStep: 'scheduler.cmd.resolve',
   /** StepHandoff: scheduler -> approvals (Approval opcode). */
   requestApproval: 'approvals.cmd.request',
   /** StepHandoff: scheduler -> invoker (Infer opcode: the service makes the model call). */
@@ -40,6 +63,8 @@ export const subjects = {
   stepFailed: 'scheduler.fact.step.failed',
   /** InvokeRequest/InvokeResult: scheduler -> invoker, core request/reply. */
   invoke: 'invoker.invoke',
+  /** Core request: where a run's passes may go directly (RouteRequest -> RouteReply). */
+  route: 'invoker.route',
   /** Live timeline frames of one run (ephemeral). */
   runTimeline: (workspaceId: string, runId: string) => `live.run.${workspaceId}.${runId}`,
   /** Live run_status frames of a workspace (ephemeral). */

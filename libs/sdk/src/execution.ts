@@ -194,6 +194,8 @@ export async function executePass<TData = unknown>(
       const value: unknown = await scopes.run({ pass, scope: name, inStep: true }, fn);
       const result = normalise(value, `result of step "${name}"`);
       op.data = result.value;
+      const usage = options?.usage?.(result.value);
+      if (usage !== undefined) op.usage = usage;
       // The handler gets its own copy: mutating it must not change what is reported.
       ahead = () => JSON.parse(result.text) as unknown;
     } catch (err) {

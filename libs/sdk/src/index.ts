@@ -17,6 +17,8 @@ export {
 } from './errors.js';
 export { executePass, DEFAULT_STEP_BUDGET_MS, RECOMMENDED_STEP_BUDGET_MS, type ExecuteOptions, type PassResult } from './execution.js';
 export { testWorkflow, type ChildOutcome, type TestWorkflowOptions, type TestWorkflowResult } from './testing.js';
+export type { ApprovalScript, ApprovalScripts, ApprovalTestRequest } from './testing-approvals.js';
+export { APPROVAL_RISKS } from './approval.js';
 // Redaction lives in @dws/protocol: the runner redacts before lines leave it, the scheduler again before it stores them.
 export { redact, isSensitiveKey, REDACTED } from '@dws/protocol';
 export { toMs, type Duration } from './duration.js';
@@ -29,8 +31,10 @@ export type {
   AiRequest,
   AiResult,
   AiSteps,
+  ApprovalDecidedVia,
   ApprovalDecision,
   ApprovalOptions,
+  ApprovalRisk,
   EmitOptions,
   RunWorkflowOptions,
   ScoreOptions,

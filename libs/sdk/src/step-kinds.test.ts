@@ -76,6 +76,16 @@ describe('step opcodes', () => {
     ]);
   });
 
+  it('step.ai.wrap runs the call as a step and reports its usage on the StepRun', async () => {
+    const handler: WorkflowHandler = async ({ step }) =>
+      step.ai.wrap('own-call', async () => ({ text: 'hi', tokens: [3, 4] }), (r) => ({ model: 'local', tokensIn: r.tokens[0], tokensOut: r.tokens[1] }));
+    const r = await executePass(handler, input());
+    expect(r.status).toBe(200);
+    expect((r.body as { opcodes: Opcode[] }).opcodes).toEqual([
+      { op: 'StepRun', ...id('own-call'), data: { text: 'hi', tokens: [3, 4] }, usage: { model: 'local', tokensIn: 3, tokensOut: 4 } },
+    ]);
+  });
+
   it('resolves memo hits by kind and never re-emits a pending step', async () => {
     const seen: unknown[] = [];
     const handler: WorkflowHandler = async ({ step }) => {
@@ -101,7 +111,7 @@ describe('step opcodes', () => {
           late: { data: null },
           paid: { data: { name: 'x', data: { id: 1 } } },
           kid: { data: { total: 3 } },
-          gate: { data: { status: 'approved', args: { a: 1 } } },
+          gate: { data: { gated: true, approvalId: 'apr_1', status: 'approved', args: { a: 1 }, decidedBy: 'ops', decidedVia: 'api' } },
           tell: { data: { ids: ['ev_1'] } },
           'bad-kid': { error: { message: 'child failed' } },
           pending: { pending: true },
@@ -114,7 +124,7 @@ describe('step opcodes', () => {
       null,
       { name: 'x', data: { id: 1 } },
       { total: 3 },
-      { status: 'approved', args: { a: 1 } },
+      { gated: true, approvalId: 'apr_1', status: 'approved', args: { a: 1 }, decidedBy: 'ops', decidedVia: 'api' },
       { ids: ['ev_1'] },
       'StepFailedError: child failed',
     ]);
@@ -143,7 +153,7 @@ describe('step opcodes', () => {
     ['a wait without event', ({ step }) => step.waitForEvent('w', { timeout: 1 } as never), /\.event must be a non-empty string/],
     ['an emit name over 256', ({ step }) => step.emit('e', { name: 'x'.repeat(257) }), /over 256 characters/],
     ['a relative webhook url', ({ ctx }) => ctx.webhook.send('h', { url: '/hook', body: {} }), /absolute http\(s\) URL/],
-    ['an unknown approval decision', ({ step }) => step.approval('g', { tool: 't', allow: ['maybe' as never] }), /allow must list/],
+    ['an unknown approval decision', ({ step }) => step.approval('g', { tool: 't', allow: ['maybe' as never] }), /allow\[0\] must be one of approve, edit, reject, respond/],
     ['a score without value', ({ step }) => step.score('s', { name: 'n' } as never), /needs a value/],
     ['an emit of a bigint', ({ step }) => step.emit('e', { name: 'n', data: 1n }), /not JSON-serialisable/],
     ['a missing id', ({ step }) => step.sleep('', 1), /needs a non-empty string id/],

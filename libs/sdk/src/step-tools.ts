@@ -1,9 +1,9 @@
-import type { ApprovalOpcode, InferOpcode, Opcode } from '@dws/protocol';
+import type { InferOpcode, Opcode, Usage } from '@dws/protocol';
+import { approvalOpcode } from './approval.js';
 import { toMs } from './duration.js';
 import { normalise } from './json.js';
 import type {
   AiRequest,
-  ApprovalDecision,
   ApprovalOptions,
   EmitOptions,
   RunWorkflowOptions,
@@ -132,37 +132,9 @@ export function createStepTools(core: StepCore): { step: StepTools; webhook: Wor
         return optionalFields(op, options as unknown as Record<string, unknown>, ['dedupeId', 'targetApp'], what, NAME_MAX);
       }),
 
-    approval: (id: string, options: ApprovalOptions) =>
-      core.park(label('step.approval', id), id, () => {
-        const what = label('step.approval', id);
-        if (typeof options !== 'object' || options === null) throw new TypeError(`${what} needs { tool, args }`);
-        const op: Omit<ApprovalOpcode, 'id' | 'name'> = {
-          op: 'Approval',
-          tool: str(options.tool, `${what}.tool`, NAME_MAX),
-          data: json(options.args ?? {}, `args of ${what}`),
-          // 0: no deadline (SPEC: expiresAt is absent when there is no timeout).
-          timeoutMs: options.timeout === undefined ? 0 : toMs(options.timeout, `${what}.timeout`),
-        };
-        optionalFields(op, options as unknown as Record<string, unknown>, ['risk', 'policy', 'summary', 'context', 'escalatesTo', 'minRisk'], what);
-        if (options.if !== undefined) op.if = str(options.if, `${what}.if`);
-        if (options.onTimeout !== undefined) {
-          if (!['escalate', 'approve', 'reject', 'fail'].includes(options.onTimeout)) {
-            throw new TypeError(`${what}.onTimeout must be escalate, approve, reject or fail`);
-          }
-          op.onTimeout = options.onTimeout;
-        }
-        if (options.allow !== undefined) {
-          if (!Array.isArray(options.allow) || options.allow.some((a) => !['approve', 'edit', 'reject', 'respond'].includes(a))) {
-            throw new TypeError(`${what}.allow must list approve, edit, reject or respond`);
-          }
-          op.allow = [...options.allow];
-        }
-        if (options.iteration !== undefined) {
-          if (!Number.isInteger(options.iteration) || options.iteration < 0) throw new TypeError(`${what}.iteration must be a non-negative integer`);
-          op.iteration = options.iteration;
-        }
-        return op;
-      }) as Promise<ApprovalDecision>,
+    approval: (<A>(id: string, options: ApprovalOptions<A>) =>
+      // Replay hands back the memoised decision as recorded: the service shaped it.
+      core.park(label('step.approval', id), id, () => approvalOpcode(options, label('step.approval', id)))) as StepTools['approval'],
 
     score: (id: string, options: ScoreOptions) =>
       core.park(label('step.score', id), id, () => {
@@ -173,7 +145,15 @@ export function createStepTools(core: StepCore): { step: StepTools; webhook: Wor
         return { op: 'Score', data: json(options, `score of ${what}`) as ScoreOptions };
       }),
 
-    ai: { generate: infer('generate'), infer: infer('infer'), embed: infer('embed') },
+    ai: {
+      generate: infer('generate'),
+      infer: infer('infer'),
+      embed: infer('embed'),
+      wrap: ((id: string, call: () => unknown, usage: (result: unknown) => Usage | undefined) => {
+        if (typeof usage !== 'function') throw new TypeError(`${label('step.ai.wrap', id)} needs a usage function (result => { model, tokensIn, tokensOut, ... })`);
+        return core.run(id, call, { usage });
+      }) as StepTools['ai']['wrap'],
+    },
   };
 
   const webhook: WorkflowCtx['webhook'] = {

@@ -140,7 +140,11 @@ describe('testWorkflow', () => {
       return { sent, decision, text: text.text };
     });
     const out = await testWorkflow(wf, { ai: (req) => ({ text: `echo ${(req as { prompt: string }).prompt}` }) });
-    expect(out.result).toEqual({ sent: { id: 'test-tell' }, decision: { status: 'approved', args: { amount: 5 } }, text: 'echo hi' });
+    expect(out.result).toEqual({
+      sent: { id: 'test-tell' },
+      decision: { gated: true, approvalId: 'apr_test_gate', status: 'approved', args: { amount: 5 }, decidedBy: 'test', decidedVia: 'api' },
+      text: 'echo hi',
+    });
     expect(out.opcodes.map((o) => o.op)).toEqual(['Emit', 'Webhook', 'Score', 'Approval', 'Infer']);
     await expect(testWorkflow(wf)).rejects.toThrow(/AI step "write" needs a result/);
     const denied = await testWorkflow(wf, { approvals: { gate: { status: 'denied' } }, ai: { write: { text: 't' } } });

@@ -11,7 +11,8 @@ import { toStepError } from './errors.js';
 import { executePass } from './execution.js';
 import { normalise } from './json.js';
 import { runnerOf, type Runner } from './runner.js';
-import type { ApprovalDecision, Workflow, WorkflowHandler } from './types.js';
+import { scriptedApproval, type ApprovalScripts } from './testing-approvals.js';
+import type { Workflow, WorkflowHandler } from './types.js';
 
 /** A child run's outcome in a test: its result, or `{ error }` to make it fail. */
 export type ChildOutcome = { result: unknown } | { error: StepError | Error | string };
@@ -40,8 +41,14 @@ export interface TestWorkflowOptions {
    * defined on the same runner runs in memory; any other child is an error.
    */
   children?: Record<string, ChildOutcome>;
-  /** Decisions of `step.approval`, by step name. @default `{ status: 'approved', args }` (the proposed args) */
-  approvals?: Record<string, ApprovalDecision>;
+  /**
+   * Decisions of `step.approval`: by step name a script (`{ status, args?,
+   * response? }`, `{ gated: false }`, `{ timedOut: true }`) or a function of
+   * the request, or one function for all. `minRisk` is applied as the
+   * service does; `if` is not evaluated (script `{ gated: false }`).
+   * @default approved with the proposed args, by `test` via `api`
+   */
+  approvals?: ApprovalScripts;
   /** Results of `step.ai.*`: by step name, or a function of (request, step name). Required when the workflow uses AI steps. */
   ai?: Record<string, unknown> | ((request: unknown, name: string) => unknown);
   /** What `step.emit`, `ctx.webhook.send` and `step.score` resolve with. @default `{ id: 'test-<step name>' }` */
@@ -139,7 +146,7 @@ export async function testWorkflow<TResult = unknown>(
         }
       }
       case 'Approval':
-        return { data: options.approvals?.[op.name] ?? { status: 'approved', args: op.data } };
+        return scriptedApproval(op, options.approvals);
       case 'Infer': {
         const ai = options.ai;
         if (ai === undefined || (typeof ai === 'object' && !(op.name in ai))) {

@@ -12,6 +12,8 @@ import type { StandardSchemaV1 } from './standard-schema.js';
 export interface StepRunOptions {
   /** Declared step input, recorded with the step (JSON). */
   input?: unknown;
+  /** SPEC Usage of a model call the step made itself, reported with its result (step.ai.wrap sets it). */
+  usage?: (result: unknown) => Usage | undefined;
 }
 
 export interface WaitForEventOptions {
@@ -51,36 +53,64 @@ export interface WebhookSendOptions {
   body: unknown;
 }
 
-export interface ApprovalOptions {
-  /** The proposed action awaiting sign-off. */
+/** Risk levels the approvals service orders (low < medium < high < critical) for `minRisk`. */
+export type ApprovalRisk = 'low' | 'medium' | 'high' | 'critical';
+
+export interface ApprovalOptions<A = unknown> {
+  /** The proposed action awaiting sign-off (required, non-blank). */
   tool: string;
-  /** Proposed arguments (JSON). */
-  args?: unknown;
-  /** When onTimeout fires. @default no timeout */
+  /** Proposed arguments (JSON); a decider may replace them (approve-with-edits). @default null */
+  args?: A;
+  /**
+   * When `onTimeout` fires, like step.sleep's duration (`'30m'`, `5000`);
+   * sent as `timeoutMs`. @default no timeout: the approval waits for a decision
+   */
   timeout?: Duration;
-  risk?: string;
+  /** Declared risk, read by `minRisk` and by `if` as `risk`. Any string; only the four levels order against `minRisk`. */
+  risk?: ApprovalRisk | (string & {});
+  /** Reviewer annotations, read back on the approval record. */
   policy?: string;
   summary?: string;
   context?: string;
+  /** Who is escalated to once the timeout passes under `onTimeout: 'escalate'`. */
   escalatesTo?: string;
-  /** Decisions offered. @default all four */
+  /** Decisions offered: `edit` allows args with an approve, `respond` a free-text response. @default all four */
   allow?: ApprovalDecisionKind[];
-  /** @default 'escalate' */
+  /**
+   * At the timeout: `escalate` (still decidable), `approve` / `reject`
+   * (decided by `system:timeout`), `fail` (the step fails). @default 'escalate'
+   */
   onTimeout?: ApprovalOnTimeout;
-  /** CEL over tool, args, risk and iteration: raise the gate only when true. */
+  /** CEL over `tool`, `args`, `risk` (string or null) and `iteration` (int): raise the gate only when true. */
   if?: string;
-  /** Raise the gate only at or above this risk. */
-  minRisk?: string;
-  /** Agent-loop turn of the gated call. @default 0 */
+  /** Raise the gate only at or above this risk; a missing or unknown `risk` still gates (fail closed). */
+  minRisk?: ApprovalRisk;
+  /** Agent-loop turn of the gated call, readable from `if`. @default 0 */
   iteration?: number;
 }
 
-/** What an approval step resolves with (the approvals service decides the final shape). */
-export interface ApprovalDecision {
-  status: string;
-  /** Effective arguments: the decider's edited args on approve-with-edits. */
-  args?: unknown;
-  [key: string]: unknown;
+/** Who decided: SPEC decidedVia. `timeout` is the approval's own onTimeout (decidedBy `system:timeout`). */
+export type ApprovalDecidedVia = 'console' | 'mcp' | 'api' | 'timeout' | 'unrecorded';
+
+/**
+ * What `step.approval` resolves with. Not gated (the `if` / `minRisk` rule
+ * waved the call through): `{ gated: false, status: 'approved', args }`
+ * with the proposed args. Gated and decided: `approvalId`, `decidedBy`,
+ * `decidedVia`, and `args` are the effective args (the decider's edit on an
+ * approve, else the proposed). A denial resolves too (`status: 'denied'`);
+ * only `onTimeout: 'fail'` makes the step reject.
+ */
+export interface ApprovalDecision<A = unknown> {
+  gated: boolean;
+  status: 'approved' | 'denied';
+  args: A;
+  /** The approval record's id (`GET /v1/approvals/{id}`); set when gated. */
+  approvalId?: string;
+  /** The decider: a key's name, a person named by a console key, or `system:timeout`. Set when gated. */
+  decidedBy?: string;
+  decidedVia?: ApprovalDecidedVia;
+  /** The decider's free-text answer (needs `respond` in `allow`). */
+  response?: string;
 }
 
 /** A model call the service makes on the runner's behalf (Infer opcode). */
@@ -125,6 +155,12 @@ export interface AiSteps {
   generate<T = AiResult>(id: string, request: AiGenerateRequest): Promise<T>;
   infer<T = AiResult>(id: string, request: AiRequest): Promise<T>;
   embed<T = AiResult>(id: string, request: AiEmbedRequest): Promise<T>;
+  /**
+   * A model call the runner makes itself, as a durable step: `call` runs like
+   * step.run's function, and `usage` reads the call's SPEC Usage off its
+   * result so the service records (and meters) it with the step.
+   */
+  wrap<T>(id: string, call: () => T | Promise<T>, usage: (result: T) => Usage | undefined): Promise<T>;
 }
 
 /** Durable building blocks. Every call is addressed by its step id. */
@@ -149,8 +185,12 @@ export interface StepTools {
   runWorkflow<TResult = unknown, TData = unknown>(id: string, options: RunWorkflowOptions<TData, TResult>): Promise<TResult>;
   /** Emits an event, exactly once per run and step id. Resolves with what the service recorded. */
   emit(id: string, options: EmitOptions): Promise<unknown>;
-  /** Raises a human approval gate and parks until it is decided. */
-  approval(id: string, options: ApprovalOptions): Promise<ApprovalDecision>;
+  /**
+   * Asks for a human decision on a tool call and parks the run until it is
+   * decided (or resolves at once when `if` / `minRisk` leave it ungated).
+   * Run the tool with `decision.args`: they carry the decider's edits.
+   */
+  approval<A = unknown>(id: string, options: ApprovalOptions<A>): Promise<ApprovalDecision<A>>;
   /** Records a score for this run (evals), exactly once per step id. */
   score(id: string, options: ScoreOptions): Promise<unknown>;
   ai: AiSteps;

@@ -8,3 +8,4 @@ export {
   type TestDbOptions,
 } from './test-db.js';
 export { sse, type SseEvent } from './sse.js';
+export { seededRandom } from './seeded.js';

@@ -5,11 +5,12 @@ import type { Socket } from 'node:net';
 import { createHttpApp, errorMiddleware, healthRoutes, listen, notFoundHandler, type HttpListener } from '@dws/http';
 import type { Logger } from '@dws/log';
 import { errorBody } from '@dws/protocol';
-import { Outbox, sealKeyFor, streams, type Infra, type ServiceHandle } from '@dws/runtime';
+import { gauge, METRICS_CONTENT_TYPE, metricsText, Outbox, sealKeyFor, streams, type Infra, type ServiceHandle } from '@dws/runtime';
 import type { RequestHandler } from 'express';
 import { ensureDefaultWorkspace, type DevCredentials } from './domain/bootstrap.js';
 import { AdminApi } from './handlers/admin.js';
 import { Authenticator } from './handlers/auth.js';
+import { McpEndpoint } from './handlers/mcp.js';
 import { openApiDocument } from './handlers/openapi.js';
 import { ROUTES } from './handlers/route-table.js';
 import { apiRouter } from './handlers/routes.js';
@@ -77,12 +78,17 @@ export async function startGateway(
   const hub = new LiveHub(bus, log);
   const sse = new Streams({ bus, hub, log }, opts.streams);
   const openapi = openApiDocument(ROUTES, { version: '1.0.0' });
+  const mcp = new McpEndpoint({ bus, auth, log, routes: ROUTES, version: '1.0.0' });
   const app = createHttpApp();
   app.use(accessLog(log));
   healthRoutes(app, {
     ready: async () => (await db.healthy()) && (await bus.healthy()) && (opts.otherServicesReady ? await opts.otherServicesReady() : true),
   });
-  app.use('/v1', apiRouter(ROUTES, { bus, auth, admin, streams: sse, openapi: () => openapi }));
+  // CONTRACT: Prometheus text at GET /metrics (the whole process's under `pnpm dev`).
+  gauge('dws_gateway_sse_streams', 'Open SSE streams on this gateway.', () => sse.count);
+  gauge('dws_gateway_live_subscriptions', 'Bus subjects this gateway listens on for its SSE streams.', () => hub.size);
+  app.get('/metrics', (_req, res, next) => void metricsText().then((body) => res.type(METRICS_CONTENT_TYPE).send(body), next));
+  app.use('/v1', apiRouter(ROUTES, { bus, auth, admin, streams: sse, openapi: () => openapi, mcp }));
   app.use(notFoundHandler);
   app.use(errorMiddleware(log));
   const http: HttpListener = await listen(app, cfg.HOST, cfg.PORT ?? 8288);

@@ -61,12 +61,13 @@ d('gateway API', () => {
 
     it("binds the key's workspace and name to every call; X-Service-Actor only counts on a console key", async () => {
       await http(g.base, 'POST', '/v1/runs/run_1/cancel', { key: g.secretKey, headers: { 'x-service-actor': 'mallory@example.com', 'x-request-id': 'req-42' } });
-      expect(last().call.caller).toEqual({ workspaceId: 'ws_default', actor: 'dev-secret', keyKind: 'secret', requestId: 'req-42', suspended: false });
+      expect(last().call.caller).toEqual({ workspaceId: 'ws_default', actor: 'dev-secret', keyKind: 'secret', requestId: 'req-42', suspended: false, via: 'api' });
       const ws = (await http(g.base, 'POST', '/v1/admin/workspaces', { key: g.adminToken, body: { name: 'acme' } })).body;
       await http(g.base, 'POST', '/v1/runs/run_1/pause', { key: ws.consoleKey, headers: { 'x-service-actor': 'ada@acme.test' } });
-      expect(last()).toMatchObject({ op: 'runs.pause', call: { caller: { workspaceId: ws.id, actor: 'ada@acme.test', keyKind: 'console' }, params: { id: 'run_1' } } });
+      expect(last()).toMatchObject({ op: 'runs.pause', call: { caller: { workspaceId: ws.id, actor: 'ada@acme.test', keyKind: 'console', via: 'console' }, params: { id: 'run_1' } } });
+      // A console key that names nobody is an ordinary API call, acting as the key.
       await http(g.base, 'POST', '/v1/runs/run_1/resume', { key: ws.consoleKey });
-      expect(last().call.caller.actor).toBe('console');
+      expect(last().call.caller).toMatchObject({ actor: 'console', via: 'api' });
     });
   });
 
@@ -306,8 +307,8 @@ d('gateway with SERVICE_AUTH=off', () => {
     expect((await http(g.base, 'GET', '/v1/runs')).status).toBe(200);
     expect((await http(g.base, 'POST', '/v1/runs/r/cancel', { key: 'pk_not_a_key' })).status).toBe(200);
     expect(seen.map((c) => c.caller)).toEqual([
-      { workspaceId: 'ws_default', actor: 'anonymous', keyKind: 'none', requestId: expect.any(String), suspended: false },
-      { workspaceId: 'ws_default', actor: 'anonymous', keyKind: 'none', requestId: expect.any(String), suspended: false },
+      { workspaceId: 'ws_default', actor: 'anonymous', keyKind: 'none', requestId: expect.any(String), suspended: false, via: 'unrecorded' },
+      { workspaceId: 'ws_default', actor: 'anonymous', keyKind: 'none', requestId: expect.any(String), suspended: false, via: 'unrecorded' },
     ]);
     // A real key still selects its workspace, so admin-made workspaces stay reachable.
     const ws = (await http(g.base, 'POST', '/v1/admin/workspaces', { key: g.adminToken, body: { name: 'w' } })).body;

@@ -9,6 +9,15 @@ const enc = new TextEncoder();
 const WS = 'ws_default';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Poll `pred` until it holds; fail naming `what` at the deadline. */
+async function until(pred: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
 interface StoredRun {
   status: string;
   frames: Record<string, unknown>[];
@@ -141,15 +150,14 @@ d('gateway streams', () => {
     const id = ids.run();
     commit(id, [status('waiting')]);
     const s = await sse(g.base, `/v1/runs/${id}/stream`, { key: g.secretKey });
-    await sleep(350);
-    expect(s.comments.filter((c) => c === 'ping').length).toBeGreaterThanOrEqual(2);
+    await until(() => s.comments.filter((c) => c === 'ping').length >= 2, 5000, 'two heartbeats');
     s.close();
   });
 
   it('waits for a run announced moments ago, and answers an unknown or foreign run with 404', async () => {
     const id = ids.run();
     const pending = sse(g.base, `/v1/runs/${id}/stream`, { key: g.secretKey });
-    await sleep(300);
+    await sleep(300); // deliberately: the run is announced only after the client asked for it
     commit(id, [status('queued'), status('succeeded')]);
     const s = await pending;
     await s.ended;
@@ -175,18 +183,32 @@ d('gateway streams', () => {
   it('tails run_status frames of the workspace and ingested events, and nothing of other workspaces', async () => {
     const runsTail = await sse(g.base, '/v1/runs/stream', { key: g.publicKey });
     const eventsTail = await sse(g.base, '/v1/events/stream', { key: g.publicKey });
-    await sleep(100);
+    // Best-effort tails drop what is emitted before their subscription is live: probe until each shows a probe.
+    let probes = 0;
+    const probe = () => {
+      const n = ++probes;
+      g.bus.emit(subjects.workspaceRuns(WS), enc.encode(JSON.stringify({ kind: 'run_status', runId: `probe_${n}`, status: 'queued' })));
+      g.bus.emit(liveEventsSubject(WS), enc.encode(JSON.stringify({ id: `probe_${n}`, name: 'probe' })));
+      return `probe_${n}`;
+    };
+    const probed = (events: { data?: string }[], id?: string) => events.some((e) => e.data?.includes(id ? `"${id}"` : '"probe_'));
+    await until(() => {
+      if (probed(runsTail.events) && probed(eventsTail.events)) return true;
+      probe();
+      return false;
+    }, 5000, 'both tails to be live');
     const frame = { kind: 'run_status', ts: new Date().toISOString(), runId: 'run_x', status: 'succeeded', workflow: 'w', app: 'a' };
     g.bus.emit(subjects.workspaceRuns('ws_other'), enc.encode(JSON.stringify({ ...frame, runId: 'run_foreign' })));
     g.bus.emit(subjects.workspaceRuns(WS), enc.encode(JSON.stringify(frame)));
     const event = { id: 'evt_1', name: 'user.created', source: 'api', data: { a: 1 }, receivedAt: new Date().toISOString(), woke: 0, triggered: [] };
     g.bus.emit(liveEventsSubject('ws_other'), enc.encode(JSON.stringify({ ...event, id: 'evt_foreign' })));
     g.bus.emit(liveEventsSubject(WS), enc.encode(JSON.stringify(event)));
-    await runsTail.waitFor(1);
-    await eventsTail.waitFor(1);
-    await sleep(100);
-    expect(runsTail.events).toEqual([{ event: 'run_status', data: JSON.stringify(frame) }]);
-    expect(eventsTail.events).toEqual([{ event: 'event', data: JSON.stringify(event) }]);
+    // One publisher to one subscriber keeps its order: once a probe sent last arrives, anything foreign would have too.
+    const last = probe();
+    await until(() => probed(runsTail.events, last) && probed(eventsTail.events, last), 5000, 'the closing probe');
+    const real = (events: { data?: string }[]) => events.filter((e) => !e.data?.includes('"probe_'));
+    expect(real(runsTail.events)).toEqual([{ event: 'run_status', data: JSON.stringify(frame) }]);
+    expect(real(eventsTail.events)).toEqual([{ event: 'event', data: JSON.stringify(event) }]);
     runsTail.close();
     eventsTail.close();
   });
@@ -205,9 +227,7 @@ d('gateway streams', () => {
     commit(id, [...logs(2), status('cancelled')]);
     await Promise.all(clients.map((c) => c.ended));
     for (const c of clients) expect(seqs(c.events)).toEqual([1, 2, 3, 4]);
-    await sleep(50);
-    expect(g.gw.openStreams()).toBe(before);
-    expect(g.gw.liveSubscriptions()).toBe(subsBefore);
+    await until(() => g.gw.openStreams() === before && g.gw.liveSubscriptions() === subsBefore, 5000, 'every stream and its subscription to close');
   });
 
   it('closes open streams cleanly on shutdown', async () => {

@@ -1,23 +1,21 @@
 import { fileURLToPath } from 'node:url';
 import type { Config } from '@dws/config';
 import { migrate } from '@dws/db';
-import { Outbox, serveApi, streams, type Infra, type ServiceHandle } from '@dws/runtime';
+import { Outbox, sealKeyringFor, serveApi, streams, subjects, type Infra, type ServiceHandle } from '@dws/runtime';
 import { Admission } from './handlers/admission.js';
 import { ingestApi } from './handlers/api.js';
 import { consumeEmits } from './handlers/emits.js';
 import { Ingestor } from './handlers/ingestor.js';
+import { receiverApi } from './handlers/receivers.js';
 import { Timers, type TimersOptions } from './handlers/timers.js';
 import { WorkflowIndex } from './handlers/workflow-index.js';
 
 const MIGRATIONS = fileURLToPath(new URL('./store/migrations', import.meta.url));
 
-export interface IngestOptions extends TimersOptions {
-  /** How long a replica trusts its cached copy of a workspace's workflows (ms). @default 2000 */
-  indexTtlMs?: number;
-}
+export type IngestOptions = TimersOptions;
 
 /** Composition root of ingest: the event log, the workflows projection, admission, cron and the due-time buffers. */
-export async function startIngest(_cfg: Config, infra: Infra, opts: IngestOptions = {}): Promise<ServiceHandle> {
+export async function startIngest(cfg: Config, infra: Infra, opts: IngestOptions = {}): Promise<ServiceHandle> {
   const log = infra.log.child({ service: 'ingest' });
   const { db, bus } = infra;
   await migrate(db, { schema: 'ingest', migrationsDir: MIGRATIONS });
@@ -25,9 +23,10 @@ export async function startIngest(_cfg: Config, infra: Infra, opts: IngestOption
   await bus.ensureStream(streams.invokerFacts);
   await bus.ensureStream(streams.gatewayFacts);
   await bus.ensureStream(streams.ingestCmds);
-  const outbox = new Outbox({ db, bus, schema: 'ingest', log });
+  // StartRuns go straight to a scheduler replica when one answers; the stream otherwise.
+  const outbox = new Outbox({ db, bus, schema: 'ingest', log, direct: { [subjects.startRun]: subjects.startRunNow } });
   outbox.start();
-  const index = new WorkflowIndex(db, log, opts.indexTtlMs);
+  const index = new WorkflowIndex(db, log);
   const facts = await index.follow(bus);
   const workspaces = await index.followWorkspaces(bus);
   const admission = new Admission({ db, bus, log });
@@ -35,14 +34,17 @@ export async function startIngest(_cfg: Config, infra: Infra, opts: IngestOption
   const emits = await consumeEmits(bus, ingestor);
   const timers = new Timers({ db, log, outbox, admission }, opts);
   timers.start();
-  const api = serveApi(bus, 'ingest', log, ingestApi({ db, ingestor }));
+  const api = serveApi(bus, 'ingest', log, {
+    ...ingestApi({ db, ingestor }),
+    ...receiverApi({ db, ingestor, log, seal: sealKeyringFor(cfg) }),
+  });
   return {
     name: 'ingest',
     ready: async () => true,
     async stop() {
       await api.stop();
       await timers.stop();
-      await facts.stop();
+      await Promise.all(facts.map((f) => f.stop()));
       await workspaces.stop();
       await emits.stop();
       await outbox.stop();

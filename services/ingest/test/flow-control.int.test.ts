@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { uniqueName } from '@dws/testing';
-import { modes, sleep, startHarness, until, type Harness } from './harness.js';
+import { modes, sleep, startHarness, storedStarts, until, type Harness } from './harness.js';
 
 jest.setTimeout(60_000);
 
@@ -39,8 +39,8 @@ describe.each(modes())('flow control under concurrent load (%s)', (mode) => {
     const runs = await h.waitStarts(() => h.startsOf('wf').filter((s) => s.cmd.app === app).length === 10 * USERS.length);
     const mine = runs.filter((s) => s.cmd.app === app);
     expect([...countBy(mine, (s) => s.input.user).values()]).toEqual(USERS.map(() => 10));
-    await sleep(200);
-    expect(h.startsOf('wf').filter((s) => s.cmd.app === app)).toHaveLength(10 * USERS.length);
+    // Exactly: every StartRun ingest published, read to a marker (a rate-limited start is never deferred).
+    expect((await storedStarts(h)).filter((c) => c.app === app)).toHaveLength(10 * USERS.length);
   });
 
   it('rateLimit holds across array requests that lock keys in opposite orders (deadlocks retried, never a 500)', async () => {
@@ -80,8 +80,9 @@ describe.each(modes())('flow control under concurrent load (%s)', (mode) => {
       expect(from.body.triggered[0].runId).toBe(s.cmd.runId);
       expect(s.input.user).toBe(USERS[s.input.i % USERS.length]);
     }
-    await sleep(800);
-    expect(h.startsOf('wf').filter((s) => s.cmd.app === app)).toHaveLength(USERS.length);
+    // Exactly: once no debounce buffer of the app is left to fire, every StartRun ingest published, read to a marker.
+    await until(async () => (await h.db.query('select 1 from ingest.debounces where app = $1', [app])).length === 0, 10_000, 'the debounce buffers to fire');
+    expect((await storedStarts(h)).filter((c) => c.app === app)).toHaveLength(USERS.length);
   });
 
   it('debounce: the last event wins, and timeout bounds the wait under a steady stream', async () => {

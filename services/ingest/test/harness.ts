@@ -3,7 +3,7 @@ import { loadConfig } from '@dws/config';
 import { openDatabase, type Database } from '@dws/db';
 import { createLogger } from '@dws/log';
 import { create, fromBinary, StartRunSchema, toBinary, WorkflowsRegisteredSchema, WorkspaceUpsertedSchema, type StartRun } from '@dws/proto';
-import { callApi, serveApi, streams, subjects, type ApiHandler, type Infra, type ServiceHandle } from '@dws/runtime';
+import { callApi, ids, serveApi, streams, subjects, type ApiHandler, type Infra, type ServiceHandle } from '@dws/runtime';
 import { openTestDb, testInfra, uniqueName } from '@dws/testing';
 import { startIngest, type IngestOptions } from '../src/main.js';
 
@@ -38,6 +38,12 @@ export interface Harness {
   suspend(ws: string, suspended: boolean): Promise<void>;
   waitStarts(pred: (s: Started[]) => boolean, timeoutMs?: number, what?: string): Promise<Started[]>;
   startsOf(workflow: string): Started[];
+  /**
+   * Deliveries the primary replica's consumer `durable` has finished with (its
+   * handler resolved, so the message is acked): a test waits for this to know
+   * a command was handled, including one that leaves no trace (a repeat).
+   */
+  handled(durable: string): number;
   /** Another ingest replica on the same database and bus namespace (own connections on real infra). */
   replica(): Promise<Replica>;
   close(): Promise<void>;
@@ -85,8 +91,11 @@ export async function startHarness(mode: 'real' | 'embedded', opts: IngestOption
   const openBus = async () => (mode === 'real' ? prefixedBus(await connectJetStreamBus({ servers: infra!.natsUrl }), prefix) : embeddedBus!);
   const bus = await openBus();
   const mkInfra = (d: Database, b: Bus): Infra => ({ db: d, bus: b, log, mode: { db: d.kind, bus: b.kind }, close: async () => {} });
-  const ingestOpts: IngestOptions = { pollMs: 50, indexTtlMs: 0, ...opts };
+  const ingestOpts: IngestOptions = { pollMs: 50, ...opts };
   const replicas: Replica[] = [];
+  const handledBy = new Map<string, number>();
+  // The primary's view of the harness's bus: the same connection, its consumers counted.
+  const countedBus = countingHandled(bus, handledBy);
   const startReplica = async (d: Database, b: Bus): Promise<Replica> => {
     const handle = await startIngest(cfg, mkInfra(d, b), ingestOpts);
     let gone = false;
@@ -97,7 +106,7 @@ export async function startHarness(mode: 'real' | 'embedded', opts: IngestOption
         if (gone) return;
         gone = true;
         await handle.stop();
-        if (b !== bus) await b.close();
+        if (b !== bus && b !== countedBus) await b.close();
         if (own) await d.close();
       },
       async crash() {
@@ -115,7 +124,7 @@ export async function startHarness(mode: 'real' | 'embedded', opts: IngestOption
     replicas.push(r);
     return r;
   };
-  const primary = await startReplica(db, bus);
+  const primary = await startReplica(db, countedBus);
 
   const ws = uniqueName('ws');
   const starts = new Map<string, Started>();
@@ -180,6 +189,9 @@ export async function startHarness(mode: 'real' | 'embedded', opts: IngestOption
     startsOf(workflow) {
       return [...starts.values()].filter((s) => s.cmd.workflow === workflow);
     },
+    handled(durable) {
+      return handledBy.get(durable) ?? 0;
+    },
     async replica() {
       return startReplica(mode === 'real' ? await openDatabase({ url: url!, poolSize: 5 }) : db, await openBus());
     },
@@ -200,6 +212,61 @@ export async function startHarness(mode: 'real' | 'embedded', opts: IngestOption
     },
   );
   return h;
+}
+
+/**
+ * Every StartRun ingest has published so far: its outbox is drained first,
+ * then a fresh ordered reader reads the stream up to a marker published
+ * after them, so a duplicate cannot hide behind a slow consumer (the test
+ * then filters, e.g. by event id or app).
+ */
+export async function storedStarts(h: Harness): Promise<StartRun[]> {
+  await until(async () => (await h.db.query('select 1 from ingest.outbox limit 1')).length === 0, 20_000, "ingest's outbox to drain");
+  const marker = ids.event();
+  const seen: StartRun[] = [];
+  let reached = false;
+  const sub = await h.bus.consume(
+    { stream: streams.schedulerCmds.name, durable: uniqueName('count').replace(/[^A-Za-z0-9_-]/g, ''), filterSubject: subjects.startRun, concurrency: 1 },
+    async (m) => {
+      const cmd = fromBinary(StartRunSchema, m.data);
+      if (cmd.eventId === marker) reached = true;
+      else seen.push(cmd);
+    },
+  );
+  try {
+    // The marker names another workspace: the harness's played scheduler records it there, nowhere a test looks.
+    await h.bus.publish(subjects.startRun, toBinary(StartRunSchema, create(StartRunSchema, { workspaceId: uniqueName('marker'), runId: ids.run(), eventId: marker })));
+    await until(() => reached, 20_000, 'the marker StartRun');
+  } finally {
+    await sub.stop();
+  }
+  return seen;
+}
+
+/** How many stored StartRun commands carry each of `eventIds` (see storedStarts). */
+export async function startsStored(h: Harness, eventIds: string[]): Promise<Map<string, number>> {
+  const all = await storedStarts(h);
+  return new Map(eventIds.map((id) => [id, all.filter((c) => c.eventId === id).length]));
+}
+
+/** The same bus, counting per durable the deliveries whose handler resolved (see Harness.handled). */
+function countingHandled(bus: Bus, counts: Map<string, number>): Bus {
+  return new Proxy(bus, {
+    get(target, prop) {
+      if (prop === 'consume') {
+        const consume: Bus['consume'] = (spec, handler) =>
+          target.consume(spec, async (msg) => {
+            const out = await handler(msg);
+            // A retry request is not a finished delivery: the message comes again.
+            if (!out) counts.set(spec.durable, (counts.get(spec.durable) ?? 0) + 1);
+            return out;
+          });
+        return consume;
+      }
+      const v = Reflect.get(target, prop, target) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
 }
 
 export async function until(pred: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {

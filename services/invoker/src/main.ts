@@ -9,6 +9,7 @@ import { migrate } from '@dws/db';
 import { fileURLToPath } from 'node:url';
 import { ConnectHub } from './handlers/connect-hub.js';
 import { serveInvokes } from './handlers/invoke.js';
+import { consumeInferences, providersOf, pruneInferenceCache } from './handlers/infer.js';
 import { invokerApi } from './handlers/api.js';
 import { registerRunner } from './handlers/register.js';
 import { RunnerDirectory } from './handlers/runner-directory.js';
@@ -24,6 +25,8 @@ export interface InvokerOptions {
   connectHeartbeatMs?: number;
   /** Take the scheduler's invokes (false: serve only this replica's sockets). @default true */
   serveScheduler?: boolean;
+  /** Infer retry backoff base (tests shorten it). */
+  infer?: { backoffBaseMs?: number };
 }
 
 export interface InvokerHandle extends ServiceHandle {
@@ -44,6 +47,8 @@ export async function startInvoker(cfg: Config, infra: Infra, opts: InvokerOptio
   await migrate(db, { schema: 'invoker', migrationsDir: MIGRATIONS });
   await bus.ensureStream(streams.invokerFacts);
   await bus.ensureStream(streams.gatewayFacts);
+  await bus.ensureStream(streams.invokerCmds);
+  await bus.ensureStream(streams.schedulerCmds);
 
   const sealKey = sealKeyFor(cfg);
   const directory = new RunnerDirectory(db, sealKey);
@@ -65,7 +70,7 @@ export async function startInvoker(cfg: Config, infra: Infra, opts: InvokerOptio
     heartbeatMs: opts.connectHeartbeatMs ?? 30_000,
     invokeTimeoutMs: cfg.SERVICE_INVOKE_TIMEOUT_MS,
     async register(workspaceId, reg, hold) {
-      await registerRunner({ db, outbox }, workspaceId, reg, 'connect', hold);
+      await registerRunner({ db, bus, outbox }, workspaceId, reg, 'connect', hold);
       directory.forget(workspaceId, reg.app);
     },
     async detach(workspaceId, runnerId, app, connectionId) {
@@ -82,10 +87,15 @@ export async function startInvoker(cfg: Config, infra: Infra, opts: InvokerOptio
     directory,
     hub,
     replica,
+    sealKey,
     timeoutMs: cfg.SERVICE_INVOKE_TIMEOUT_MS,
     serveScheduler: opts.serveScheduler ?? true,
   });
-  const api = serveApi(bus, 'invoker', log, invokerApi({ db, outbox, directory }));
+  const api = serveApi(bus, 'invoker', log, invokerApi({ db, bus, outbox, directory }));
+  // Infer steps: the model calls the runners hand to the service.
+  const inferences = await consumeInferences({ bus, db, log, outbox, providers: providersOf(cfg), timeoutMs: cfg.SERVICE_INFER_TIMEOUT_MS, ...opts.infer });
+  const cachePrune = pruneInferenceCache({ db, log });
+  cachePrune.start();
 
   return {
     name: 'invoker',
@@ -94,6 +104,8 @@ export async function startInvoker(cfg: Config, infra: Infra, opts: InvokerOptio
     upgrade: (req, socket, head) => hub.upgrade(req, socket, head),
     async stop() {
       await api.stop();
+      await inferences.stop();
+      await cachePrune.stop();
       for (const s of invokes.subs) await s.stop();
       // Runners reconnect through the gateway to a replica that is still up.
       await hub.close();

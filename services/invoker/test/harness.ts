@@ -73,8 +73,8 @@ export interface Harness {
 }
 
 /** An invoker on real Postgres + NATS (`real`) or PGlite + the embedded bus, with its own database and bus namespace. */
-export async function startHarness(mode: Mode, opts: InvokerOptions = {}): Promise<Harness> {
-  const cfg = loadConfig({ LOG_LEVEL: 'silent', SERVICE_INVOKE_TIMEOUT_MS: '10000' });
+export async function startHarness(mode: Mode, opts: InvokerOptions = {}, env: Record<string, string> = {}): Promise<Harness> {
+  const cfg = loadConfig({ LOG_LEVEL: 'silent', SERVICE_INVOKE_TIMEOUT_MS: '10000', ...env });
   const log = createLogger({ level: 'silent' });
   const cleanups: (() => Promise<void>)[] = [];
   const prefix = uniqueName('inv').replace(/[^A-Za-z0-9_-]/g, '');
@@ -96,6 +96,10 @@ export async function startHarness(mode: Mode, opts: InvokerOptions = {}): Promi
   const openBus = async (): Promise<Bus> =>
     mode === 'real' ? prefixedBus(await connectJetStreamBus({ servers: testInfra()!.natsUrl }), prefix) : embeddedBus!;
   const bus = await openBus();
+  // Play ingest and the scheduler for the registration's read-your-writes confirmation
+  // (their own tests apply the fact; here only the invoker is under test).
+  const projections = [subjects.applyWorkflowsIngest, subjects.applyWorkflowsScheduler].map((s) => bus.respond(s, s, async () => new Uint8Array()));
+  cleanups.push(async () => void (await Promise.all(projections.map((p) => p.stop()))));
   const mkInfra = (d: Database, b: Bus): Infra => ({ db: d, bus: b, log, mode: { db: d.kind, bus: b.kind }, close: async () => {} });
   const invoker = await startInvoker(cfg, mkInfra(db, bus), { connectHeartbeatMs: 200, ...opts });
   const extra: { handle: InvokerHandle; db: Database; bus: Bus }[] = [];

@@ -2,10 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '@dws/config';
 import { migrate } from '@dws/db';
-import { Outbox, serveApi, streams, type Infra, type ServiceHandle } from '@dws/runtime';
+import { gauge, Outbox, RunnerHttp, sealKeyFor, serveApi, streams, type Infra, type ServiceHandle } from '@dws/runtime';
 import { Engine } from './engine/engine.js';
 import { WorkflowConfigs } from './engine/workflow-configs.js';
-import { consumeDeferredWakes, consumeStartRuns, consumeWorkflowFacts } from './handlers/commands.js';
+import { DirectRoutes } from './engine/direct-routes.js';
+import { consumeDeferredWakes, consumeResolves, consumeStartRuns, consumeWorkflowFacts, serveDirectStarts } from './handlers/commands.js';
 import { schedulerApi } from './handlers/api.js';
 import { controlApi } from './handlers/control-api.js';
 import { releaseAllLeases } from './store/runs.js';
@@ -27,10 +28,26 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
   const workflows = new WorkflowConfigs(db);
   const outbox = new Outbox({ db, bus, schema: 'scheduler', log });
   outbox.start();
-  const engine = new Engine({ db, bus, log, outbox, owner, leaseMs: cfg.SERVICE_RUN_LEASE_MS, maxConcurrent: cfg.SERVICE_MAX_ACTIVE_RUNS, invokeTimeoutMs: cfg.SERVICE_INVOKE_TIMEOUT_MS, workflows });
+  // Passes to serve runners skip the invoker's hop; the invoker says where (DirectRoutes).
+  const http = new RunnerHttp(cfg.SERVICE_INVOKE_TIMEOUT_MS);
+  const direct = { routes: new DirectRoutes(bus, sealKeyFor(cfg), log), http };
+  const engine = new Engine({
+    db, bus, log, outbox, owner, workflows, direct,
+    leaseMs: cfg.SERVICE_RUN_LEASE_MS,
+    maxConcurrent: cfg.SERVICE_MAX_ACTIVE_RUNS,
+    invokeTimeoutMs: cfg.SERVICE_INVOKE_TIMEOUT_MS,
+  });
   const facts = await consumeWorkflowFacts({ bus, workflows });
   const starts = await consumeStartRuns({ bus, db, engine, outbox, owner, leaseMs: cfg.SERVICE_RUN_LEASE_MS });
+  const directStarts = serveDirectStarts({ bus, db, engine, outbox, owner, leaseMs: cfg.SERVICE_RUN_LEASE_MS });
   engine.start();
+  gauge('dws_scheduler_held_runs', 'Runs this replica is driving now.', () => (cfg.SERVICE_MAX_ACTIVE_RUNS - engine.capacity));
+  // Runs not yet ended, by status, sampled from the scheduler's own table when scraped.
+  gauge('dws_scheduler_runs', 'Runs not yet ended, by status (queued, running, waiting, paused).', async () =>
+    (await db.query<{ status: string; n: number }>(`select status, count(*)::int as n from scheduler.runs where status in ('queued', 'running', 'waiting', 'paused') group by status`)).map(
+      (r) => ({ labels: { status: r.status }, value: Number(r.n) }),
+    ),
+  );
   const reads = schedulerApi(db);
   const control = controlApi({
     db,
@@ -44,16 +61,20 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
   });
   const api = serveApi(bus, 'scheduler', log, { ...reads, ...control });
   const wakes = await consumeDeferredWakes({ bus, wake: control['waiters.wake']! });
+  const resolves = await consumeResolves({ bus, db, nudge: () => engine.nudge() });
 
   return {
     name: 'scheduler',
     ready: async () => true,
     async stop() {
       await api.stop();
+      await directStarts.stop();
       await starts.stop();
       await wakes.stop();
-      await facts.stop();
+      await resolves.stop();
+      await Promise.all(facts.map((f) => f.stop()));
       await engine.stop();
+      await http.close();
       await outbox.stop();
     },
   };

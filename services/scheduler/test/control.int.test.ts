@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import { modes, ScriptedInvoker, startHarness, type Harness } from './harness.js';
+import { modes, ScriptedInvoker, startHarness, until, type Harness } from './harness.js';
 
 jest.setTimeout(60_000);
 
@@ -40,7 +40,7 @@ describe.each(modes())('run control (%s)', (mode) => {
       if (body.ctx.workflow === 'slow' && gate) await gate;
     };
     const id = await h.start('slow');
-    await new Promise((r) => setTimeout(r, 100));
+    await until(() => invoker.bodies.some((b) => b.ctx.runId === id), 10_000, 'the first pass to be in flight');
     await h.call('runs.pause', { params: { id } });
     await h.call('runs.pause', { params: { id } });
     gate = undefined;
@@ -50,7 +50,7 @@ describe.each(modes())('run control (%s)', (mode) => {
     expect(paused.status).toBe('paused');
     const done = (await h.call('runs.steps', { params: { id } })).body.length;
     expect(done).toBeLessThan(6);
-    await new Promise((r) => setTimeout(r, 300));
+    await new Promise((r) => setTimeout(r, 300)); // deliberately: time for a step that must not happen
     expect((await h.call('runs.steps', { params: { id } })).body.length).toBe(done); // the scheduler does not step a paused run
     expect((await h.call('runs.resume', { params: { id } })).body.status).toBe('queued');
     await h.waitFor(id, ['succeeded']);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import { ApiRequestSchema, create, fromBinary, RunFinishedSchema, StepFailedSchema, toBinary } from '@dws/proto';
+import { ApiRequestSchema, create, EmitEventSchema, fromBinary, ResolveStepSchema, RunFinishedSchema, StepFailedSchema, StepHandoffSchema, toBinary } from '@dws/proto';
 import { streams, subjects } from '@dws/runtime';
-import { modes, ScriptedInvoker, startHarness, WS, type Harness } from './harness.js';
+import { modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
 
 jest.setTimeout(60_000);
 
@@ -21,10 +21,15 @@ const invoker = new ScriptedInvoker({
   twenty: () => Array.from({ length: 20 }, (_, i) => ({ run: `s${i + 1}` })),
   emitter: () => [{ emit: 'announce', event: 'thing.happened', data: { x: 1 } }, { run: 'after' }],
   hang: () => [{ run: 'first' }, { sleep: 'long', ms: 3_600_000 }],
+  thinker: () => [{ infer: 'ask', model: 'any' }, { run: 'after' }],
+  scorer: () => [{ run: 'answer' }, { score: 'grade', name: 'accuracy', value: 0.9, note: 'checked by hand' }, { run: 'after' }, { run: 'last' }],
 });
 
 describe.each(modes())('scheduler engine (%s)', (mode) => {
   let h: Harness;
+  /** The run's wait is registered (its waiters row), so a wake can find it. */
+  const waiting = (runId: string) =>
+    until(async () => (await h.db.query('select 1 from scheduler.waiters where run_id = $1', [runId])).length > 0, 10_000, `run ${runId}'s waiter`);
   beforeAll(async () => {
     h = await startHarness(mode, invoker);
     await h.register('app', [
@@ -67,7 +72,7 @@ describe.each(modes())('scheduler engine (%s)', (mode) => {
   it('waitForEvent resumes on a matching event (name + eventIf) with the event, and not on others', async () => {
     const id = await h.start('waiter');
     await h.waitFor(id, ['waiting']);
-    await new Promise((r) => setTimeout(r, 100));
+    await waiting(id);
     expect((await h.call('waiters.wake', { body: { name: 'order.approved', data: { orderId: 'o-2' } } })).body).toEqual({ woke: 0 });
     expect((await h.call('waiters.wake', { body: { name: 'other', data: { orderId: 'o-1' } } })).body).toEqual({ woke: 0 });
     expect((await h.call('waiters.wake', { body: { name: 'order.approved', data: { orderId: 'o-1' }, id: 'evt_1' } })).body).toEqual({ woke: 1 });
@@ -80,7 +85,7 @@ describe.each(modes())('scheduler engine (%s)', (mode) => {
   it('a wake ingest could not deliver at once arrives as a command and resumes the run', async () => {
     const id = await h.start('waiter');
     await h.waitFor(id, ['waiting']);
-    await new Promise((r) => setTimeout(r, 100));
+    await waiting(id);
     const req = create(ApiRequestSchema, {
       workspaceId: WS, actor: 'ingest', keyKind: 'internal', requestId: '', op: 'waiters.wake',
       body: new TextEncoder().encode('{"params":{},"query":{},"body":{"name":"order.approved","data":{"orderId":"o-1"},"id":"evt_deferred"}}'),
@@ -152,12 +157,63 @@ describe.each(modes())('scheduler engine (%s)', (mode) => {
     expect(steps.map((s: any) => s.name)).toEqual(['p1', 'p2', 'p3', 'join']);
   });
 
-  it('emit is handed to ingest once, with an event id memoised on the step', async () => {
+  it('emit is handed to ingest exactly once, with an event id memoised on the step', async () => {
     const id = await h.start('emitter');
     const run = await h.waitFor(id, ['succeeded']);
-    expect(run.result.results.announce.id).toMatch(/^evt_/);
-    const rows = await h.db.query<{ n: number }>('select count(*)::int as n from scheduler.outbox where subject like $1', ['%ingest.cmd.emit']);
-    expect(rows[0]!.n).toBeLessThanOrEqual(1); // published (deleted) or still pending once
+    const eventId = run.result.results.announce.id as string;
+    expect(eventId).toMatch(/^evt_/);
+    // Published means gone from the outbox; then read the stream in order up to a marker sent after it.
+    await until(async () => (await h.db.query('select 1 from scheduler.outbox where subject like $1', ['%ingest.cmd.emit'])).length === 0, 15_000, 'the emit to leave the outbox');
+    const marker = `evt_marker_${Date.now()}`;
+    const seen: string[] = [];
+    const sub = await h.bus.consume(
+      { stream: streams.ingestCmds.name, durable: `emits${Date.now()}`, filterSubject: subjects.emitEvent, concurrency: 1 },
+      async (m) => void seen.push(fromBinary(EmitEventSchema, m.data).eventId),
+    );
+    try {
+      await h.bus.publish(subjects.emitEvent, toBinary(EmitEventSchema, create(EmitEventSchema, { workspaceId: 'ws_marker', eventId: marker, name: 'marker' })));
+      await until(() => seen.includes(marker), 15_000, 'the marker emit');
+    } finally {
+      await sub.stop();
+    }
+    expect(seen.filter((e) => e === eventId)).toHaveLength(1);
+  });
+
+  it('hands an Infer step to the invoker and parks it; the ResolveStep completes it with its usage', async () => {
+    const handed: { runId: string; stepId: string; opcode: any }[] = [];
+    await h.bus.ensureStream(streams.invokerCmds);
+    const sub = await h.bus.consume({ stream: streams.invokerCmds.name, durable: `infer${Date.now()}`, filterSubject: subjects.requestInference }, async (m) => {
+      const x = fromBinary(StepHandoffSchema, m.data);
+      handed.push({ runId: x.runId, stepId: x.stepId, opcode: JSON.parse(new TextDecoder().decode(x.opcode)) });
+    });
+    try {
+      const id = await h.start('thinker');
+      await until(() => handed.some((x) => x.runId === id), 10_000, 'the Infer hand-off');
+      const handoff = handed.find((x) => x.runId === id)!;
+      expect(handoff.opcode).toMatchObject({ op: 'Infer', data: { model: 'any' } });
+      await h.waitFor(id, ['waiting']);
+      const usage = { model: 'any', tokensIn: 3, tokensOut: 5, latencyMs: 12 };
+      await h.bus.publish(
+        subjects.resolveStep,
+        toBinary(ResolveStepSchema, create(ResolveStepSchema, { workspaceId: WS, runId: id, stepId: handoff.stepId, data: new TextEncoder().encode('{"text":"hi"}'), usage: new TextEncoder().encode(JSON.stringify(usage)) })),
+      );
+      const run = await h.waitFor(id, ['succeeded']);
+      expect(run.result.results.ask).toEqual({ text: 'hi' });
+      const steps = (await h.call('runs.steps', { params: { id } })).body;
+      expect(steps.find((s: any) => s.name === 'ask')).toMatchObject({ op: 'Infer', status: 'succeeded', output: { text: 'hi' }, usage });
+    } finally {
+      await sub.stop();
+    }
+  });
+
+  it('writes one score row per Score step, however many passes replay it, and serves them with GET scores', async () => {
+    const id = await h.start('scorer');
+    await h.waitFor(id, ['succeeded']);
+    // Passes after the score replayed it from the memo: still one row.
+    expect(invoker.bodies.filter((b) => b.ctx.runId === id).length).toBeGreaterThan(2);
+    const scores = (await h.call('runs.scores', { params: { id } })).body;
+    expect(scores).toEqual([{ id: expect.stringMatching(/^scr_/), runId: id, step: 'grade', name: 'accuracy', value: 0.9, note: 'checked by hand', createdAt: expect.any(String) }]);
+    expect((await h.db.query('select 1 from scheduler.scores where run_id = $1', [id])).length).toBe(1);
   });
 
   it('publishes run and step lifecycle facts once (run.failed, step.failed, run.succeeded)', async () => {
@@ -176,7 +232,10 @@ describe.each(modes())('scheduler engine (%s)', (mode) => {
     const ok = await h.start('three');
     await h.waitFor(failed, ['failed'], 20_000);
     await h.waitFor(ok, ['succeeded']);
-    await new Promise((r) => setTimeout(r, 500));
+    // Every fact is published once it leaves the outbox; a marker published after them closes the (ordered) read.
+    await until(async () => (await h.db.query('select 1 from scheduler.outbox where subject like $1', ['%scheduler.fact.%'])).length === 0, 15_000, 'the facts to leave the outbox');
+    await h.bus.publish(subjects.runFinished, toBinary(RunFinishedSchema, create(RunFinishedSchema, { workspaceId: 'ws_marker', runId: 'run_marker', status: 'succeeded' })));
+    await until(() => facts.some((f) => f.runId === 'run_marker'), 15_000, 'the marker fact');
     await sub.stop();
     expect(facts.filter((f) => f.runId === failed)).toEqual([
       { subject: subjects.stepFailed, runId: failed, step: 'always' },

@@ -50,7 +50,7 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     const low = await h.start('tagged', { tag: 'low' }, { flow: { concurrencyLimit: 1, concurrencyKey: key, priority: BigInt(1) } });
     const high = await h.start('tagged', { tag: 'high' }, { flow: { concurrencyLimit: 1, concurrencyKey: key, priority: BigInt(10) } });
     const mid = await h.start('tagged', { tag: 'mid' }, { flow: { concurrencyLimit: 1, concurrencyKey: key, priority: BigInt(5) } });
-    await new Promise((r) => setTimeout(r, 300));
+    await new Promise((r) => setTimeout(r, 300)); // deliberately: time for a start that must not happen while the slot is held
     expect(order).toEqual([]);
     await h.call('runs.cancel', { params: { id: blocker } });
     for (const id of [low, high, mid]) await h.waitFor(id, ['succeeded'], 30_000);

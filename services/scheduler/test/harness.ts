@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { connectJetStreamBus, createEmbeddedBus, prefixedBus, type Bus } from '@dws/bus';
 import { loadConfig } from '@dws/config';
 import { openDatabase, type Database } from '@dws/db';
@@ -8,11 +10,12 @@ import {
   InvokeRequestSchema,
   InvokeResult_Outcome,
   InvokeResultSchema,
+  RouteReplySchema,
   StartRunSchema,
   toBinary,
   WorkflowsRegisteredSchema,
 } from '@dws/proto';
-import { hashStepId } from '@dws/protocol';
+import { hashStepId, PROTOCOL_HEADER, PROTOCOL_VERSION, seal, SIGNATURE_HEADER, verifyInvokeSignature } from '@dws/protocol';
 import { callApi, ids, streams, subjects, type Infra, type ServiceHandle } from '@dws/runtime';
 import { openTestDb, testInfra, uniqueName } from '@dws/testing';
 import { startScheduler } from '../src/main.js';
@@ -30,6 +33,9 @@ export type ScriptStep =
   | { wait: string; event: string; if?: string; timeoutMs?: number }
   | { child: string; workflow: string; data?: unknown }
   | { emit: string; event: string; data?: unknown }
+  | { approval: string; timeoutMs?: number }
+  | { infer: string; model: string }
+  | { score: string; name: string; value: unknown; note?: string }
   | { parallel: string[] };
 
 export type Script = (event: { name: string; data: any }, ctx: Record<string, any>) => ScriptStep[];
@@ -51,8 +57,50 @@ export class ScriptedInvoker {
     return this.executions.get(`${runId}/${step}`) ?? 0;
   }
 
+  /** Passes that came over the bus (`invoker.invoke`), and over HTTP from the scheduler itself (direct routes). */
+  readonly via = { bus: 0, http: 0 };
+
+  /**
+   * Also play a serve runner the scheduler may call directly: answer
+   * `invoker.route` with this HTTP endpoint (signing key sealed under
+   * `sealKey`) and check each POST's signature, as the SDK does.
+   */
+  async serveDirect(bus: Bus, sealKey: Buffer, signingKey: string): Promise<{ url: string; stopHttp(): Promise<void>; stopRoutes(): Promise<void>; stop(): Promise<void> }> {
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const raw = Buffer.concat(chunks);
+        if (!verifyInvokeSignature(signingKey, req.headers[SIGNATURE_HEADER], raw).ok) return void res.writeHead(401).end('{}');
+        this.via.http++;
+        void this.pass(JSON.parse(raw.toString())).then((reply) => {
+          res.writeHead(reply.status, { 'content-type': 'application/json', [PROTOCOL_HEADER]: String(PROTOCOL_VERSION) }).end(JSON.stringify(reply.body));
+        });
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/invoke`;
+    const route = bus.respond(subjects.route, 'invoker-route', async () =>
+      toBinary(RouteReplySchema, create(RouteReplySchema, { direct: true, targets: [{ runnerId: 'r1', url }], sealedSigningKey: seal(signingKey, sealKey), ttlMs: 1000 })),
+    );
+    let open = true;
+    const stopHttp = async () => {
+      if (!open) return;
+      open = false;
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    };
+    let routing = true;
+    const stopRoutes = async () => {
+      if (routing) await route.stop();
+      routing = false;
+    };
+    return { url, stopHttp, stopRoutes, stop: async () => (await stopRoutes(), await stopHttp()) };
+  }
+
   serve(bus: Bus) {
     return bus.respond(subjects.invoke, 'invoker', async (data) => {
+      this.via.bus++;
       const req = fromBinary(InvokeRequestSchema, data);
       const body = JSON.parse(dec.decode(req.body));
       this.bodies.push(body);
@@ -120,6 +168,9 @@ export class ScriptedInvoker {
     if ('wait' in step) return { op: 'WaitForEvent', id, name, eventName: step.event, eventIf: step.if, timeoutMs: step.timeoutMs };
     if ('child' in step) return { op: 'RunWorkflow', id, name, childName: step.workflow, childData: step.data ?? null };
     if ('emit' in step) return { op: 'Emit', id, name, eventName: step.event, data: step.data ?? null };
+    if ('approval' in step) return { op: 'Approval', id, name, data: { title: name }, timeoutMs: step.timeoutMs };
+    if ('infer' in step) return { op: 'Infer', id, name, data: { model: step.model, prompt: 'hi' } };
+    if ('score' in step) return { op: 'Score', id, name, data: { name: step.name, value: step.value, ...(step.note ? { note: step.note } : {}) } };
     throw new Error('unknown step');
   }
 }
@@ -128,7 +179,8 @@ export interface Harness {
   bus: Bus;
   db: Database;
   scheduler: ServiceHandle;
-  start(workflow: string, data?: unknown, opts?: { app?: string; flow?: Record<string, unknown> }): Promise<string>;
+  /** Send a StartRun on the stream, or as the direct request ingest tries first (`direct`: resolves once the run is stored). */
+  start(workflow: string, data?: unknown, opts?: { app?: string; flow?: Record<string, unknown>; runId?: string; direct?: boolean }): Promise<string>;
   register(app: string, workflows: Record<string, unknown>[]): Promise<void>;
   call(op: string, payload?: { params?: Record<string, string>; query?: Record<string, unknown>; body?: unknown }): Promise<any>;
   waitFor(runId: string, statuses: string[], timeoutMs?: number): Promise<any>;
@@ -173,14 +225,16 @@ export async function startHarness(mode: 'real' | 'embedded', invoker: ScriptedI
     db,
     scheduler,
     async start(workflow, data = {}, opts = {}) {
-      const runId = ids.run();
+      const runId = opts.runId ?? ids.run();
       await bus.ensureStream(streams.schedulerCmds);
       const cmd = create(StartRunSchema, {
         workspaceId: WS, runId, workflow, app: opts.app ?? 'app', runner: '', eventId: ids.event(), eventName: `${workflow}.requested`,
         input: enc.encode(JSON.stringify(data)), triggerKind: 'event', createdAtMs: BigInt(Date.now()),
         ...(opts.flow ?? {}),
       });
-      await bus.publish(subjects.startRun, toBinary(StartRunSchema, cmd), { msgId: runId });
+      const bytes = toBinary(StartRunSchema, cmd);
+      if (opts.direct) await bus.request(subjects.startRunNow, bytes, { timeoutMs: 5000 });
+      else await bus.publish(subjects.startRun, bytes, { msgId: runId });
       return runId;
     },
     async register(app, workflows) {
@@ -211,9 +265,13 @@ export async function startHarness(mode: 'real' | 'embedded', invoker: ScriptedI
       for (;;) {
         try {
           last = (await h.call('runs.get', { params: { id: runId } })).body;
-          if (statuses.includes(last.status)) return last;
         } catch {
           /* not created yet */
+        }
+        if (last && statuses.includes(last.status)) return last;
+        // A run that ended otherwise never will: report it now, with its error, not at the deadline.
+        if (last && TERMINAL.includes(last.status)) {
+          throw new Error(`run ${runId} ended ${last.status} while waiting for ${statuses.join('|')}: ${JSON.stringify(last.error ?? last.result ?? null)}`);
         }
         if (Date.now() > deadline) throw new Error(`run ${runId} not ${statuses.join('|')}: ${JSON.stringify(last)}`);
         await new Promise((r) => setTimeout(r, 25));
@@ -251,6 +309,18 @@ export async function startHarness(mode: 'real' | 'embedded', invoker: ScriptedI
     },
   };
   return h;
+}
+
+/** SPEC Run statuses: a run in one of these never moves again. */
+const TERMINAL = ['succeeded', 'failed', 'cancelled'];
+
+/** Poll `pred` until it holds; fail naming `what` at the deadline. */
+export async function until(pred: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await pred())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 export const modes = (): ('real' | 'embedded')[] => {

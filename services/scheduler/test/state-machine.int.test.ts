@@ -1,19 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { seededRandom } from '@dws/testing';
 import { modes, ScriptedInvoker, startHarness, type Harness, type ScriptStep } from './harness.js';
 
 jest.setTimeout(120_000);
 
-/** mulberry32: a seeded PRNG so a failing case can be replayed from its seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// A seeded PRNG so a failing case can be replayed from its seed.
+const rng = seededRandom;
 
 /** A random but deterministic workflow for a seed: steps, flaky steps, sleeps, waits, parallel groups. */
 function randomScript(seed: number): ScriptStep[] {

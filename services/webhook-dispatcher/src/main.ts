@@ -1,29 +1,41 @@
 import { fileURLToPath } from 'node:url';
 import type { Config } from '@dws/config';
 import { migrate } from '@dws/db';
-import { streams, type Infra, type ServiceHandle } from '@dws/runtime';
+import { sealKeyringFor, serveApi, streams, type Infra, type ServiceHandle } from '@dws/runtime';
+import { dispatcherApi } from './handlers/api.js';
 import { consumeSends } from './handlers/commands.js';
-import { Sender } from './handlers/sender.js';
+import { consumeLifecycle } from './handlers/lifecycle.js';
+import { Sender, type SenderOptions } from './handlers/sender.js';
 
 const MIGRATIONS = fileURLToPath(new URL('./store/migrations', import.meta.url));
 
+export type WebhookDispatcherOptions = SenderOptions;
+
 /**
- * Composition root of the webhook dispatcher: durable outbound deliveries
- * with retries and a per-attempt log. Endpoint CRUD, lifecycle subscriptions
- * and the delivery reads arrive with the webhooks issue.
+ * Composition root of the webhook dispatcher: endpoints, lifecycle
+ * deliveries (from the scheduler's facts) and custom sends (its commands),
+ * durable sending with retries and a per-attempt log, and the reads.
  */
-export async function startWebhookDispatcher(_cfg: Config, infra: Infra): Promise<ServiceHandle> {
+export async function startWebhookDispatcher(cfg: Config, infra: Infra, opts: WebhookDispatcherOptions = {}): Promise<ServiceHandle> {
   const log = infra.log.child({ service: 'webhook-dispatcher' });
-  await migrate(infra.db, { schema: 'webhook_dispatcher', migrationsDir: MIGRATIONS });
-  await infra.bus.ensureStream(streams.dispatcherCmds);
-  const sender = new Sender({ db: infra.db, log });
+  const { db, bus } = infra;
+  await migrate(db, { schema: 'webhook_dispatcher', migrationsDir: MIGRATIONS });
+  for (const s of [streams.dispatcherCmds, streams.schedulerFacts]) await bus.ensureStream(s);
+  const secrets = sealKeyringFor(cfg);
+  const allowPrivate = cfg.SERVICE_WEBHOOK_ALLOW_PRIVATE === 'on';
+  const sender = new Sender({ db, log, secrets, allowPrivate }, opts);
   sender.start();
-  const sends = await consumeSends(infra.bus, infra.db, () => sender.kick());
+  const kick = () => sender.kick();
+  const sends = await consumeSends(bus, db, kick);
+  const lifecycle = await consumeLifecycle(bus, db, kick);
+  const api = serveApi(bus, 'webhook-dispatcher', log, dispatcherApi({ db, secrets, allowPrivate, onQueued: kick }));
   return {
     name: 'webhook-dispatcher',
     ready: async () => true,
     async stop() {
+      await api.stop();
       await sends.stop();
+      for (const s of lifecycle) await s.stop();
       await sender.stop();
     },
   };

@@ -45,7 +45,7 @@ describe.each(modes)('custom webhook sends (%s)', (mode) => {
       bus = await createEmbeddedBus();
     }
     const log = createLogger({ level: 'silent' });
-    svc = await startWebhookDispatcher(loadConfig({}), { db, bus, log, mode: { db: db.kind, bus: bus.kind }, close: async () => {} });
+    svc = await startWebhookDispatcher(loadConfig({ SERVICE_WEBHOOK_ALLOW_PRIVATE: 'on' }), { db, bus, log, mode: { db: db.kind, bus: bus.kind }, close: async () => {} });
     await bus.ensureStream(streams.dispatcherCmds);
   });
   afterAll(async () => {
@@ -64,6 +64,8 @@ describe.each(modes)('custom webhook sends (%s)', (mode) => {
     for (let i = 0; i < 200; i++) {
       const rows = await db.query<{ status: string; attempt_count: number }>('select status, attempt_count from webhook_dispatcher.deliveries where id = $1', [id]);
       if (rows[0] && statuses.includes(rows[0].status)) return rows[0];
+      // Ended otherwise (a delivery that succeeded, exhausted or died never moves again): say so now, not after the polls.
+      if (rows[0] && ['succeeded', 'exhausted', 'dead'].includes(rows[0].status)) throw new Error(`delivery ${id} ended ${rows[0].status}, not ${statuses.join('|')}`);
       await new Promise((r) => setTimeout(r, 25));
     }
     throw new Error(`delivery ${id} never reached ${statuses.join('|')}`);
@@ -76,7 +78,7 @@ describe.each(modes)('custom webhook sends (%s)', (mode) => {
     await send(id, `${base}/hook`, 'run_once');
     const d = await delivery(id, ['succeeded']);
     expect(d.attempt_count).toBe(1);
-    await new Promise((r) => setTimeout(r, 300));
+    await new Promise((r) => setTimeout(r, 300)); // deliberately: time for a second send, which must not happen
     expect(received.filter((r) => r.path === '/hook')).toHaveLength(1);
     expect(JSON.parse(received[0]!.body)).toEqual({ hello: 1 });
     const attempts = await db.query<{ outcome: string; status_code: number }>('select outcome, status_code from webhook_dispatcher.attempts where delivery_id = $1', [id]);

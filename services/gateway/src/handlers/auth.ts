@@ -37,16 +37,44 @@ export class Authenticator {
     const key = this.bearer(req);
     if (!this.opts.enabled) {
       // SERVICE_AUTH=off: no key needed. A valid key still picks its workspace, so admin-made workspaces stay reachable.
+      // SPEC Authentication 4: with authentication disabled the channel is `unrecorded`.
       const rec = key ? await this.lookup(key) : undefined;
-      return { workspaceId: rec?.workspaceId ?? DEFAULT_WORKSPACE_ID, actor: rec?.name ?? 'anonymous', keyKind: 'none', requestId, suspended: rec?.suspended ?? false };
+      return {
+        workspaceId: rec?.workspaceId ?? DEFAULT_WORKSPACE_ID,
+        actor: rec?.name ?? 'anonymous',
+        keyKind: 'none',
+        requestId,
+        suspended: rec?.suspended ?? false,
+        via: 'unrecorded',
+      };
     }
     if (!key) throw unauthorized('An API key is required: authorization: Bearer <key>.');
     const rec = await this.lookup(key);
     if (!rec) throw unauthorized('The API key is not valid.');
-    if (opts.write && !mayWrite(rec.kind)) throw forbidden('key_read_only', 'A public key can only read; this call needs a secret key.');
     const named = req.headers['x-service-actor'];
-    const actor = rec.kind === 'console' && typeof named === 'string' && named.trim() !== '' ? named.trim().slice(0, 256) : rec.name;
-    return { workspaceId: rec.workspaceId, actor, keyKind: rec.kind, requestId, suspended: rec.suspended };
+    const person = rec.kind === 'console' && typeof named === 'string' && named.trim() !== '' ? named.trim().slice(0, 256) : undefined;
+    // SPEC Approval decidedVia: `console` only when a console key names the acting person; any other key is `api`.
+    const caller: AuthedCaller = {
+      workspaceId: rec.workspaceId,
+      actor: person ?? rec.name,
+      keyKind: rec.kind,
+      requestId,
+      suspended: rec.suspended,
+      via: person ? 'console' : 'api',
+    };
+    this.authorize(caller, opts);
+    return caller;
+  }
+
+  /**
+   * CONTRACT Keys: a public key only reads (403 on a write). Also the check of
+   * each MCP write tool, whose caller authenticated once for the request.
+   * With authentication off (keyKind `none`) everything is allowed.
+   */
+  authorize(caller: Caller, opts: { write: boolean }): void {
+    if (opts.write && caller.keyKind !== 'none' && !mayWrite(caller.keyKind)) {
+      throw forbidden('key_read_only', 'A public key can only read; this call needs a secret key.');
+    }
   }
 
   /** The admin API: off (404) without SERVICE_ADMIN_TOKEN, else the token compared in constant time. */

@@ -2,7 +2,8 @@ import { request as httpRequest, type IncomingMessage, type Server } from 'node:
 import type { Duplex } from 'node:stream';
 import type { Request } from 'express';
 import type { Logger } from '@dws/log';
-import { errorBody, HOP_HEADER, hopKey, isServiceError, signHop } from '@dws/protocol';
+import { checkWebSocketUpgrade, refuseUpgrade } from '@dws/http';
+import { CONNECT_SUBPROTOCOL, HOP_HEADER, hopKey, isServiceError, signHop } from '@dws/protocol';
 
 /** Takes over an HTTP upgrade (the invoker's Connect endpoint). */
 export type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
@@ -46,6 +47,9 @@ export function attachConnect(server: Server, o: ConnectProxyOptions): void {
   async function accept(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     const path = (req.url ?? '').split('?')[0];
     if (path !== PATH) return refuse(socket, 404, 'route_not_found', `No WebSocket endpoint at ${path}; Connect is GET ${PATH}.`);
+    // A handshake the invoker's WebSocket library would refuse (in text/plain) is refused here, with the error body, before auth.
+    const bad = checkWebSocketUpgrade(req, { subprotocol: CONNECT_SUBPROTOCOL });
+    if (bad) return refuseUpgrade(socket, bad);
     let caller: { workspaceId: string; actor: string };
     try {
       caller = await o.auth.caller(req as Request, { write: true });
@@ -97,7 +101,7 @@ export function attachConnect(server: Server, o: ConnectProxyOptions): void {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (c: string) => (body += c));
-      res.on('end', () => refuse(socket, res.statusCode ?? 502, undefined, body));
+      res.on('end', () => passOn(socket, res.statusCode ?? 502, body));
     });
     upstream.on('error', (err) => {
       if (answered) return socket.destroy();
@@ -108,12 +112,26 @@ export function attachConnect(server: Server, o: ConnectProxyOptions): void {
   }
 }
 
-/** Answers an upgrade with an HTTP error and the CONTRACT error body (or a body already made). */
-function refuse(socket: Duplex, status: number, code: string | undefined, message: string): void {
-  if (socket.destroyed) return;
-  const body = code === undefined ? message : JSON.stringify(errorBody(code, message));
-  socket.end(
-    `HTTP/1.1 ${status} ${status < 500 ? 'Refused' : 'Unavailable'}\r\ncontent-type: application/json; charset=utf-8\r\n` +
-      `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-  );
+/** Answers an upgrade with an HTTP error and the CONTRACT error body. */
+function refuse(socket: Duplex, status: number, code: string, message: string): void {
+  refuseUpgrade(socket, { status, code, message });
+}
+
+/**
+ * Passes the invoker's refusal on. It answers with the error body; should
+ * anything else come back (another library's text/plain), it is wrapped so
+ * the client still gets the CONTRACT shape, and a 5xx stays ours to name.
+ */
+function passOn(socket: Duplex, status: number, body: string): void {
+  let parsed: { error?: { code?: unknown; message?: unknown } } | undefined;
+  try {
+    parsed = JSON.parse(body) as typeof parsed;
+  } catch {
+    parsed = undefined;
+  }
+  const code = parsed?.error?.code;
+  const message = parsed?.error?.message;
+  if (typeof code === 'string' && /^[a-z][a-z0-9_]*$/.test(code) && typeof message === 'string') return refuse(socket, status, code, message);
+  if (status >= 500) return refuse(socket, 502, 'invoker_unavailable', 'The invoker did not take the connection; retry shortly.');
+  refuse(socket, status >= 400 ? status : 502, 'upgrade_refused', 'The WebSocket upgrade was refused.');
 }

@@ -6,18 +6,29 @@ import { idTimeMs } from '../domain/timeline.js';
  * StartRun is still on its way to the scheduler (a few ms), so a read of a
  * run born within the last minute that the scheduler does not know yet is
  * retried, backing off from 2 ms, for up to `waitMs` before its 404.
+ *
+ * `stored`, when given, resolves once the run has surely been stored (its
+ * stream received a live frame): then the retry goes at once and the
+ * backoff can start long, so a busy scheduler is not polled for a run it
+ * has not reached yet.
  */
-export async function awaitNewRun<T>(runId: string, call: () => Promise<T>, opts: { waitMs: number; stop?: () => boolean }): Promise<T> {
+export async function awaitNewRun<T>(
+  runId: string,
+  call: () => Promise<T>,
+  opts: { waitMs: number; stop?: () => boolean; stored?: () => Promise<void> },
+): Promise<T> {
   const born = idTimeMs(runId);
   const fresh = born !== undefined && born > Date.now() - 60_000 && born < Date.now() + 5_000;
   const deadline = Date.now() + opts.waitMs;
-  for (let pause = 2; ; pause = Math.min(pause * 2, 100)) {
+  for (let pause = opts.stored ? 50 : 2; ; pause = Math.min(pause * 2, opts.stored ? 500 : 100)) {
     try {
       return await call();
     } catch (err) {
       const missing = isServiceError(err) && err.code === 'run_not_found';
       if (!missing || !fresh || Date.now() >= deadline || opts.stop?.()) throw err;
-      await new Promise((r) => setTimeout(r, pause));
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([new Promise((r) => (timer = setTimeout(r, Math.min(pause, Math.max(0, deadline - Date.now()))))), opts.stored?.()]);
+      clearTimeout(timer);
     }
   }
 }

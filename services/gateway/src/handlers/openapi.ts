@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_JSON_DEPTH } from '@dws/http';
 import type { RouteSpec } from './route-table.js';
 import { registry } from './schemas.js';
 
@@ -8,12 +9,17 @@ const REF = (id: string) => `#/components/schemas/${id}`;
 const toOpenApiPath = (p: string) => p.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 
 const ERRORS: Record<number, string> = {
-  400: 'Invalid input (bad JSON, a field or parameter out of range, a cursor from another sort).',
+  400:
+    'Invalid input: bad JSON (`invalid_json`), a body nested deeper than ' +
+    `${MAX_JSON_DEPTH} levels (\`json_too_deep\`), a string that is not valid Unicode or holds U+0000 (\`invalid_unicode\`), ` +
+    'a body whose Content-Encoding does not decode (`invalid_body_encoding`), a field or parameter out of range, a cursor from another sort.',
   401: 'Missing or unknown key.',
   403: 'A public key on a write, or a suspended workspace on a run-creating call.',
   404: 'Unknown route, or an id this workspace does not have (another workspace’s ids read as 404).',
   409: 'The resource is not in a state that allows this.',
-  426: 'A WebSocket upgrade is required.',
+  405: 'The method is not allowed here (a WebSocket upgrade must be a GET).',
+  415: 'A Content-Encoding other than gzip, deflate, br or identity (`unsupported_encoding`).',
+  426: 'A WebSocket upgrade is required, or its Sec-WebSocket-Version is not 13.',
   413: 'Request body over 1 MiB.',
   500: 'Internal error (never with details).',
   503: 'The owning service did not answer in time.',
@@ -78,7 +84,10 @@ export function openApiDocument(routes: RouteSpec[], info: { version: string }):
     const statuses = new Set<number>([400, 404, 500]);
     if (r.access !== 'open') statuses.add(401);
     if (r.access === 'write') statuses.add(403);
-    if (r.body) statuses.add(413);
+    if (r.body) {
+      statuses.add(413);
+      statuses.add(415);
+    }
     if (r.target.kind === 'forward' || isLocal(r, 'runStream')) statuses.add(503);
     for (const e of r.errors ?? []) statuses.add(e);
     for (const st of [...statuses].sort()) responses[String(st)] = errorResponse(st);
@@ -106,7 +115,10 @@ export function openApiDocument(routes: RouteSpec[], info: { version: string }):
     info: {
       title: 'Durable workflow service API',
       version: info.version,
-      description: 'Every path is relative to /v1. Errors are JSON: { "error": { "code", "message" } }.',
+      description:
+        'Every path is relative to /v1. Errors are JSON: { "error": { "code", "message" } }, every 4xx and 5xx. ' +
+        `A request body is JSON in UTF-8, at most 1 MiB after its Content-Encoding (gzip, deflate or br) is undone, nested at most ${MAX_JSON_DEPTH} levels ` +
+        '(the body itself is level 1), with no lone surrogate or U+0000 in any string or key.',
     },
     servers: [{ url: '/v1' }],
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',

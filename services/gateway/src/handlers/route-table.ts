@@ -1,5 +1,7 @@
 import type { z } from 'zod';
 import * as s from './schemas.js';
+import * as wh from './webhook-schemas.js';
+import * as rcv from './receiver-schemas.js';
 
 /** Who may call a route: any key (reads), a secret or console key (writes), the admin token, or anyone (the document). */
 export type Access = 'open' | 'read' | 'write' | 'admin';
@@ -15,6 +17,9 @@ export type LocalHandler =
   | 'runsStream'
   | 'eventsStream'
   | 'connectInfo'
+  | 'mcp'
+  | 'mcpNoStream'
+  | 'webhookReceive'
   | 'admin.createWorkspace'
   | 'admin.getWorkspace'
   | 'admin.patchWorkspace'
@@ -68,6 +73,7 @@ export const ROUTES: RouteSpec[] = [
   { method: 'post', path: '/runs/bulk-replay', summary: 'Replay finished runs matching a filter, newest first, up to a per-call ceiling', tag: 'control', access: 'write', startsRuns: true, body: { schema: s.BulkReplayBody, required: true }, ok: { status: 200, schema: s.BulkReplayResult }, errors: [403], target: fwd('scheduler', 'runs.bulkReplay') },
   { method: 'get', path: '/runs/:id', summary: 'One run, with input and result', tag: 'runs', access: 'read', readsRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, target: fwd('scheduler', 'runs.get') },
   { method: 'get', path: '/runs/:id/steps', summary: "The run's steps, in order (unpaged)", tag: 'runs', access: 'read', readsRun: true, params: s.IdParams, ok: { status: 200, schema: s.Step, array: true }, target: fwd('scheduler', 'runs.steps') },
+  { method: 'get', path: '/runs/:id/scores', summary: "The scores the run's Score steps wrote (unpaged)", tag: 'runs', access: 'read', readsRun: true, params: s.IdParams, ok: { status: 200, schema: s.Score, array: true }, target: fwd('scheduler', 'runs.scores') },
   { method: 'get', path: '/runs/:id/logs', summary: 'Run log lines, oldest first', tag: 'runs', access: 'read', readsRun: true, params: s.IdParams, query: s.LogsQuery, ok: { status: 200, schema: s.LogLine, array: true }, target: fwd('scheduler', 'runs.logs') },
   { method: 'get', path: '/runs/:id/stream', summary: 'SSE: the run timeline, replayed after `from` (or Last-Event-ID), then live; ends when the run is terminal', tag: 'runs', access: 'read', params: s.IdParams, query: s.StreamQuery, ok: { status: 200, sse: s.TimelineFrame }, target: local('runStream') },
 
@@ -81,14 +87,77 @@ export const ROUTES: RouteSpec[] = [
 
   // Events (ingest). /events/stream before /events/:id.
   { method: 'post', path: '/events', summary: 'Ingest one event or a batch of up to 100', tag: 'events', access: 'write', body: { schema: s.EventBody, required: true, errorCode: 'invalid_event' }, ok: { status: 202, schema: s.IngestResult }, target: fwd('ingest', 'events.ingest') },
+  { method: 'get', path: '/usage', summary: "The workspace's model usage since a time, in total and per model", tag: 'runs', access: 'read', query: s.UsageQuery, ok: { status: 200, schema: s.UsageReport }, target: fwd('scheduler', 'usage.get') },
+  { method: 'get', path: '/sessions', summary: 'Sessions, most recently active first, with run counts, usage and scores', tag: 'events', access: 'read', query: s.SessionsQuery, ok: { status: 200, schema: s.Session, array: true }, target: fwd('scheduler', 'sessions.list') },
   { method: 'get', path: '/events', summary: 'Event log, newest first', tag: 'events', access: 'read', query: s.ListEventsQuery, ok: { status: 200, schema: s.EventRecord, array: true }, target: fwd('ingest', 'events.list') },
   { method: 'get', path: '/events/stream', summary: 'SSE: live tail of ingested events (best-effort)', tag: 'events', access: 'read', ok: { status: 200, sse: s.EventRecord }, target: local('eventsStream') },
   { method: 'get', path: '/events/:id', summary: 'One event record', tag: 'events', access: 'read', params: s.IdParams, ok: { status: 200, schema: s.EventRecord }, target: fwd('ingest', 'events.get') },
 
+  // Approvals (approvals service). A decision needs a secret or console key; the decider is the caller, never the body.
+  { method: 'get', path: '/approvals', summary: 'Approvals, newest first', tag: 'approvals', access: 'read', query: s.ListApprovalsQuery, ok: { status: 200, schema: s.Approval, array: true }, target: fwd('approvals', 'approvals.list') },
+  { method: 'get', path: '/approvals/:id', summary: 'One approval, with its proposed tool call and context', tag: 'approvals', access: 'read', params: s.IdParams, ok: { status: 200, schema: s.Approval }, target: fwd('approvals', 'approvals.get') },
+  {
+    method: 'post',
+    path: '/approvals/:id/decision',
+    summary:
+      'Decide an open approval; the parked run resumes. decidedBy is the X-Service-Actor of a console key, else the key name; decidedVia is console, api, or unrecorded with authentication off. 409 once the approval is not open.',
+    tag: 'approvals',
+    access: 'write',
+    params: s.IdParams,
+    body: { schema: s.DecisionBody, required: true, errorCode: 'invalid_decision' },
+    ok: { status: 200, schema: s.Approval },
+    errors: [403, 409],
+    target: fwd('approvals', 'approvals.decide'),
+  },
+
+  // Outbound webhooks (webhook-dispatcher). Config writes and redeliver need a secret or console key; /stats before /:id.
+  { method: 'get', path: '/webhook-endpoints', summary: 'Outbound endpoint configs (never their secrets)', tag: 'webhooks', access: 'read', ok: { status: 200, schema: wh.WebhookEndpoint, array: true }, target: fwd('webhook-dispatcher', 'endpoints.list') },
+  { method: 'get', path: '/webhook-endpoints/stats', summary: 'Per-endpoint delivery counts since `since` (default the last 30 days)', tag: 'webhooks', access: 'read', query: wh.WebhookStatsQuery, ok: { status: 200, schema: wh.WebhookEndpointStats, array: true }, target: fwd('webhook-dispatcher', 'endpoints.stats') },
+  { method: 'post', path: '/webhook-endpoints', summary: 'Subscribe an endpoint to run lifecycle kinds; the signing secret is returned once', tag: 'webhooks', access: 'write', body: { schema: wh.CreateWebhookEndpointBody, required: true, errorCode: 'invalid_webhook_endpoint' }, ok: { status: 201, schema: wh.CreatedWebhookEndpoint }, errors: [403], target: fwd('webhook-dispatcher', 'endpoints.create') },
+  { method: 'patch', path: '/webhook-endpoints/:id', summary: 'Edit an endpoint; rotateSecret returns the new secret once', tag: 'webhooks', access: 'write', params: s.IdParams, body: { schema: wh.PatchWebhookEndpointBody, required: true, errorCode: 'invalid_webhook_endpoint' }, ok: { status: 200, schema: wh.UpdatedWebhookEndpoint }, errors: [403], target: fwd('webhook-dispatcher', 'endpoints.update') },
+  { method: 'delete', path: '/webhook-endpoints/:id', summary: 'Delete an endpoint (its past deliveries stay readable)', tag: 'webhooks', access: 'write', params: s.IdParams, ok: { status: 204 }, errors: [403], target: fwd('webhook-dispatcher', 'endpoints.delete') },
+  { method: 'get', path: '/webhook-deliveries', summary: 'Page of outbound deliveries, newest first (keyset over createdAt, id)', tag: 'webhooks', access: 'read', query: wh.ListWebhookDeliveriesQuery, ok: { status: 200, schema: wh.WebhookDelivery, array: true, headers: NEXT_CURSOR }, target: fwd('webhook-dispatcher', 'deliveries.list') },
+  { method: 'get', path: '/webhook-deliveries/:id', summary: 'One delivery with its attempt log', tag: 'webhooks', access: 'read', params: s.IdParams, ok: { status: 200, schema: wh.WebhookDeliveryDetail }, target: fwd('webhook-dispatcher', 'deliveries.get') },
+  { method: 'post', path: '/webhook-deliveries/:id/redeliver', summary: 'Re-queue a delivery with a fresh retry budget (attempt log kept); 409 while delivering', tag: 'webhooks', access: 'write', params: s.IdParams, ok: { status: 204 }, errors: [403, 409], target: fwd('webhook-dispatcher', 'deliveries.redeliver') },
+
+  // Inbound webhooks (ingest owns receivers and what arrived). POST /webhooks/:slug takes no API key: the signature is the credential.
+  { method: 'get', path: '/webhook-receivers', summary: 'Inbound receiver configs (never their secrets)', tag: 'webhooks', access: 'read', ok: { status: 200, schema: rcv.WebhookReceiver, array: true }, target: fwd('ingest', 'receivers.list') },
+  { method: 'post', path: '/webhook-receivers', summary: 'Create a receiver; the signing secret is returned once; a slug in use is 409', tag: 'webhooks', access: 'write', body: { schema: rcv.CreateWebhookReceiverBody, required: true, errorCode: 'invalid_webhook_receiver' }, ok: { status: 201, schema: rcv.CreatedWebhookReceiver }, errors: [403, 409], target: fwd('ingest', 'receivers.create') },
+  { method: 'patch', path: '/webhook-receivers/:id', summary: 'Edit a receiver; rotateSecret returns the new secret once; the slug is immutable', tag: 'webhooks', access: 'write', params: s.IdParams, body: { schema: rcv.PatchWebhookReceiverBody, required: true, errorCode: 'invalid_webhook_receiver' }, ok: { status: 200, schema: rcv.UpdatedWebhookReceiver }, errors: [403], target: fwd('ingest', 'receivers.update') },
+  { method: 'delete', path: '/webhook-receivers/:id', summary: 'Delete a receiver (its source deliveries stay readable)', tag: 'webhooks', access: 'write', params: s.IdParams, ok: { status: 204 }, errors: [403], target: fwd('ingest', 'receivers.delete') },
+  { method: 'get', path: '/webhook-source-deliveries', summary: 'Page of inbound posts, newest first (keyset over createdAt, id), with the verification outcome and the event each became', tag: 'webhooks', access: 'read', query: rcv.ListSourceDeliveriesQuery, ok: { status: 200, schema: rcv.WebhookSourceDelivery, array: true, headers: NEXT_CURSOR }, target: fwd('ingest', 'sourceDeliveries.list') },
+  {
+    method: 'post',
+    path: '/webhooks/:slug',
+    summary:
+      'Inbound delivery, no API key: signed with X-Service-Signature (t=<unix>&s=<hex HMAC-SHA256 of "<t>.<raw body>">, 5 minutes of skew), Stripe-Signature or X-Hub-Signature-256 under the receiver secret. A verified JSON body becomes the event named by the receiver eventName (202). Refused and recorded: bad or missing signature 401 invalid_signature, disabled receiver 403, over 1 MiB 413, non-JSON 400; an unknown slug is 404.',
+    tag: 'webhooks',
+    access: 'open',
+    params: rcv.SlugParams,
+    body: { schema: rcv.InboundWebhookBody, required: false },
+    ok: { status: 202, schema: rcv.InboundAccepted },
+    errors: [401, 403],
+    target: local('webhookReceive'),
+  },
+
+  // MCP (Model Context Protocol), stateless streamable HTTP: the same keys and tools over the routes above.
+  {
+    method: 'post',
+    path: '/mcp',
+    summary:
+      'MCP server (JSON-RPC over streamable HTTP, stateless, JSON answers). Read tools work with any key; write tools need a secret or console key, and their calls carry decidedVia mcp.',
+    tag: 'mcp',
+    access: 'read',
+    body: { schema: s.McpMessage, required: true, errorCode: 'invalid_mcp_message' },
+    ok: { status: 200 },
+    target: local('mcp'),
+  },
+  { method: 'get', path: '/mcp', summary: 'No server-initiated stream: the MCP server is stateless (405)', tag: 'mcp', access: 'read', ok: { status: 405 }, errors: [405], target: local('mcpNoStream') },
+
   // Runners and workflows (invoker).
   { method: 'post', path: '/register', summary: 'A runner announces itself and its workflows', tag: 'runners', access: 'write', body: { schema: s.RegisterBody, required: true, errorCode: 'invalid_registration' }, ok: { status: 200 }, target: fwd('invoker', 'register') },
   { method: 'get', path: '/runners', summary: 'Registered runners', tag: 'runners', access: 'read', query: s.AppQuery, ok: { status: 200, schema: s.Runner, array: true }, target: fwd('invoker', 'runners.list') },
-  { method: 'get', path: '/connect', summary: 'WebSocket upgrade for the Connect transport (subprotocol service.connect.v0); a plain GET answers 426', tag: 'runners', access: 'write', ok: { status: 101 }, errors: [426], target: local('connectInfo') },
+  { method: 'get', path: '/connect', summary: 'WebSocket upgrade for the Connect transport (subprotocol service.connect.v0); a plain GET answers 426, a malformed handshake 400/405/426 with the error body', tag: 'runners', access: 'write', ok: { status: 101 }, errors: [405, 426], target: local('connectInfo') },
   { method: 'get', path: '/workflows', summary: 'Registered workflow definitions', tag: 'runners', access: 'read', query: s.AppQuery, ok: { status: 200, schema: s.Workflow, array: true }, target: fwd('invoker', 'workflows.list') },
 
   // Admin API (CONTRACT.md), bearer SERVICE_ADMIN_TOKEN.

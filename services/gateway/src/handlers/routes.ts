@@ -1,20 +1,15 @@
 import { Router, type Request, type RequestHandler, type Response } from 'express';
-import type { z } from 'zod';
 import type { Bus } from '@dws/bus';
 import { jsonBody } from '@dws/http';
-import { forbidden, invalid, isServiceError, notFound, ServiceError } from '@dws/protocol';
-import { callApi } from '@dws/runtime';
+import { ServiceError } from '@dws/protocol';
 import type { LimitsPatch } from '../domain/usage.js';
 import type { AdminApi } from './admin.js';
-import { awaitNewRun } from './new-run.js';
+import { forwardRoute, validateInput } from './forward.js';
+import { inboundBody, isInboundPost, receiveInbound } from './inbound-webhook.js';
 import type { AuthedCaller, Authenticator } from './auth.js';
+import type { McpEndpoint } from './mcp.js';
 import type { LocalHandler, RouteSpec } from './route-table.js';
 import type { Streams } from './streams.js';
-
-/** Bus trouble is ours, not the caller's: 503 with the error body; the cause is logged by the error middleware. */
-function unavailable(service: string, err: unknown): ServiceError {
-  return new ServiceError(503, 'service_unavailable', `The ${service} service did not answer in time; retry shortly.`, { cause: err });
-}
 
 /** Query values as express gives them (string or string[]), with empty ones treated as absent. */
 function queryOf(req: Request): Record<string, unknown> {
@@ -23,24 +18,13 @@ function queryOf(req: Request): Record<string, unknown> {
   return out;
 }
 
-/** A zod failure as the error body: the code names the parameter (invalid_limit), the message says what is wrong. */
-function validate<T extends z.ZodType>(schema: T, value: unknown, where: 'params' | 'query' | 'body', bodyCode: string): z.output<T> {
-  const r = schema.safeParse(value);
-  if (r.success) return r.data;
-  const issue = r.error.issues[0]!;
-  const field = issue.path.map(String).join('.');
-  // A path parameter that cannot be valid names nothing this workspace has.
-  if (where === 'params') throw notFound(issue.path[0] === 'keyId' ? 'key' : 'resource');
-  const code = where === 'query' ? `invalid_${String(issue.path[0] ?? 'query').toLowerCase()}` : bodyCode;
-  throw invalid(code, `${where === 'query' ? `query parameter ${field}` : field ? `body.${field}` : 'body'}: ${issue.message}.`);
-}
-
 export interface RouterDeps {
   bus: Bus;
   auth: Authenticator;
   admin: AdminApi;
   streams: Streams;
   openapi: () => unknown;
+  mcp: McpEndpoint;
 }
 
 interface Ctx {
@@ -68,6 +52,11 @@ export function apiRouter(routes: RouteSpec[], d: RouterDeps): Router {
     connectInfo: () => {
       throw new ServiceError(426, 'upgrade_required', 'GET /v1/connect is a WebSocket endpoint: send Upgrade: websocket with subprotocol service.connect.v0.');
     },
+    mcp: ({ req, res, caller, body }) => d.mcp.handle(req, res, caller!, body),
+    mcpNoStream: () => {
+      throw new ServiceError(405, 'method_not_allowed', 'The MCP server is stateless and opens no server-initiated stream: POST JSON-RPC messages to /v1/mcp.');
+    },
+    webhookReceive: ({ req, res, params }) => receiveInbound(d.bus, req, res, params.slug!),
     'admin.createWorkspace': async ({ res, body }) => void res.status(201).json(await d.admin.createWorkspace((body as { name: string }).name)),
     'admin.getWorkspace': async ({ res, params }) => void res.json(await d.admin.getWorkspace(params.id!)),
     'admin.patchWorkspace': async ({ res, params, body }) =>
@@ -83,43 +72,22 @@ export function apiRouter(routes: RouteSpec[], d: RouterDeps): Router {
   };
 
   const router = Router();
-  router.use(jsonBody());
+  // Inbound webhook posts are signed over their exact bytes: read raw, never parsed here (see inbound-webhook.ts).
+  const json = Router().use(jsonBody());
+  const inbound = inboundBody();
+  router.use((req, res, next) => (isInboundPost(req) ? inbound(req, res, next) : json(req, res, next)));
   for (const r of routes) {
-    const bodyCode = r.body?.errorCode ?? 'invalid_body';
     const handler: RequestHandler = async (req, res) => {
       let caller: AuthedCaller | undefined;
       if (r.access === 'admin') d.auth.admin(req);
       else if (r.access !== 'open') caller = await d.auth.caller(req, { write: r.access === 'write' });
 
-      const params = r.params ? (validate(r.params, req.params, 'params', bodyCode) as Record<string, string>) : {};
-      const query = r.query ? (validate(r.query, queryOf(req), 'query', bodyCode) as Record<string, unknown>) : {};
       const hasBody = req.rawBody !== undefined && req.rawBody.length > 0;
-      let body: unknown;
-      if (r.body) {
-        if (hasBody) body = validate(r.body.schema, req.body, 'body', bodyCode);
-        else if (r.body.required) throw invalid(bodyCode, 'A JSON body is required.');
-      }
-      // SPEC Errors: a suspended workspace is refused every run-creating call (replay paths included).
-      if (r.startsRuns && caller?.suspended) throw forbidden('workspace_suspended', 'This workspace is suspended: no new runs start.');
-
+      const v = validateInput(r, { params: req.params as Record<string, string>, query: queryOf(req), body: hasBody ? { parsed: req.body, raw: req.rawBody!.toString('utf8') } : undefined }, caller);
+      const { params, query, body } = v;
       if (r.target.kind === 'local') return local[r.target.name]({ req, res, caller, params, query, body });
-      const { service, op } = r.target;
-      let reply;
-      try {
-        const call = () =>
-          callApi(d.bus, service, op, caller!, {
-            params,
-            query,
-            // The validated request bytes go on as they came (no re-serialising).
-            rawBody: r.body && hasBody ? req.rawBody!.toString('utf8') : undefined,
-          });
-        // A run announced moments ago is waited for briefly, not 404.
-        reply = r.readsRun ? await awaitNewRun(params.id ?? '', call, { waitMs: 1_000 }) : await call();
-      } catch (err) {
-        if (isServiceError(err)) throw err;
-        throw unavailable(service, err);
-      }
-      for (const [k, v] of Object.entries(reply.headers)) res.setHeader(k, v);
+      const reply = await forwardRoute(d.bus, r, caller!, v);
+      for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);
       res.status(reply.status);
       if (reply.bodyJson === undefined) res.end();
       else res.type('application/json').send(reply.bodyJson);

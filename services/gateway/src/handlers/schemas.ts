@@ -10,21 +10,21 @@ import { LIMITS, type LimitName } from '../domain/usage.js';
  */
 export const registry = z.registry<{ id: string; description?: string; minProperties?: number }>();
 
-function component<T extends z.ZodType>(id: string, schema: T, description?: string, extra: { minProperties?: number } = {}): T {
+export function component<T extends z.ZodType>(id: string, schema: T, description?: string, extra: { minProperties?: number } = {}): T {
   registry.add(schema, { id, ...(description ? { description } : {}), ...extra });
   return schema;
 }
 
 /** Postgres text cannot hold NUL: a value with one names nothing, so it is refused before any service sees it. */
-const str = () => z.string().regex(/^[^\u0000]*$/, 'must not contain NUL characters');
+export const str = () => z.string().regex(/^[^\u0000]*$/, 'must not contain NUL characters');
 
 /** SPEC Limits: names and ids are at most 256 characters. */
-const name = (description?: string) => (description ? str().min(1).max(256).meta({ description }) : str().min(1).max(256));
-const json = (description: string) => z.unknown().meta({ description });
-const timestamp = (description?: string) => z.string().meta({ format: 'date-time', ...(description ? { description } : {}) });
+export const name = (description?: string) => (description ? str().min(1).max(256).meta({ description }) : str().min(1).max(256));
+export const json = (description: string) => z.unknown().meta({ description });
+export const timestamp = (description?: string) => z.string().meta({ format: 'date-time', ...(description ? { description } : {}) });
 
 /** Page size: an integer of at least 1; over `max` is clamped to `max` (SPEC Limits). */
-const limit = (def: number, max: number) =>
+export const limit = (def: number, max: number) =>
   z.coerce
     .number()
     .int()
@@ -66,6 +66,7 @@ const runFields = {
   eventId: z.string().optional().meta({ description: 'Only on event-triggered runs: the event-log record that fanned out the run.' }),
   eventName: z.string().optional(),
   replayOf: z.string().optional().meta({ description: 'Source run of a replay, retry-from-step or bulk replay.' }),
+  session: z.string().optional().meta({ description: 'Session of the event that started the run.' }),
   attempt: z.number().int(),
   stepCount: z.number().int(),
   createdAt: timestamp('When the run was started by its trigger; sort=started and since use it.'),
@@ -73,12 +74,32 @@ const runFields = {
   endedAt: timestamp('When it reached a terminal status.').optional(),
   durationMs: z.number().int().optional().meta({ description: 'endedAt - startedAt, once finished.' }),
   error: z.object({ message: z.string(), stack: z.string().optional() }).optional(),
+  needsAttention: z
+    .literal(true)
+    .optional()
+    .meta({
+      description:
+        "SPEC's needs_attention state: present and true while the run is parked on an open (pending or escalated) approval; absent otherwise. " +
+        'The status stays `waiting`; GET /approvals?runId= lists the approval to decide.',
+    }),
 };
 
 export const Run = component('Run', z.object(runFields), 'A run summary, as listed by GET /runs.');
+/** Totals of SPEC Usage records (model calls of AI steps, and StepRuns that reported one). */
+const usageTotals = {
+  calls: z.number().int(),
+  tokensIn: z.number(),
+  tokensOut: z.number(),
+  cost: z.number().optional().meta({ description: 'Present when some call was priced.' }),
+};
 export const RunDetail = component(
   'RunDetail',
-  z.object({ ...runFields, input: json('The triggering payload.'), result: json('What the handler returned, once succeeded.') }),
+  z.object({
+    ...runFields,
+    input: json('The triggering payload.'),
+    result: json('What the handler returned, once succeeded.'),
+    usage: z.object(usageTotals).optional().meta({ description: 'Totals of the model calls its steps recorded (absent when none).' }),
+  }),
   'One run, with input and result.',
 );
 export const Step = component(
@@ -93,9 +114,28 @@ export const Step = component(
     input: json('Declared step input.').optional(),
     output: json('Step result.').optional(),
     error: z.object({ message: z.string(), stack: z.string().optional() }).optional(),
+    usage: z
+      .object({ model: z.string(), tokensIn: z.number(), tokensOut: z.number(), cost: z.number(), latencyMs: z.number(), cacheHit: z.boolean() })
+      .partial()
+      .optional()
+      .meta({ description: 'SPEC Usage of the model call an AI step made (cacheHit only when the inference cache was engaged).' }),
     startedAt: timestamp(),
     endedAt: timestamp().optional(),
   }),
+);
+export const Score = component(
+  'Score',
+  z
+    .object({
+      id: z.string(),
+      runId: z.string(),
+      step: z.string().meta({ description: 'Name of the Score step that wrote it.' }),
+      name: z.string(),
+      value: json('The score.'),
+      createdAt: timestamp(),
+    })
+    .catchall(z.unknown())
+    .meta({ description: "One score a run's step.score wrote; other fields the runner attached ride along." }),
 );
 const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 export const LogLine = component(
@@ -153,6 +193,44 @@ export const ControlAction = component(
     createdAt: timestamp(),
   }),
 );
+export const APPROVAL_STATUSES = ['pending', 'escalated', 'approved', 'denied', 'cancelled'] as const;
+export const APPROVAL_DECISIONS = ['approve', 'edit', 'reject', 'respond'] as const;
+export const DECIDED_VIA = ['console', 'mcp', 'api', 'timeout', 'unrecorded'] as const;
+
+export const Approval = component(
+  'Approval',
+  z.object({
+    id: z.string(),
+    runId: z.string().meta({ description: 'The run parked on it.' }),
+    workflow: z.string().meta({ description: 'Joined from the run.' }),
+    app: z.string().meta({ description: 'Joined from the run.' }),
+    step: z.string().meta({ description: 'Name of the approval step in the workflow.' }),
+    tool: z.string().meta({ description: 'Proposed action awaiting sign-off.' }),
+    args: json('Proposed arguments of the tool call.'),
+    risk: z.string().optional().meta({ description: 'Declared risk level (low < medium < high < critical orders the minRisk gate).' }),
+    policy: z.string().optional(),
+    summary: z.string().optional(),
+    context: z.string().optional(),
+    escalatesTo: z.string().optional().meta({ description: 'Escalation target once expiresAt passes under onTimeout escalate.' }),
+    onTimeout: z.enum(['escalate', 'approve', 'reject', 'fail']).meta({ description: 'What happens at expiresAt (default escalate).' }),
+    allow: z.array(z.enum(APPROVAL_DECISIONS)).meta({
+      description:
+        'Decisions offered: approve, edit (approve with `args`), reject (deny), respond (a free-text `response` with the decision). All four when the step did not limit them.',
+    }),
+    status: z.enum(APPROVAL_STATUSES).meta({ description: 'pending and escalated are open; cancelled is terminal with no decision on record.' }),
+    requestedAt: timestamp(),
+    expiresAt: timestamp('When onTimeout fires; absent without a timeout.').optional(),
+    decidedAt: timestamp('Absent while open.').optional(),
+    decidedBy: z.string().optional().meta({ description: 'X-Service-Actor of a console key, else the key name; system:timeout for a timeout decision.' }),
+    decidedVia: z.enum(DECIDED_VIA).optional().meta({
+      description: 'console (a console key naming a person), mcp (through /mcp), api (any other key), timeout (onTimeout approve or reject), unrecorded (authentication off).',
+    }),
+    editedArgs: json("The decider's replacement arguments (approve with edits); the workflow receives them.").optional(),
+    response: z.string().optional().meta({ description: 'The free-text answer sent with the decision (allow includes respond).' }),
+  }),
+  'A human sign-off a run is parked on. Absent fields are omitted, never null.',
+);
+
 export const NewRun = component('NewRun', z.looseObject({ id: z.string(), status: z.enum(RUN_STATUSES) }), 'The run a replay created.');
 export const BulkReplayResult = component(
   'BulkReplayResult',
@@ -241,6 +319,31 @@ export const ListRunsQuery = component(
 );
 export const StatsQuery = component('RunStatsQuery', z.object({ app: name('Restrict to one app.').optional(), since }));
 export const LogsQuery = component('LogsQuery', z.object({ from: seqFrom, limit: limit(100, 1000) }));
+export const SessionsQuery = component('SessionsQuery', z.object({ limit: limit(100, 500) }));
+export const UsageQuery = component(
+  'UsageQuery',
+  z.object({ since: z.iso.datetime({ offset: true }).optional().meta({ description: 'RFC 3339; runs created at or after it (default: the start of the current UTC month).' }) }),
+);
+export const UsageReport = component(
+  'UsageReport',
+  z.object({
+    since: timestamp(),
+    ...usageTotals,
+    models: z.array(z.object({ model: z.string(), ...usageTotals })),
+  }),
+  "The workspace's model usage: every AI step's call and every StepRun that reported one, in total and per model.",
+);
+export const Session = component(
+  'Session',
+  z.object({
+    id: z.string(),
+    runs: z.number().int().meta({ description: 'Runs started by events of the session.' }),
+    firstSeenAt: timestamp(),
+    lastSeenAt: timestamp(),
+    usage: z.object(usageTotals).meta({ description: 'Model calls its runs made (AI steps) and their tokens; cost when priced.' }),
+    scores: z.array(z.object({ name: z.string(), count: z.number().int(), average: z.number().nullable() })).meta({ description: 'Its runs\' scores by name: how many, and the average of the numeric ones.' }),
+  }),
+);
 export const StreamQuery = component('RunStreamQuery', z.object({ from: seqFrom }));
 export const ControlActionsQuery = component(
   'ControlActionsQuery',
@@ -254,6 +357,38 @@ export const ListEventsQuery = component(
   'ListEventsQuery',
   z.object({ app: name('Restrict to one app.').optional(), name: name('Only events of this name.').optional(), limit: limit(100, 1000) }),
 );
+export const ListApprovalsQuery = component(
+  'ListApprovalsQuery',
+  z.object({
+    status: z.enum(APPROVAL_STATUSES).optional().meta({ description: 'Only approvals in this status (default all).' }),
+    runId: name('Only the approvals of this run.').optional(),
+    limit: limit(100, 1000),
+  }),
+);
+export const DecisionBody = component(
+  'DecisionBody',
+  z.looseObject({
+    status: z.enum(['approved', 'denied']),
+    args: json('With approved: replaces the proposed args (kept as editedArgs); needs allow to include edit. Refused with denied.').optional(),
+    response: str().max(65_536).optional().meta({ description: 'A free-text answer the workflow receives; needs allow to include respond.' }),
+  }),
+  'decidedBy and decidedVia come from the authenticated caller; body fields of those names are ignored.',
+);
+/**
+ * One JSON-RPC 2.0 message or a batch, checked here only so a body that is
+ * none gets the API's error body; the MCP transport parses it fully.
+ */
+const JsonRpcMessage = z.looseObject({
+  jsonrpc: z.literal('2.0'),
+  method: str().max(256).optional(),
+  id: z.union([z.string(), z.number()]).optional(),
+});
+export const McpMessage = component(
+  'McpMessage',
+  z.union([JsonRpcMessage, z.array(JsonRpcMessage).min(1).max(100)]),
+  'A Model Context Protocol JSON-RPC message (or a batch): initialize, tools/list, tools/call, ...',
+);
+
 export const AppQuery = component('AppQuery', z.object({ app: name('Restrict to one app.').optional() }));
 
 export const ReplayBody = component(
@@ -283,6 +418,7 @@ const EventIn = z.looseObject({
   dedupeId: str().max(256).optional(),
   runner: str().max(256).optional(),
   targetApp: str().max(256).optional(),
+  session: str().max(256).optional().meta({ description: 'Session the runs this event starts join (GET /sessions groups them).' }),
 });
 export const EventBody = component(
   'EventBody',

@@ -192,6 +192,9 @@ export class Streams {
     const merge = new TimelineMerge(start);
     let conn: SseConnection | undefined;
     let early: Frame[] = [];
+    // Resolved by the first live frame: the run exists now (see firstPage).
+    let stored!: () => void;
+    const storedSignal = new Promise<void>((r) => (stored = r));
     let lastLive = Date.now();
     // Every step below runs in order on this chain, so storage reads and live frames never interleave.
     let chain: Promise<void> = Promise.resolve();
@@ -227,6 +230,7 @@ export class Streams {
       lastLive = Date.now();
       if (!conn) {
         early.push(frame);
+        stored();
         return;
       }
       run(async () => {
@@ -239,7 +243,7 @@ export class Streams {
     // 2. The backlog; a 404 here is still an ordinary error answer (no SSE headers sent yet).
     let first: TimelinePage;
     try {
-      first = await this.firstPage(caller, runId, merge.last);
+      first = await this.firstPage(caller, runId, merge.last, () => storedSignal);
     } catch (err) {
       unlisten();
       throw err;
@@ -304,9 +308,14 @@ export class Streams {
     return JSON.parse(reply.bodyJson ?? '{}') as TimelinePage;
   }
 
-  /** The first backlog page; a run announced moments ago may not be stored yet, so wait a little for it. */
-  private firstPage(caller: Caller, runId: string, from: number): Promise<TimelinePage> {
-    return awaitNewRun(runId, () => this.timeline(caller, runId, from), { waitMs: this.o.pendingRunWaitMs, stop: () => this.draining });
+  /**
+   * The first backlog page; a run announced moments ago may not be stored yet,
+   * so wait for it: for its first live frame (the scheduler publishes the
+   * frames it stores with a new run), or a slow re-read for runs stored without
+   * one (queued under flow control).
+   */
+  private firstPage(caller: Caller, runId: string, from: number, stored: () => Promise<void>): Promise<TimelinePage> {
+    return awaitNewRun(runId, () => this.timeline(caller, runId, from), { waitMs: this.o.pendingRunWaitMs, stop: () => this.draining, stored });
   }
 }
 

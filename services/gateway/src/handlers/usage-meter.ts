@@ -4,7 +4,7 @@ import type { Logger } from '@dws/log';
 import { fromBinary, RunFinishedSchema, type RunFinished } from '@dws/proto';
 import { streams, subjects, type Outbox } from '@dws/runtime';
 import { monthOf, previousMonth } from '../domain/usage.js';
-import { addRunEnd, claimRunEnd, pruneMeteredRuns, usageSuspendedIds } from '../store/usage.js';
+import { countRunEnd, pruneMeteredRuns, usageSuspendedIds } from '../store/usage.js';
 import { lockWorkspace } from '../store/workspaces.js';
 import { settleWorkspace, type Settled } from './workspace-state.js';
 
@@ -34,8 +34,8 @@ export const USAGE_DURABLE = 'gateway-usage';
  * per workspace and UTC month of the run's end, and suspends a workspace whose
  * count reaches its ceiling, through the same path as an admin PATCH.
  *
- * Exactly once per run: the run id is claimed in `metered_runs` in the
- * transaction that counts it. A seq watermark would not do here: a failed
+ * Exactly once per run: the run id is claimed in `metered_runs` by the
+ * statement that counts it. A seq watermark would not do here: a failed
  * delivery is redelivered after a backoff while later messages go on, and
  * every replica joins the work group, so facts are not applied in stream order.
  *
@@ -95,13 +95,14 @@ export class UsageMeter {
     }
     const month = monthOf(Number(fact.atMs) || this.d.now());
     const current = monthOf(this.d.now());
+    // Most workspaces have no ceiling and no usage suspension: claim and count in one statement.
+    const counted = await countRunEnd(this.d.db, { runId: fact.runId, workspaceId: fact.workspaceId, month });
+    // Otherwise settle under the workspace lock (workspace row first, then the usage row: the order
+    // PATCH and the sweep lock in), also on a redelivery, so a crash between the two loses no settle.
+    if (!counted.settle) return;
     const settled = await this.d.db.tx(async (tx): Promise<Settled | undefined> => {
-      if (!(await claimRunEnd(tx, { runId: fact.runId, workspaceId: fact.workspaceId, month }))) return undefined;
-      // Workspace row first, then the usage row: the order PATCH and the sweep lock in.
       const row = await lockWorkspace(tx, fact.workspaceId);
-      const runs = await addRunEnd(tx, fact.workspaceId, month);
-      if (!row) return undefined; // not a workspace of ours: counted, nothing to enforce
-      return settleWorkspace(tx, this.d, row, current, {}, month === current ? runs : undefined);
+      return row ? settleWorkspace(tx, this.d, row, current) : undefined;
     });
     await this.published(settled);
   }

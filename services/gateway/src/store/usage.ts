@@ -1,26 +1,28 @@
 import type { Database } from '@dws/db';
 
 /**
- * Claim a finished run for counting: true the first time this run id is seen,
- * false on any repeat (the row is the exactly-once guard; it commits with the count).
+ * Claim and count one ended run in ONE statement (no transaction), for the
+ * common case of a workspace the count cannot change: `settle` is true when
+ * it has limits or a usage suspension (or is not known here: false), and
+ * then the caller settles it under the workspace lock. `runs` is null for a
+ * run already counted.
  */
-export async function claimRunEnd(tx: Database, r: { runId: string; workspaceId: string; month: string }): Promise<boolean> {
-  const rows = await tx.query<{ run_id: string }>(
-    `insert into gateway.metered_runs (run_id, workspace_id, month) values ($1, $2, $3) on conflict (run_id) do nothing returning run_id`,
+export async function countRunEnd(db: Database, r: { runId: string; workspaceId: string; month: string }): Promise<{ runs: number | null; settle: boolean }> {
+  const rows = await db.query<{ runs: number | null; settle: boolean | null }>(
+    `with claim as (
+       insert into gateway.metered_runs (run_id, workspace_id, month) values ($1, $2, $3) on conflict (run_id) do nothing returning run_id
+     ), u as (
+       insert into gateway.usage (workspace_id, month, runs) select $2, $3, 1 from claim
+       on conflict (workspace_id, month) do update set runs = gateway.usage.runs + 1
+       returning runs
+     )
+     select (select runs from u) as runs,
+            (select (w.limits is not null and w.limits <> '{}'::jsonb) or (w.suspended and w.suspended_reason = 'usage_limit')
+               from gateway.workspaces w where w.id = $2) as settle`,
     [r.runId, r.workspaceId, r.month],
   );
-  return rows.length === 1;
-}
-
-/** Count one ended run; returns the month's new total. Takes the row lock of (workspace, month). */
-export async function addRunEnd(tx: Database, workspaceId: string, month: string): Promise<number> {
-  const rows = await tx.query<{ runs: number }>(
-    `insert into gateway.usage (workspace_id, month, runs) values ($1, $2, 1)
-     on conflict (workspace_id, month) do update set runs = gateway.usage.runs + 1
-     returning runs`,
-    [workspaceId, month],
-  );
-  return Number(rows[0]!.runs);
+  const row = rows[0];
+  return { runs: row?.runs === null || row?.runs === undefined ? null : Number(row.runs), settle: row?.settle === true };
 }
 
 /**

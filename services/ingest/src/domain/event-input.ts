@@ -7,7 +7,17 @@ export const MAX_BATCH = 100;
 
 export interface EventInput {
   name: string;
+  /**
+   * The app the event is recorded and deduped under (SPEC: dedupeId is per
+   * app): a POST's `app`, or the app of the run that emitted it.
+   */
   app: string | undefined;
+  /**
+   * The one app whose triggers the event may start; undefined broadcasts
+   * workspace-wide. Kept apart from `app` because an emit is deduped under
+   * its run's app yet broadcasts unless it names a targetApp (SPEC Emit).
+   */
+  scope: string | undefined;
   /** Raw JSON text of data ('null' when omitted). */
   dataJson: string;
   data: unknown;
@@ -32,14 +42,18 @@ export function parseEvent(raw: unknown): EventInput {
   if (typeof o.name !== 'string' || o.name.trim() === '') throw invalid('invalid_event', 'name is required and must not be blank.');
   if (o.name.length > MAX_LEN) throw invalid('invalid_event', `name is over ${MAX_LEN} characters.`);
   const data = o.data === undefined ? null : o.data;
+  const app = optional(o, 'app');
+  const targetApp = optional(o, 'targetApp');
   return {
     name: o.name,
-    app: optional(o, 'app'),
+    app,
+    // SPEC POST /events: app scopes to one app's triggers, targetApp routes over it.
+    scope: targetApp ?? app,
     dataJson: JSON.stringify(data),
     data,
     dedupeId: optional(o, 'dedupeId'),
     runner: optional(o, 'runner'),
-    targetApp: optional(o, 'targetApp'),
+    targetApp,
     session: optional(o, 'session'),
   };
 }

@@ -22,8 +22,9 @@ describe('trigger matching', () => {
     expect(matchTriggers(index, { name: 'implicit', data: null })).toEqual([{ app: 'billing', workflow: 'implicit' }]);
     expect(matchTriggers(index, { name: 'cron-only', data: null })).toEqual([]);
   });
-  it('scopes to app, and to targetApp over app', () => {
-    expect(matchTriggers(index, { name: 'order.created', data: {}, app: 'billing' })).toEqual([]);
-    expect(matchTriggers(index, { name: 'implicit', data: {}, app: 'shop', targetApp: 'billing' })).toHaveLength(1);
+  it('scopes to one app when given a scope', () => {
+    expect(matchTriggers(index, { name: 'order.created', data: {}, scope: 'billing' })).toEqual([]);
+    expect(matchTriggers(index, { name: 'implicit', data: {}, scope: 'billing' })).toHaveLength(1);
+    expect(matchTriggers(index, { name: 'implicit', data: {}, scope: 'shop' })).toEqual([]);
   });
 });

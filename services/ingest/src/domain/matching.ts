@@ -16,14 +16,14 @@ export function triggersOf(app: string, workflow: string, policy: Pick<WorkflowP
 
 /**
  * The workflows an event starts (SPEC Events 2): exact name or prefix, the
- * optional CEL `if` over the event, scoped to `app` (or `targetApp`) when
+ * optional CEL `if` over the event, only the `scope` app's triggers when
  * given. One entry per workflow, however many of its triggers match.
  */
 export function matchTriggers(
   all: readonly Trigger[],
-  ev: { name: string; data: unknown; app?: string; targetApp?: string },
+  ev: { name: string; data: unknown; scope?: string | undefined },
 ): { app: string; workflow: string }[] {
-  const scope = ev.targetApp ?? ev.app;
+  const { scope } = ev;
   const seen = new Set<string>();
   const out: { app: string; workflow: string }[] = [];
   for (const t of all) {

@@ -46,6 +46,8 @@ export interface NewRun {
   vars: EventVars;
   triggerKind: 'event' | 'cron';
   batch?: boolean;
+  /** The triggering event's session, which the run joins. */
+  session?: string;
 }
 
 /**
@@ -90,6 +92,11 @@ export class Admission {
     if (!claimRunId || finished.includes(claimRunId)) return { claimRunId, free: true };
     // Unknown to the scheduler: still on its way, unless it is so old it never will be.
     return { claimRunId, free: Date.now() - claim!.claimedAt.getTime() > SINGLETON_IN_FLIGHT_MS };
+  }
+
+  /** True when admitting a match of this policy writes nothing but its StartRun (no gate row to claim or lock). */
+  static passesNoGate(policy: WorkflowPolicy | undefined): boolean {
+    return !policy || (!policy.idempotency && !policy.rateLimit && policy.singleton?.mode !== 'skip' && !policy.debounce && !policy.batchEvents && !policy.throttle);
   }
 
   /** The singleton keys a set of matches needs checked, each once. */
@@ -181,6 +188,7 @@ export class Admission {
 
     await this.startRun(tx, policy, {
       workspaceId, app, workflow, runId, runner: ev.runner, eventId: ev.id, eventName: ev.name, inputJson: ev.dataJson, vars, triggerKind: 'event',
+      ...(ev.session ? { session: ev.session } : {}),
     }, out);
     return entry(app, workflow, { runId });
   }
@@ -234,6 +242,7 @@ export class Admission {
       singletonKey: f.singletonKey,
       singletonMode: f.singletonMode,
       batch: r.batch ?? false,
+      session: r.session ?? '',
     });
     out.push({ subject: subjects.startRun, msgId: r.runId, payload: toBinary(StartRunSchema, cmd) });
   }

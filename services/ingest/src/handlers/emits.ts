@@ -1,6 +1,6 @@
 import type { Bus, Subscription } from '@dws/bus';
 import { EmitEventSchema, fromBinary } from '@dws/proto';
-import { streams, subjects } from '@dws/runtime';
+import { COMMAND_ACK_WAIT_MS, streams, subjects } from '@dws/runtime';
 import type { Ingestor } from './ingestor.js';
 
 const dec = new TextDecoder();
@@ -8,10 +8,11 @@ const dec = new TextDecoder();
 /**
  * step.emit: events a workflow emits, recorded with source `emit` under the
  * id the scheduler drew for the step, so a redelivered command records and
- * fans out nothing the second time.
+ * fans out nothing the second time. A dedupeId dedupes per app: the app of
+ * the run that emitted it.
  */
 export function consumeEmits(bus: Bus, ingestor: Ingestor): Promise<Subscription> {
-  return bus.consume({ stream: streams.ingestCmds.name, durable: 'ingest-emits', filterSubject: subjects.emitEvent, concurrency: 16 }, async (msg) => {
+  return bus.consume({ stream: streams.ingestCmds.name, durable: 'ingest-emits', filterSubject: subjects.emitEvent, concurrency: 16, ackWaitMs: COMMAND_ACK_WAIT_MS }, async (msg) => {
     const e = fromBinary(EmitEventSchema, msg.data);
     const dataJson = e.data.length ? dec.decode(e.data) : 'null';
     await ingestor.ingest({ workspaceId: e.workspaceId, actor: `run:${e.sourceRunId}`, keyKind: 'internal', requestId: '' }, [
@@ -20,8 +21,10 @@ export function consumeEmits(bus: Bus, ingestor: Ingestor): Promise<Subscription
         id: e.eventId,
         ev: {
           name: e.name,
-          // SPEC Emit: targetApp narrows to one app's triggers; omitted, it broadcasts workspace-wide.
-          app: undefined,
+          // SPEC Emit: dedupeId is per app, the emitting run's; the event is recorded under that app too.
+          app: e.app || undefined,
+          // SPEC Emit: targetApp narrows to one app's triggers; omitted, it broadcasts workspace-wide (whatever app emitted it).
+          scope: e.targetApp || undefined,
           targetApp: e.targetApp || undefined,
           dataJson,
           data: JSON.parse(dataJson) as unknown,

@@ -3,14 +3,15 @@ import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { ApiRequestSchema, create, toBinary } from '@dws/proto';
 import { isServiceError } from '@dws/protocol';
-import { callApi, ids, subjects, type Caller, type Outbox, type OutboxMessage } from '@dws/runtime';
+import { callApi, ids, subjects, type Caller, type Outbox, type OutboxMessage, type PendingPublish } from '@dws/runtime';
 import { entry, type EventVars, type TriggeredEntry } from '../domain/admission.js';
 import type { EventInput } from '../domain/event-input.js';
 import { matchTriggers } from '../domain/matching.js';
-import { insertEvents, seenDedupeId, setOutcomes, type NewEvent } from '../store/events.js';
+import { insertEvents, recordEvents, seenDedupeId, setOutcomes, type EventOutboxRow, type NewEvent } from '../store/events.js';
+import type { BufferedEvent } from '../store/buffers.js';
 import { lockAll, type GateScope } from '../store/gates.js';
 import { withTxRetry } from '../store/retry.js';
-import { singletonId, type Admission, type SingletonCheck } from './admission.js';
+import { Admission, singletonId, type SingletonCheck } from './admission.js';
 import { policyId, type WorkflowIndex, type WorkspaceIndex } from './workflow-index.js';
 
 const enc = new TextEncoder();
@@ -37,6 +38,8 @@ export interface Incoming {
   ev: EventInput;
   source: 'api' | 'emit';
   id?: string;
+  /** Written in the event's own transaction once its outcome is known (an inbound webhook's source-delivery record): both commit or neither. */
+  record?: (tx: Database, result: IngestResult) => Promise<void>;
 }
 
 interface WakeOutcome {
@@ -136,14 +139,17 @@ export class Ingestor {
 
   private async commit(group: Job[]): Promise<void> {
     try {
-      const { results, pending } = await withTxRetry(this.d.db, async (tx) => {
-        await lockAll(tx, group.flatMap((j) => j.locks));
-        const out: OutboxMessage[] = [];
-        const results = await this.accept(tx, group, out);
-        return { results, pending: await this.d.outbox.enqueue(tx, out) };
-      });
-      await this.d.outbox.afterCommit(pending);
+      const { results, pending } = group.every(plain)
+        ? await this.recordPlain(group)
+        : await withTxRetry(this.d.db, async (tx) => {
+            await lockAll(tx, group.flatMap((j) => j.locks));
+            const out: OutboxMessage[] = [];
+            const results = await this.accept(tx, group, out);
+            return { results, pending: await this.d.outbox.enqueue(tx, out) };
+          });
+      // The outbox rows are the durable copy: answer now, publish meanwhile (the relay covers a crash).
       group.forEach((j, i) => j.resolve(results[i]!));
+      void this.d.outbox.afterCommit(pending);
     } catch (err) {
       // One call's bad row must not fail the calls it shared a transaction with: each alone again.
       if (group.length > 1) await Promise.all(group.map((j) => this.commit([j])));
@@ -153,6 +159,7 @@ export class Ingestor {
 
   private async prepare(caller: Caller, ix: WorkspaceIndex, item: Incoming): Promise<Prepared> {
     const { ev } = item;
+    // SPEC: dedupeId is per app (ev.app); which triggers the event may start is ev.scope's business, not the dedupe's.
     const repeat = ev.dedupeId !== undefined && (await seenDedupeId(this.d.db, caller.workspaceId, ev.app, ev.dedupeId));
     const id = item.id ?? ids.event();
     const tsMs = Date.now();
@@ -242,12 +249,11 @@ export class Ingestor {
         }
         result.id = p.id;
         const ev = p.item.ev;
-        const buffered = { id: p.id, name: ev.name, dataJson: ev.dataJson, tsMs: p.tsMs, runner: ev.runner ?? '' };
         for (const m of p.matched) {
           const policy = j.ix.policies.get(policyId(m.app, m.workflow));
           const e = j.suspended
             ? entry(m.app, m.workflow)
-            : await this.d.admission.admit(tx, { workspaceId: j.caller.workspaceId, app: m.app, workflow: m.workflow, policy, ev: buffered, vars: p.vars }, j.singletons, out);
+            : await this.d.admission.admit(tx, { workspaceId: j.caller.workspaceId, app: m.app, workflow: m.workflow, policy, ev: bufferedOf(p), vars: p.vars }, j.singletons, out);
           result.triggered.push(e);
           result.skipped ||= e.skipped;
           result.dropped ||= e.dropped;
@@ -273,7 +279,68 @@ export class Ingestor {
       }
     }
     await setOutcomes(tx, outcomes);
+    for (const [gi, j] of group.entries()) {
+      for (const [pi, p] of j.prepared.entries()) if (p.item.record) await p.item.record(tx, results[gi]![pi]!);
+    }
     return results;
+  }
+
+  /**
+   * The common case in one statement, no transaction: events with no dedupe
+   * id, no record hook and no gate to pass (see `plain`). Admission then
+   * writes nothing of its own, so each event's outcome is known before it is
+   * stored: the events with their outcomes and the StartRuns (and deferred
+   * wakes) go in together, and a redelivered emit's id writes nothing at all.
+   */
+  private async recordPlain(group: Job[]): Promise<{ results: IngestResult[][]; pending: PendingPublish }> {
+    const results = group.map((j) => j.prepared.map(() => ({ ...emptyResult(), suspended: j.suspended })));
+    const rows: (NewEvent & { triggered: unknown[]; woke: number })[] = [];
+    const outbox: EventOutboxRow[] = [];
+    const seenIds = new Set<string>();
+    for (const [gi, j] of group.entries()) {
+      for (const [pi, p] of j.prepared.entries()) {
+        // The same emit delivered twice into one group: the second is the redelivery.
+        if (seenIds.has(p.id)) {
+          results[gi]![pi] = { ...emptyResult(), deduped: true };
+          continue;
+        }
+        seenIds.add(p.id);
+        const result = results[gi]![pi]!;
+        const { ev, source } = p.item;
+        const out: OutboxMessage[] = [];
+        for (const m of p.matched) {
+          const policy = j.ix.policies.get(policyId(m.app, m.workflow));
+          // No gate: admit() only draws the run id and appends the StartRun.
+          result.triggered.push(
+            j.suspended ? entry(m.app, m.workflow) : await this.d.admission.admit(this.d.db, { workspaceId: j.caller.workspaceId, app: m.app, workflow: m.workflow, policy, ev: bufferedOf(p), vars: p.vars }, j.singletons, out),
+          );
+        }
+        if (result.triggered.length === 1 && result.triggered[0]!.runId) result.runId = result.triggered[0]!.runId;
+        const w = await p.wake;
+        result.woke = w.woke;
+        if (w.wakeDeferred) out.push(wakeCommand(j.caller, ev, p.id, p.tsMs));
+        rows.push({
+          id: p.id, workspaceId: j.caller.workspaceId, name: ev.name, app: ev.app, source, dataJson: ev.dataJson, runner: ev.runner, targetApp: ev.targetApp,
+          triggered: logged(result.triggered), woke: w.woke,
+        });
+        for (const m of out) outbox.push({ eventId: p.id, ...m });
+      }
+    }
+    const { inserted, outboxIds } = await recordEvents(this.d.db, rows, outbox);
+    for (const [gi, j] of group.entries()) {
+      for (const [pi, p] of j.prepared.entries()) {
+        const result = results[gi]![pi]!;
+        if (result.deduped) continue;
+        // A redelivered emit (its id is stored): nothing admitted twice.
+        if (!inserted.has(p.id)) results[gi]![pi] = { ...emptyResult(), deduped: true, woke: result.woke };
+        else result.id = p.id;
+      }
+    }
+    const written = outbox.filter((m) => outboxIds.has(m.msgId));
+    return {
+      results,
+      pending: { ids: written.map((m) => outboxIds.get(m.msgId)!), messages: written.map(({ subject, msgId, payload }) => ({ subject, msgId, payload })) },
+    };
   }
 
   /**
@@ -331,6 +398,18 @@ function wakeCommand(caller: Caller, ev: EventInput, id: string, tsMs: number): 
   });
   return { subject: subjects.wakeWaiters, msgId: `wake:${id}`, payload: toBinary(ApiRequestSchema, req) };
 }
+
+/** The event as admission (and the debounce and batch buffers) take it. */
+const bufferedOf = (p: Prepared): BufferedEvent => {
+  const ev = p.item.ev;
+  return { id: p.id, name: ev.name, dataJson: ev.dataJson, tsMs: p.tsMs, runner: ev.runner ?? '', ...(ev.session ? { session: ev.session } : {}) };
+};
+
+/** A call that needs no transaction: no dedupe id, no record hook, and (unless suspended: nothing is admitted) no gate to pass. */
+const plain = (j: Job): boolean =>
+  j.prepared.every(
+    (p) => !p.item.ev.dedupeId && !p.item.record && (j.suspended || p.matched.every((m) => Admission.passesNoGate(j.ix.policies.get(policyId(m.app, m.workflow))))),
+  );
 
 const dedupeLock = (workspaceId: string, app: string | undefined, dedupeId: string) => ['dedupe', workspaceId, app ?? '', dedupeId].join('\u001f');
 

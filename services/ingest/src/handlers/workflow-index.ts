@@ -5,7 +5,8 @@ import type { Logger } from '@dws/log';
 import { fromBinary, WorkflowsRegisteredSchema, WorkspaceUpsertedSchema } from '@dws/proto';
 import { streams, subjects } from '@dws/runtime';
 import { triggersOf, type Trigger } from '../domain/matching.js';
-import { isSuspended, saveRegistration, saveWorkspace, workflowsOfWorkspace } from '../store/workflows.js';
+import { indexVersionOf, isSuspended, saveRegistration, saveWorkspace, workflowsOfWorkspace } from '../store/workflows.js';
+import { FreshRead } from './fresh-read.js';
 
 const dec = new TextDecoder();
 
@@ -22,25 +23,35 @@ export const policyId = (app: string, workflow: string) => `${app}\u0000${workfl
 
 /**
  * The workflows projection, held per workspace in memory (matching and
- * admission run on every event) and reloaded when a registration changes
- * it. Other replicas see changes within `ttlMs`.
+ * admission run on every event). Never trusted for a time: every `of()`
+ * reads the workspace's committed index version (one primary-key read,
+ * shared by the calls that arrive together) and reloads when it moved. A
+ * registration is answered only after its version committed here, so the
+ * next event on any replica sees it (docs/architecture.md, "Registration is
+ * read-your-writes").
  */
 export class WorkflowIndex {
-  private readonly cache = new Map<string, { at: number; ix: Promise<WorkspaceIndex> }>();
+  private readonly cache = new Map<string, { version: number; ix: Promise<WorkspaceIndex> }>();
   private readonly warned = new Set<string>();
+  private readonly versions: FreshRead<number>;
 
   constructor(
     private readonly db: Database,
     private readonly log: Logger,
-    private readonly ttlMs = 2000,
-  ) {}
+  ) {
+    this.versions = new FreshRead((ws) => indexVersionOf(db, ws));
+  }
 
-  of(workspaceId: string): Promise<WorkspaceIndex> {
+  async of(workspaceId: string): Promise<WorkspaceIndex> {
+    const version = await this.versions.read(workspaceId);
     const hit = this.cache.get(workspaceId);
-    if (hit && Date.now() - hit.at < this.ttlMs) return hit.ix;
+    if (hit && hit.version >= version) return hit.ix;
+    // Rows read after the version are at least as new as it.
     const ix = this.load(workspaceId);
-    this.cache.set(workspaceId, { at: Date.now(), ix });
-    ix.catch(() => this.cache.delete(workspaceId));
+    this.cache.set(workspaceId, { version, ix });
+    ix.catch(() => {
+      if (this.cache.get(workspaceId)?.ix === ix) this.cache.delete(workspaceId);
+    });
     return ix;
   }
 
@@ -63,16 +74,26 @@ export class WorkflowIndex {
     return { triggers, policies, suspended };
   }
 
-  /** Consume WorkflowsRegistered facts into the projection (and its cron schedules). */
-  follow(bus: Bus): Promise<Subscription> {
-    return bus.consume(
+  /**
+   * WorkflowsRegistered into the projection (and its cron schedules): as the
+   * invoker's request before it answers a registration, and from the stream
+   * (the durable path, for a registration whose request failed).
+   */
+  async follow(bus: Bus): Promise<Subscription[]> {
+    const apply = (data: Uint8Array) => {
+      const fact = fromBinary(WorkflowsRegisteredSchema, data);
+      const defs = fact.workflows.map((w) => ({ name: w.name, configJson: dec.decode(w.config) }));
+      return saveRegistration(this.db, fact.workspaceId, fact.app, defs, Number(fact.version));
+    };
+    const stream = await bus.consume(
       { stream: streams.invokerFacts.name, durable: 'ingest-triggers', filterSubject: subjects.workflowsRegistered },
-      async (msg) => {
-        const fact = fromBinary(WorkflowsRegisteredSchema, msg.data);
-        await saveRegistration(this.db, fact.workspaceId, fact.app, fact.workflows.map((w) => ({ name: w.name, configJson: dec.decode(w.config) })));
-        this.cache.delete(fact.workspaceId);
-      },
+      async (msg) => void (await apply(msg.data)),
     );
+    const requests = bus.respond(subjects.applyWorkflowsIngest, 'ingest', async (data) => {
+      await apply(data);
+      return new Uint8Array();
+    });
+    return [stream, requests];
   }
 
   /** Consume WorkspaceUpserted facts: suspension. */
@@ -82,7 +103,6 @@ export class WorkflowIndex {
       async (msg) => {
         const fact = fromBinary(WorkspaceUpsertedSchema, msg.data);
         await saveWorkspace(this.db, fact.workspaceId, fact.suspended);
-        this.cache.delete(fact.workspaceId);
       },
     );
   }

@@ -9,6 +9,8 @@ export interface BufferedEvent {
   dataJson: string;
   tsMs: number;
   runner: string;
+  /** The event's session: a run it starts at once joins it (debounced and batched runs start without one). */
+  session?: string;
 }
 
 /**

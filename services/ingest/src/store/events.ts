@@ -35,21 +35,73 @@ export async function insertEvents(tx: Database, events: NewEvent[]): Promise<Se
   const rows = await tx.query<{ id: string }>(
     `insert into ingest.events (id, workspace_id, name, app, source, data, dedupe_id, runner, target_app, triggered, woke)
      select e.id, e.workspace_id, e.name, e.app, e.source, e.data, e.dedupe_id, e.runner, e.target_app, '[]'::jsonb, 0
-       from jsonb_to_recordset($1::jsonb) as e(id text, workspace_id text, name text, app text, source text, data text, dedupe_id text,
-                                               runner text, target_app text)
+       from jsonb_to_recordset($1::jsonb) as e(${EVENT_COLUMNS})
      on conflict (id) do nothing returning id`,
-    [
-      `[${events
-        .map((e) =>
-          JSON.stringify({
-            id: e.id, workspace_id: e.workspaceId, name: e.name, app: e.app ?? null, source: e.source, data: e.dataJson, dedupe_id: e.dedupeId ?? null,
-            runner: e.runner ?? null, target_app: e.targetApp ?? null,
-          }),
-        )
-        .join(',')}]`,
-    ],
+    [eventRowsJson(events)],
   );
   return new Set(rows.map((r) => r.id));
+}
+
+/** The columns of an event row as it travels in a jsonb parameter (see eventRowsJson). */
+const EVENT_COLUMNS = 'id text, workspace_id text, name text, app text, source text, data text, dedupe_id text, runner text, target_app text';
+
+function eventRowsJson(events: (NewEvent & { triggered?: unknown[]; woke?: number })[]): string {
+  return `[${events
+    .map((e) =>
+      JSON.stringify({
+        id: e.id, workspace_id: e.workspaceId, name: e.name, app: e.app ?? null, source: e.source, data: e.dataJson, dedupe_id: e.dedupeId ?? null,
+        runner: e.runner ?? null, target_app: e.targetApp ?? null, triggered: e.triggered ?? [], woke: e.woke ?? 0,
+      }),
+    )
+    .join(',')}]`;
+}
+
+/** An outbox message that is written only if its event is (not for a redelivered emit's id). */
+export interface EventOutboxRow {
+  eventId: string;
+  subject: string;
+  msgId: string;
+  payload: Uint8Array;
+}
+
+/**
+ * The whole record of events that pass no gate (no dedupe id, no flow
+ * control): the rows with their outcomes and the outbox rows of their runs,
+ * in ONE statement, so an ordinary event costs one round trip and no
+ * transaction. An id already there (a redelivered emit) writes nothing,
+ * outbox rows included.
+ * @returns the ids inserted, and the outbox row id of each msgId written
+ */
+export async function recordEvents(
+  db: Database,
+  events: (NewEvent & { triggered: unknown[]; woke: number })[],
+  outbox: EventOutboxRow[],
+): Promise<{ inserted: Set<string>; outboxIds: Map<string, number> }> {
+  if (events.length === 0) return { inserted: new Set(), outboxIds: new Map() };
+  const rows = await db.query<{ inserted: string[] | null; outbox: [number, string][] | null }>(
+    `with e as (
+       insert into ingest.events (id, workspace_id, name, app, source, data, dedupe_id, runner, target_app, triggered, woke)
+       select e.id, e.workspace_id, e.name, e.app, e.source, e.data, e.dedupe_id, e.runner, e.target_app, e.triggered, e.woke
+         from jsonb_to_recordset($1::jsonb) as e(${EVENT_COLUMNS}, triggered jsonb, woke int)
+       on conflict (id) do nothing returning id
+     ), o as (
+       insert into ingest.outbox (subject, msg_id, payload)
+       select x.subject, x.msg_id, decode(x.payload, 'base64')
+         from jsonb_to_recordset($2::jsonb) as x(event_id text, subject text, msg_id text, payload text) join e on e.id = x.event_id
+       returning id, msg_id
+     )
+     select (select array_agg(id) from e) as inserted,
+            (select json_agg(json_build_array(id, msg_id)) from o) as outbox`,
+    [
+      eventRowsJson(events),
+      JSON.stringify(outbox.map((m) => ({ event_id: m.eventId, subject: m.subject, msg_id: m.msgId, payload: Buffer.from(m.payload).toString('base64') }))),
+    ],
+  );
+  const row = rows[0];
+  return {
+    inserted: new Set(row?.inserted ?? []),
+    outboxIds: new Map((row?.outbox ?? []).map(([id, msgId]) => [msgId, Number(id)])),
+  };
 }
 
 /** The runs events produced or joined and the waiters they woke (same transaction as the rows). */

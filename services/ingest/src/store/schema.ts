@@ -1,4 +1,4 @@
-import { bigint, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { outboxTable } from '@dws/runtime';
 
 export const ingest = pgSchema('ingest');
@@ -43,6 +43,27 @@ export const workflows = ingest.table(
   },
   (t) => [primaryKey({ columns: [t.workspaceId, t.app, t.name] })],
 );
+
+/** The registration version each app's workflows were last replaced at (WorkflowsRegistered.version). */
+export const appVersions = ingest.table(
+  'app_versions',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    version: bigint('version', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.app] })],
+);
+
+/**
+ * Bumped in every transaction that changes what a workspace's cached index
+ * holds (workflows, suspension): each replica compares its cached copy with
+ * it per event, so a change is seen by the next event on every replica.
+ */
+export const indexVersions = ingest.table('index_versions', {
+  workspaceId: text('workspace_id').primaryKey(),
+  version: bigint('version', { mode: 'number' }).notNull(),
+});
 
 /** Suspension of workspaces (projection of `gateway.fact.workspace`), for cron and emits, which have no gateway caller. */
 export const workspaces = ingest.table('workspaces', {
@@ -194,3 +215,52 @@ export const cronTicks = ingest.table(
 );
 
 export const outbox = outboxTable(ingest);
+
+/**
+ * Inbound webhook receivers (SPEC Webhook receiver config). The slug is the
+ * global inbound routing key (POST /v1/webhooks/{slug} carries no API key),
+ * so it is unique across workspaces. The signing secret is sealed
+ * (@dws/protocol seal) and `secretKeyId` names the seal key it was sealed
+ * under, so the seal key can rotate without guessing which key a row needs.
+ */
+export const receivers = ingest.table(
+  'receivers',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull(),
+    name: text('name'),
+    app: text('app'),
+    targetApp: text('target_app'),
+    slug: text('slug').notNull(),
+    eventName: text('event_name').notNull(),
+    secretSealed: text('secret_sealed').notNull(),
+    secretKeyId: text('secret_key_id').notNull(),
+    enabled: boolean('enabled').notNull().default(true),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex('receivers_slug').on(t.slug), index('receivers_ws_created').on(t.workspaceId, t.createdAt, t.id)],
+);
+
+/**
+ * What arrived at POST /v1/webhooks/{slug} for a known slug, verified or
+ * not: the outcome (verified, invalid_signature, stale_timestamp, disabled,
+ * too_large, invalid_body), its reason, the body size, the headers of
+ * interest (never the body, never a secret) and the event it became.
+ */
+export const sourceDeliveries = ingest.table(
+  'source_deliveries',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull(),
+    receiverId: text('receiver_id').notNull(),
+    slug: text('slug').notNull(),
+    outcome: text('outcome').notNull(),
+    reason: text('reason'),
+    sizeBytes: integer('size_bytes').notNull(),
+    headers: jsonb('headers').notNull(),
+    eventId: text('event_id'),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('source_deliveries_ws_created').on(t.workspaceId, t.createdAt.desc(), t.id.desc())],
+);

@@ -1,3 +1,4 @@
+import type { Bus } from '@dws/bus';
 import type { Database } from '@dws/db';
 import type { ApiHandler, Outbox } from '@dws/runtime';
 import { keyFingerprint } from '@dws/protocol';
@@ -9,13 +10,13 @@ import type { RunnerDirectory } from './runner-directory.js';
 const iso = (d: Date | string) => (d instanceof Date ? d : new Date(d)).toISOString();
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
-export function invokerApi(deps: { db: Database; outbox: Outbox; directory: RunnerDirectory }): Record<string, ApiHandler> {
-  const { db, outbox, directory } = deps;
+export function invokerApi(deps: { db: Database; bus: Bus; outbox: Outbox; directory: RunnerDirectory }): Record<string, ApiHandler> {
+  const { db, bus, outbox, directory } = deps;
   return {
     /** POST /register: store the runner and its workflows, then tell ingest and the scheduler. */
     async register({ caller, body }) {
       const reg = parseRegistration(body, { transport: 'serve' });
-      await registerRunner({ db, outbox }, caller.workspaceId, reg, 'serve');
+      await registerRunner({ db, bus, outbox }, caller.workspaceId, reg, 'serve');
       directory.forget(caller.workspaceId, reg.app);
       return { status: 200, body: { ok: true, runner: reg.runnerId, app: reg.app, workflows: reg.workflows.map((w) => w.name) } };
     },

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { checkWebSocketUpgrade, refuseUpgrade } from '@dws/http';
 import type { Logger } from '@dws/log';
 import {
   checkProtocolVersion,
@@ -20,11 +21,9 @@ import {
   type ConnectRegistered,
   type ServiceHello,
 } from '@dws/protocol';
+import { MAX_REPLY_BYTES, tooLargeBody } from '@dws/runtime';
 import { parseRegistration, type Registration } from '../domain/registration.js';
 import type { SocketHold } from '../store/runners.js';
-
-/** SPEC Limits: an invoke response over 1 MiB fails the invoke. */
-export const MAX_REPLY_BYTES = 1024 * 1024;
 
 /** What sending an invoke on a held socket came to. */
 export type SocketInvokeOutcome =
@@ -107,12 +106,9 @@ export class ConnectHub {
     const hop = verifyHop(this.o.hopKey, req.headers[HOP_HEADER]);
     if (!hop.ok) return refuse(socket, 401, 'unauthorized', 'Connect upgrades must come through the gateway.');
     if (this.closing) return refuse(socket, 503, 'shutting_down', 'This invoker is shutting down; reconnect.');
-    const offered = String(req.headers['sec-websocket-protocol'] ?? '')
-      .split(',')
-      .map((p) => p.trim());
-    if (!offered.includes(CONNECT_SUBPROTOCOL)) {
-      return refuse(socket, 400, 'subprotocol_required', `Connect needs the WebSocket subprotocol ${CONNECT_SUBPROTOCOL}.`);
-    }
+    // What `ws` would refuse in text/plain (bad key, version, method, subprotocol) is refused here with the error body.
+    const bad = checkWebSocketUpgrade(req, { subprotocol: CONNECT_SUBPROTOCOL });
+    if (bad) return refuseUpgrade(socket, bad);
     const { workspaceId, actor } = hop.claims;
     this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, workspaceId, actor));
   }
@@ -289,18 +285,6 @@ function resultOf(payload: unknown): SocketInvokeOutcome {
   const body = Buffer.from(p.body, 'utf8');
   if (body.length > MAX_REPLY_BYTES) return { kind: 'reply', status: 413, body: Buffer.from(tooLargeBody(body.length)) };
   return { kind: 'reply', status: p.status, body };
-}
-
-/**
- * SPEC Limits: a reply over 1 MiB fails the invoke. Handed to the scheduler
- * as a 4xx so the run fails with this reason instead of retrying a reply
- * that will be just as large next time.
- */
-export function tooLargeBody(bytes: number): string {
-  return JSON.stringify({
-    error: { code: 'invoke_reply_too_large', message: `The runner's invoke reply is ${bytes > 0 ? `${bytes} bytes, ` : ''}over the 1 MiB limit.` },
-    logs: [],
-  });
 }
 
 /** Answers an upgrade with an HTTP error and the CONTRACT error body. */

@@ -1,5 +1,3 @@
-import { createHash } from 'node:crypto';
-import { Pool } from 'undici';
 import type { Bus, Subscription } from '@dws/bus';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
@@ -10,14 +8,16 @@ import {
   InvokeResult_Outcome,
   InvokeResultSchema,
   ReplicaInvokeSchema,
+  RouteReplySchema,
+  RouteRequestSchema,
   toBinary,
   type InvokeRequest,
 } from '@dws/proto';
-import { checkProtocolVersion, errorBody, PROTOCOL_HEADER, PROTOCOL_VERSION, SIGNATURE_HEADER, signInvoke } from '@dws/protocol';
-import { randomPooled, subjects } from '@dws/runtime';
+import { seal, signInvoke } from '@dws/protocol';
+import { RunnerHttp, subjects, traceparentFor } from '@dws/runtime';
 import { pickRunner } from '../domain/routing.js';
 import { detachReplica, type RunnerRow } from '../store/runners.js';
-import { MAX_REPLY_BYTES, tooLargeBody, type ConnectHub } from './connect-hub.js';
+import type { ConnectHub } from './connect-hub.js';
 import type { RunnerDirectory } from './runner-directory.js';
 
 /** Subject on which one invoker replica takes invokes for the Connect sockets it holds. */
@@ -25,34 +25,27 @@ export const replicaSubject = (replica: string): string => `invoker.replica.${re
 
 /** How long a serve runner that refused or dropped a connection is passed over by anycast. */
 const SUSPECT_MS = 30_000;
+/**
+ * How long the scheduler may keep a direct route. Short: a runner that
+ * re-registers elsewhere or stops is at worst called once more at its old
+ * address (a refused call drops the route and goes through the invoker).
+ */
+const DIRECT_ROUTE_TTL_MS = 1000;
 /** Targets tried for one invoke before giving up (a stale route, a dead replica, a refused connection). */
 const MAX_TARGETS = 3;
-/** Connection-level failures: the request never reached the runner, so another runner may take it at once. */
-const NEVER_SENT = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
-
+/**
+ * The hop to the replica holding a Connect socket fails once that replica went this
+ * long without answering or reporting progress (the bus's request liveness): a
+ * SIGKILLed replica costs the invoke ~5 s, not the invoke timeout, while a long step
+ * keeps all of it. Same reasoning and value as the scheduler's INVOKER_SILENCE_MS.
+ */
+const REPLICA_SILENCE_MS = 5000;
 type Result = Uint8Array;
 /** One attempt: `done` is the answer; `elsewhere` means the runner cannot have seen the invoke, try another. */
 type Attempt = { kind: 'done'; result: Result } | { kind: 'elsewhere'; result: Result };
 
-/**
- * W3C trace context of one invoke: the trace id is derived from the run id
- * (every pass of a run lands in one trace), the span id is this invoke's.
- * Sent as the `traceparent` header and on the Connect frame; the SDK puts it
- * in ctx.traceparent when the body (built by the scheduler) has none.
- */
-export function traceparentFor(runId: string): string {
-  const trace = createHash('sha256').update(runId).digest('hex').slice(0, 32);
-  return `00-${trace}-${randomPooled(8).toString('hex')}-01`;
-}
-
 const result = (outcome: InvokeResult_Outcome, fields: { status?: number; body?: Uint8Array; error?: string; runnerId?: string } = {}): Result =>
   toBinary(InvokeResultSchema, create(InvokeResultSchema, { outcome, ...fields }));
-
-function errorCode(err: unknown): string | undefined {
-  const e = err as { code?: unknown; cause?: { code?: unknown } };
-  if (typeof e?.cause?.code === 'string') return e.cause.code;
-  return typeof e?.code === 'string' ? e.code : undefined;
-}
 
 export interface InvokeRouting {
   bus: Bus;
@@ -63,6 +56,8 @@ export interface InvokeRouting {
   /** This replica's id (per-replica subject, socket ownership). */
   replica: string;
   timeoutMs: number;
+  /** Seals the signing key a direct route hands to the scheduler (SERVICE_SEAL_KEY, shared by the fleet). */
+  sealKey: Buffer;
   /**
    * Answer the scheduler's `invoker.invoke` requests. false leaves them to
    * the other replicas while this one still serves its sockets (drain).
@@ -79,16 +74,8 @@ export interface InvokeRouting {
  * socket this replica holds, or a hop to the replica holding the socket.
  */
 export function serveInvokes(o: InvokeRouting): { subs: Subscription[]; close(): Promise<void> } {
-  const pools = new Map<string, Pool>();
+  const http = new RunnerHttp(o.timeoutMs);
   const suspects = new Map<string, number>();
-  const poolFor = (origin: string): Pool => {
-    let p = pools.get(origin);
-    if (!p) {
-      p = new Pool(origin, { connections: 64, pipelining: 1, keepAliveTimeout: 30_000, headersTimeout: o.timeoutMs, bodyTimeout: o.timeoutMs });
-      pools.set(origin, p);
-    }
-    return p;
-  };
   const suspectKey = (ws: string, id: string) => `${ws}\u0000${id}`;
   const suspected = (ws: string, rows: RunnerRow[]): Set<string> => {
     const now = Date.now();
@@ -109,8 +96,17 @@ export function serveInvokes(o: InvokeRouting): { subs: Subscription[]; close():
     const triedIds = new Set<string>();
     let last: Result | undefined;
     let candidates = await o.directory.live(req.workspaceId, req.app);
+    let fresh = false;
+    const pick = () => pickRunner(candidates, req.workflow, req.runner, new Set([...triedIds, ...suspected(req.workspaceId, candidates)]));
     for (let i = 0; i < MAX_TARGETS; i++) {
-      const runner = pickRunner(candidates, req.workflow, req.runner, new Set([...triedIds, ...suspected(req.workspaceId, candidates)]));
+      let runner = pick();
+      if (!runner && !fresh) {
+        // The cached list may predate a registration another replica has answered: re-read before calling it a miss.
+        o.directory.forget(req.workspaceId, req.app);
+        candidates = await o.directory.live(req.workspaceId, req.app);
+        fresh = true;
+        runner = pick();
+      }
       // A runner that moved to another socket or replica is a new target.
       const target = runner && `${runner.id}|${runner.replica ?? ''}|${runner.connectionId ?? ''}`;
       if (!runner || !target || tried.has(target)) break;
@@ -121,50 +117,22 @@ export function serveInvokes(o: InvokeRouting): { subs: Subscription[]; close():
       last = attempt.result;
       o.directory.forget(req.workspaceId, req.app);
       candidates = await o.directory.live(req.workspaceId, req.app);
+      fresh = true;
     }
     return last ?? result(InvokeResult_Outcome.NO_RUNNER);
   }
 
   async function viaHttp(runner: RunnerRow, req: InvokeRequest, key: string): Promise<Attempt> {
-    const url = new URL(runner.url);
-    try {
-      const res = await poolFor(url.origin).request({
-        method: 'POST',
-        path: url.pathname + url.search,
-        headers: {
-          'content-type': 'application/json',
-          [SIGNATURE_HEADER]: signInvoke(key, req.body),
-          [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
-          traceparent: traceparentFor(req.runId),
-        },
-        body: req.body,
-      });
-      const chunks: Buffer[] = [];
-      let size = 0;
-      for await (const chunk of res.body) {
-        size += (chunk as Buffer).length;
-        if (size > MAX_REPLY_BYTES) {
-          res.body.destroy();
-          return { kind: 'done', result: result(InvokeResult_Outcome.REPLY, { status: 413, body: Buffer.from(tooLargeBody(0)), runnerId: runner.id }) };
-        }
-        chunks.push(chunk as Buffer);
-      }
-      // SPEC Versioning 3: a reply that states another version is refused, not guessed at.
-      const version = checkProtocolVersion(res.headers[PROTOCOL_HEADER]);
-      if (!version.ok) {
-        const body = Buffer.from(JSON.stringify({ ...errorBody('protocol_version_mismatch', `Runner reply: ${version.message}`), logs: [] }));
-        return { kind: 'done', result: result(InvokeResult_Outcome.REPLY, { status: 400, body, runnerId: runner.id }) };
-      }
+    const out = await http.post(runner.url, req.body, key, req.runId);
+    if (out.kind === 'reply') {
       suspects.delete(suspectKey(req.workspaceId, runner.id));
-      return { kind: 'done', result: result(InvokeResult_Outcome.REPLY, { status: res.statusCode, body: Buffer.concat(chunks), runnerId: runner.id }) };
-    } catch (err) {
-      // Anycast passes over this runner for a while; its next heartbeat does not clear that, a success does.
-      suspects.set(suspectKey(req.workspaceId, runner.id), Date.now() + SUSPECT_MS);
-      const code = errorCode(err);
-      o.log.warn({ err, code, runId: req.runId, runner: runner.id }, 'invoke failed in transport');
-      const failed = result(InvokeResult_Outcome.TRANSPORT_ERROR, { error: (err as Error).message, runnerId: runner.id });
-      return code !== undefined && NEVER_SENT.has(code) ? { kind: 'elsewhere', result: failed } : { kind: 'done', result: failed };
+      return { kind: 'done', result: result(InvokeResult_Outcome.REPLY, { status: out.status, body: out.body, runnerId: runner.id }) };
     }
+    // Anycast passes over this runner for a while; its next heartbeat does not clear that, a success does.
+    suspects.set(suspectKey(req.workspaceId, runner.id), Date.now() + SUSPECT_MS);
+    o.log.warn({ err: out.error, code: out.code, runId: req.runId, runner: runner.id }, 'invoke failed in transport');
+    const failed = result(InvokeResult_Outcome.TRANSPORT_ERROR, { error: out.error, runnerId: runner.id });
+    return out.neverSent ? { kind: 'elsewhere', result: failed } : { kind: 'done', result: failed };
   }
 
   async function viaSocket(runner: RunnerRow, req: InvokeRequest, key: string): Promise<Attempt> {
@@ -174,13 +142,13 @@ export function serveInvokes(o: InvokeRouting): { subs: Subscription[]; close():
       const bytes = await o.bus.request(
         replicaSubject(runner.replica),
         toBinary(ReplicaInvokeSchema, create(ReplicaInvokeSchema, { request: req, runnerId: runner.id })),
-        { timeoutMs: o.timeoutMs + 5000 },
+        { timeoutMs: o.timeoutMs + 5000, idleTimeoutMs: REPLICA_SILENCE_MS },
       );
       const res = fromBinary(InvokeResultSchema, bytes);
       if (res.outcome === InvokeResult_Outcome.NO_RUNNER) return { kind: 'elsewhere', result: bytes };
       return { kind: 'done', result: bytes };
     } catch (err) {
-      if (errorCode(err) === 'no_responders') {
+      if ((err as { code?: unknown }).code === 'no_responders') {
         // Nobody answers for that replica: it is gone, and so are its sockets.
         const n = await detachReplica(o.db, runner.replica);
         o.log.warn({ replica: runner.replica, runners: n }, 'invoker replica is gone; its connect runners left routing');
@@ -200,9 +168,34 @@ export function serveInvokes(o: InvokeRouting): { subs: Subscription[]; close():
     return { kind: 'done', result: result(InvokeResult_Outcome.TRANSPORT_ERROR, { error: out.error, runnerId }) };
   }
 
+  /**
+   * The scheduler's RouteRequest: when every live runner able to take the
+   * pass is a serve runner, hand over their addresses and the sealed signing
+   * key so the scheduler POSTs itself (two bus hops fewer per pass). Connect
+   * runners, and apps with no runner yet, stay with route() above.
+   */
+  async function directRoute(workspaceId: string, app: string, workflow: string, pinned: string): Promise<Uint8Array> {
+    const none = toBinary(RouteReplySchema, create(RouteReplySchema, { direct: false, ttlMs: DIRECT_ROUTE_TTL_MS }));
+    const key = await o.directory.signingKey(workspaceId);
+    if (!key) return none;
+    const candidates = await o.directory.live(workspaceId, app);
+    const capable = candidates.filter((r) => r.workflows.includes(workflow) && (!pinned || r.id === pinned));
+    if (capable.length === 0 || capable.some((r) => r.transport !== 'serve')) return none;
+    const avoid = suspected(workspaceId, capable);
+    const healthy = capable.filter((r) => !avoid.has(r.id));
+    const targets = (healthy.length > 0 ? healthy : capable).map((r) => ({ runnerId: r.id, url: r.url }));
+    return toBinary(RouteReplySchema, create(RouteReplySchema, { direct: true, targets, sealedSigningKey: seal(key, o.sealKey), ttlMs: DIRECT_ROUTE_TTL_MS }));
+  }
+
   const subs: Subscription[] = [];
   if (o.serveScheduler !== false) {
     subs.push(o.bus.respond(subjects.invoke, 'invoker', async (data) => route(fromBinary(InvokeRequestSchema, data))));
+    subs.push(
+      o.bus.respond(subjects.route, 'invoker', async (data) => {
+        const r = fromBinary(RouteRequestSchema, data);
+        return directRoute(r.workspaceId, r.app, r.workflow, r.runner);
+      }),
+    );
   }
   // Invokes other replicas route to the sockets this one holds.
   subs.push(
@@ -218,7 +211,7 @@ export function serveInvokes(o: InvokeRouting): { subs: Subscription[]; close():
   return {
     subs,
     async close() {
-      await Promise.all([...pools.values()].map((p) => p.close()));
+      await http.close();
     },
   };
 }

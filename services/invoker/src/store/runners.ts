@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Database } from '@dws/db';
 import type { Registration } from '../domain/registration.js';
 
@@ -162,4 +163,56 @@ export async function listWorkflows(db: Database, workspaceId: string, app: stri
       where workspace_id = $1 and ($2::text is null or app = $2) order by app, name`,
     [workspaceId, app ?? null],
   );
+}
+
+/** An app's declared workflow set as of one registration. */
+export interface AppWorkflows {
+  version: number;
+  /** false when the set (names and configs) is what the last version already said. */
+  changed: boolean;
+  workflows: { name: string; configJson: string }[];
+}
+
+/**
+ * Inside the registering transaction, after the runner row is saved: the
+ * app's workflows are those some runner of the app declares (a runner that
+ * stopped declaring one takes it out, unless another still does). Locks the
+ * app's version row first, so concurrent registrations of one app are
+ * ordered and each reads the set the previous one committed; the version
+ * grows only when the set changed.
+ */
+export async function declareAppWorkflows(tx: Database, workspaceId: string, app: string): Promise<AppWorkflows> {
+  await tx.query(
+    `insert into invoker.app_registrations (workspace_id, app, version, digest) values ($1, $2, 0, '')
+     on conflict (workspace_id, app) do nothing`,
+    [workspaceId, app],
+  );
+  const [current] = await tx.query<{ version: string | number; digest: string }>(
+    'select version, digest from invoker.app_registrations where workspace_id = $1 and app = $2 for update',
+    [workspaceId, app],
+  );
+  await tx.query(
+    `delete from invoker.workflows w where w.workspace_id = $1 and w.app = $2
+        and not exists (select 1 from invoker.runners r where r.workspace_id = $1 and r.app = $2 and w.name = any(r.workflows))`,
+    [workspaceId, app],
+  );
+  const rows = await tx.query<{ name: string; config: string }>(
+    `select name, config::text as config from invoker.workflows where workspace_id = $1 and app = $2 order by name`,
+    [workspaceId, app],
+  );
+  const digest = createHash('sha256')
+    .update(JSON.stringify(rows.map((r) => [r.name, r.config])))
+    .digest('hex');
+  let version = Number(current?.version ?? 0);
+  const changed = digest !== current?.digest;
+  if (changed) {
+    version += 1;
+    await tx.query('update invoker.app_registrations set version = $3, digest = $4 where workspace_id = $1 and app = $2', [
+      workspaceId,
+      app,
+      version,
+      digest,
+    ]);
+  }
+  return { version, changed, workflows: rows.map((r) => ({ name: r.name, configJson: r.config })) };
 }

@@ -1,4 +1,4 @@
-import { boolean, index, jsonb, pgSchema, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, boolean, index, jsonb, pgSchema, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { outboxTable } from '@dws/runtime';
 
 export const invoker = pgSchema('invoker');
@@ -49,4 +49,56 @@ export const workflows = invoker.table(
   (t) => [primaryKey({ columns: [t.workspaceId, t.app, t.name] })],
 );
 
+/**
+ * Per app: the version of its declared workflow set, bumped in the
+ * registering transaction when the set changes (the row lock orders
+ * concurrent registrations of one app, so versions follow commit order).
+ */
+export const appRegistrations = invoker.table(
+  'app_registrations',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    version: bigint('version', { mode: 'number' }).notNull(),
+    /** SHA-256 of the declared set; an unchanged set keeps its version. */
+    digest: text('digest').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.app] })],
+);
+
 export const outbox = outboxTable(invoker);
+
+/**
+ * One row per Infer step the invoker answered: the model is called once per
+ * step, and a redelivered hand-off resends the stored answer instead.
+ */
+export const inferences = invoker.table(
+  'inferences',
+  {
+    runId: text('run_id').notNull(),
+    stepId: text('step_id').notNull(),
+    workspaceId: text('workspace_id').notNull(),
+    /** `{ data, usage }` or `{ error }`, as sent in the ResolveStep. */
+    outcome: jsonb('outcome').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.stepId] })],
+);
+
+/**
+ * The inference cache, per workspace: a provider's answer to a request
+ * eligible for it (temperature set, at most 0.2), keyed by the request's
+ * canonical hash, until it expires (24 h, or the request's ttlMs).
+ */
+export const inferenceCache = invoker.table(
+  'inference_cache',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    key: text('key').notNull(),
+    /** `{ data, usage }` as the call that filled it answered. */
+    outcome: jsonb('outcome').notNull(),
+    expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.key] })],
+);

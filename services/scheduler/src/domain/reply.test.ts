@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { hashStepId } from '@dws/protocol';
-import { backoffMs, decide, MISSING_RUNNER_LIMIT_MS, TRANSPORT_BUDGET, type RunView } from './reply.js';
+import { backoffMs, decide, MISSING_RUNNER_LIMIT_MS, TRANSPORT_BUDGET, usageOf, type RunView } from './reply.js';
 
 const run = (over: Partial<RunView> = {}): RunView => ({
   attempt: 1, transportFailures: 0, noRunnerSinceMs: null, stepAttempts: new Map(), maxAttempts: 1, workflow: 'wf', runner: '',
@@ -42,6 +42,11 @@ describe('decide', () => {
     });
   });
 
+  it('retries a pass the invoker never answered without end and without spending the transport budget', () => {
+    const d = decide(run({ transportFailures: TRANSPORT_BUDGET }), { kind: 'invoker_unavailable', error: 'no responders' }, NOW, ids, () => 0.5);
+    expect(d).toEqual({ type: 'retry_later', delayMs: 1500, steps: [], transportFailures: TRANSPORT_BUDGET, noRunnerSinceMs: null, attempt: 1 });
+  });
+
   it('waits for a missing runner from a durable stamp, then fails naming the workflow and the pin', () => {
     expect(decide(run(), { kind: 'no_runner' }, NOW, ids)).toMatchObject({ type: 'retry_later', noRunnerSinceMs: NOW });
     const late = decide(run({ noRunnerSinceMs: NOW - MISSING_RUNNER_LIMIT_MS, runner: 'r-9' }), { kind: 'no_runner' }, NOW, ids);
@@ -72,6 +77,23 @@ describe('decide', () => {
     expect(unknown).toMatchObject({ type: 'continue', steps: [{ status: 'failed', error: { message: expect.stringContaining('Teleport') } }] });
   });
 
+  it('parks an Infer step waiting with no deadline and hands the opcode to the invoker', () => {
+    const opcode = { op: 'Infer', id, name: 'a', data: { model: 'm', prompt: 'hi' } };
+    const d = decide(run({ maxAttempts: 5 }), reply(206, { opcodes: [opcode], logs: [] }), NOW, ids);
+    expect(d).toMatchObject({ type: 'park', untilMs: null });
+    expect(d.steps).toEqual([{ id, name: 'a', op: 'Infer', attempts: 1, status: 'waiting', memo: true, handoff: { kind: 'infer', requestJson: JSON.stringify(opcode) } }]);
+  });
+
+  it('parks an Approval step waiting with no deadline and hands the opcode to the approvals service', () => {
+    for (const extra of [{}, { timeoutMs: 300 }]) {
+      const opcode = { op: 'Approval', id, name: 'a', tool: 'refund', data: { amount: 5 }, ...extra };
+      const d = decide(run(), reply(206, { opcodes: [opcode], logs: [] }), NOW, ids);
+      // The approvals service owns the timeout (its onTimeout): the step never resolves to null at a deadline here.
+      expect(d).toMatchObject({ type: 'park', untilMs: null });
+      expect(d.steps).toEqual([{ id, name: 'a', op: 'Approval', attempts: 1, status: 'waiting', memo: true, handoff: { kind: 'approval', requestJson: JSON.stringify(opcode) } }]);
+    }
+  });
+
   it('a 206 with no new opcode parks on what is pending, and fails when nothing is', () => {
     expect(decide(run({ hasOpenPending: true }), reply(206, { opcodes: [], logs: [] }), NOW, ids)).toMatchObject({ type: 'park', untilMs: null });
     expect(decide(run(), reply(206, { opcodes: [], logs: [] }), NOW, ids)).toMatchObject({ type: 'fail' });
@@ -99,5 +121,16 @@ describe('decide', () => {
     expect(backoffMs(1, () => 1)).toBe(1000);
     expect(backoffMs(3, () => 1)).toBe(4000);
     expect(backoffMs(20, () => 1)).toBe(30_000);
+  });
+});
+
+describe('usageOf', () => {
+  it('keeps the SPEC Usage fields with their types and drops the rest', () => {
+    expect(usageOf({ model: 'm', tokensIn: 3, tokensOut: 4, cost: 0.01, latencyMs: 12, cacheHit: false, extra: 1 })).toBe(
+      JSON.stringify({ model: 'm', tokensIn: 3, tokensOut: 4, cost: 0.01, latencyMs: 12, cacheHit: false }),
+    );
+    expect(usageOf({ tokensIn: -1, tokensOut: 'x', cost: Infinity, cacheHit: 'yes' })).toBeUndefined();
+    expect(usageOf([1])).toBeUndefined();
+    expect(usageOf(undefined)).toBeUndefined();
   });
 });

@@ -1,10 +1,13 @@
 import type { StepError } from '@dws/protocol';
+import { capabilityGap } from './capabilities.js';
 
 /** What the invoker reported for one pass. */
 export type PassOutcome =
   | { kind: 'reply'; status: number; body: string; /** The body parsed once, when the caller already did. */ parsed?: unknown }
   | { kind: 'no_runner' }
-  | { kind: 'transport_error'; error: string };
+  | { kind: 'transport_error'; error: string }
+  /** The invoker itself did not answer (none up, or it went silent): our fault, not the runner's. */
+  | { kind: 'invoker_unavailable'; error: string };
 
 /** The parts of a run the decision reads (all in memory while a replica holds the run). */
 export interface RunView {
@@ -52,6 +55,8 @@ export interface StepOutcome {
   /** Attempts made so far, this one included. */
   attempts: number;
   memo: boolean;
+  /** SPEC Usage a StepRun reported (a model call the runner made itself: step.ai.wrap), as JSON text. */
+  usageJson?: string;
 }
 
 export type Decision =
@@ -131,6 +136,18 @@ export function logsOf(outcome: PassOutcome): RawLogLine[] {
 }
 
 export function decide(run: RunView, outcome: PassOutcome, nowMs: number, newIds: IdSource, rnd = Math.random): Decision {
+  if (outcome.kind === 'invoker_unavailable') {
+    // A restart or outage of the service's own invoker never fails a user's run, nor spends
+    // its runner's transport budget: the run retries every 1-2 s until an invoker answers.
+    return {
+      type: 'retry_later',
+      delayMs: 1000 + Math.floor(rnd() * 1000),
+      steps: [],
+      transportFailures: run.transportFailures,
+      noRunnerSinceMs: run.noRunnerSinceMs,
+      attempt: run.attempt,
+    };
+  }
   if (outcome.kind === 'no_runner') {
     const since = run.noRunnerSinceMs ?? nowMs;
     if (nowMs - since >= MISSING_RUNNER_LIMIT_MS) {
@@ -232,6 +249,24 @@ const optStr = (v: unknown): string | undefined => (typeof v === 'string' && v !
 const finite = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 
 /**
+ * SPEC Usage as reported on a StepRun, kept to its known fields with the
+ * right types (model a string up to 256 characters, the numbers finite and
+ * not negative, cacheHit a boolean); undefined when nothing usable is there.
+ */
+export function usageOf(raw: unknown): string | undefined {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return undefined;
+  const u = raw as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  if (typeof u.model === 'string') out.model = u.model.slice(0, 256);
+  for (const k of ['tokensIn', 'tokensOut', 'cost', 'latencyMs'] as const) {
+    const v = finite(u[k]);
+    if (v !== undefined && v >= 0) out[k] = v;
+  }
+  if (typeof u.cacheHit === 'boolean') out.cacheHit = u.cacheHit;
+  return Object.keys(out).length > 0 ? JSON.stringify(out) : undefined;
+}
+
+/**
  * One opcode -> one step outcome. Pure except for the ids it draws (child
  * runs, emitted events, deliveries), which are persisted with the step so a
  * replay sees the same ones.
@@ -242,11 +277,18 @@ function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, 
   const attempts = (run.stepAttempts.get(id) ?? 0) + 1;
   const base = { id, name, op, attempts };
   const failStep = (message: string): { step: StepOutcome } => ({ step: { ...base, status: 'failed', memo: true, error: { message } } });
+  const gap = capabilityGap(op);
+  if (gap) {
+    // Not retriable: no attempt can succeed until the missing service exists, so the run fails with it too.
+    const error = { message: gap };
+    return { step: { ...base, status: 'failed', memo: true, error }, fatal: error };
+  }
   switch (op) {
     case 'StepRun': {
       const inputJson = raw.input === undefined ? undefined : JSON.stringify(raw.input);
+      const usageJson = usageOf(raw.usage);
       if (raw.error === undefined) {
-        return { step: { ...base, status: 'succeeded', dataJson: JSON.stringify(raw.data ?? null), inputJson, memo: true } };
+        return { step: { ...base, status: 'succeeded', dataJson: JSON.stringify(raw.data ?? null), inputJson, memo: true, ...(usageJson ? { usageJson } : {}) } };
       }
       const error = asStepError(raw.error, 'Step failed.');
       const retriable = raw.retriable !== false;
@@ -320,14 +362,14 @@ function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, 
     }
     case 'Approval':
     case 'Infer': {
-      // Handed to the approvals service / the invoker's model calls; the step stays pending until they answer.
-      const timeout = finite(raw.timeoutMs);
+      // Reached only once capabilities.ts lists the op: handed to the approvals service / the invoker's
+      // model calls, the step stays pending until they answer (ResolveStep). No deadline here: an
+      // Approval's timeoutMs is the approvals service's to act on (its onTimeout), never a null result.
       return {
         step: {
           ...base,
           status: 'waiting',
           memo: true,
-          wakeAtMs: op === 'Approval' && timeout !== undefined && timeout >= 0 ? nowMs + timeout : undefined,
           handoff: { kind: op === 'Approval' ? 'approval' : 'infer', requestJson: JSON.stringify(raw) },
         },
       };

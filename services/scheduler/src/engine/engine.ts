@@ -3,20 +3,36 @@ import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { redact, type StepError } from '@dws/protocol';
 import { create, fromBinary, InvokeRequestSchema, InvokeResult_Outcome, InvokeResultSchema, toBinary } from '@dws/proto';
-import { ids, subjects, type Outbox, type OutboxMessage } from '@dws/runtime';
+import { counter, ids, subjects, type Outbox, type OutboxMessage, type RunnerHttp } from '@dws/runtime';
 import { decide, logsOf, withParsedBody, type Decision, type PassOutcome, type StepOutcome } from '../domain/reply.js';
 import { invokeBody, memoEntry } from '../domain/invoke-body.js';
+import { hasStepError } from '../domain/step-errors.js';
 import { handoffMessage, runFinishedMessage, stepFailedMessage } from '../domain/handoffs.js';
 import { appendFrames, applyPass, claimDueRuns, loadClaimedSteps, renewLeases, type ApplyPass, type NewFrame } from '../store/runs.js';
 import { finishRun, parkSteps } from '../store/effects.js';
 import { admitToSlots } from '../store/flow.js';
 import { heldFromClaim, type HeldRun } from './held-run.js';
 import type { WorkflowConfigs } from './workflow-configs.js';
+import type { DirectRoutes } from './direct-routes.js';
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 const LOG_LEVELS = new Set(['debug', 'info', 'warn', 'error']);
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
+/**
+ * How long an invoke may go without a word from the invoker (its answer, or the
+ * progress it sends every third of this while the runner works) before the pass is
+ * a transport error, retried with backoff: a SIGKILLed invoker costs ~5 s instead of
+ * the whole invoke timeout, while a long step on a live invoker keeps all of
+ * SERVICE_INVOKE_TIMEOUT_MS. 5 s tolerates two lost beats or a ~3 s event-loop stall
+ * on the invoker; a false alarm only repeats the pass (the runner may run its step
+ * again, as after any lost reply; the pass guard drops the late reply).
+ */
+export const INVOKER_SILENCE_MS = 5000;
+
+const passes = counter('dws_scheduler_passes_total', 'Passes applied, by what the reply decided (continue, park, succeed, fail, retry_later).');
+const stepsApplied = counter('dws_scheduler_steps_total', 'Step outcomes applied, by status (succeeded, failed, retrying, sleeping, waiting, child).');
+const invokes = counter('dws_scheduler_invokes_total', 'Runner calls, by path (direct: the scheduler POSTed to a serve runner; invoker) and outcome (reply, no_runner, transport_error, invoker_unavailable).');
 
 export interface EngineOptions {
   db: Database;
@@ -32,6 +48,8 @@ export interface EngineOptions {
   maxConcurrent?: number;
   /** How often due runs are claimed when nothing nudges. @default 250 */
   pollMs?: number;
+  /** Serve runners this replica calls itself (no invoker hop); without them every pass goes through the invoker. */
+  direct?: { routes: DirectRoutes; http: RunnerHttp };
 }
 
 /**
@@ -79,8 +97,13 @@ export class Engine {
     await Promise.allSettled([...this.active]);
   }
 
-  /** Drive a run this replica just created (it already holds the lease). */
-  adopt(run: HeldRun): void {
+  /**
+   * Drive a run this replica just created (it already holds the lease). Its
+   * first frames, just stored, go live at once: a client that opened the
+   * run's stream before the run existed is waiting for them.
+   */
+  adopt(run: HeldRun, firstFrames: NewFrame[] = []): void {
+    this.publishLive(run, firstFrames);
     // Counted at once (capacity), driven on the next turn: the StartRun's ack goes out
     // before the first invoke is built.
     this.held.set(run.id, run);
@@ -142,7 +165,8 @@ export class Engine {
   private async drive(run: HeldRun): Promise<void> {
     for (;;) {
       const outcome = withParsedBody(await this.invoke(run));
-      const cfg = await this.o.workflows.get(run.workspaceId, run.app, run.workflow);
+      // SPEC Limits: maxAttempts defaults to 1; the policy is read only when a step failed.
+      const maxAttempts = hasStepError(outcome) ? (await this.o.workflows.get(run.workspaceId, run.app, run.workflow)).maxAttempts : 1;
       const deadlines: number[] = [];
       let open = false;
       for (const p of run.pending.values()) {
@@ -155,7 +179,7 @@ export class Engine {
           transportFailures: run.transportFailures,
           noRunnerSinceMs: run.noRunnerSinceMs,
           stepAttempts: run.stepAttempts,
-          maxAttempts: cfg.maxAttempts,
+          maxAttempts,
           workflow: run.workflow,
           runner: run.runner,
           pendingDeadlines: deadlines,
@@ -165,7 +189,7 @@ export class Engine {
         Date.now(),
         { run: ids.run, event: ids.event, delivery: () => ids.generic('dlv') },
       );
-      const again = await this.apply(run, decision, logsOf(outcome), cfg.onFailure);
+      const again = await this.apply(run, decision, logsOf(outcome));
       if (!again || this.stopping) return;
     }
   }
@@ -184,6 +208,18 @@ export class Engine {
       },
       run.memo.values(),
     );
+    const bytesOut = enc.encode(body);
+    const direct = this.o.direct;
+    const target = direct && (await direct.routes.target(run.workspaceId, run.app, run.workflow, run.runner));
+    if (direct && target) {
+      const out = await direct.http.post(target.url, bytesOut, target.signingKey, run.id);
+      invokes.inc({ path: 'direct', outcome: out.kind === 'reply' ? 'reply' : 'transport_error' });
+      if (out.kind === 'reply') return { kind: 'reply', status: out.status, body: dec.decode(out.body) };
+      direct.routes.forget(run.workspaceId, run.app, run.workflow, run.runner);
+      // Never reached the runner: the invoker routes it now (it passes over that runner, tries another).
+      if (!out.neverSent) return { kind: 'transport_error', error: out.error };
+      this.o.log.info({ runId: run.id, runner: target.runnerId, code: out.code }, 'direct invoke not sent; routing through the invoker');
+    }
     const req = create(InvokeRequestSchema, {
       workspaceId: run.workspaceId,
       runId: run.id,
@@ -191,15 +227,23 @@ export class Engine {
       runner: run.runner,
       workflow: run.workflow,
       pass: BigInt(run.pass),
-      body: enc.encode(body),
+      body: bytesOut,
     });
     let bytes: Uint8Array;
     try {
-      bytes = await this.o.bus.request(subjects.invoke, toBinary(InvokeRequestSchema, req), { timeoutMs: this.o.invokeTimeoutMs + 5000 });
+      bytes = await this.o.bus.request(subjects.invoke, toBinary(InvokeRequestSchema, req), {
+        timeoutMs: this.o.invokeTimeoutMs + 5000,
+        idleTimeoutMs: INVOKER_SILENCE_MS,
+      });
     } catch (err) {
-      return { kind: 'transport_error', error: `invoker unavailable: ${(err as Error).message}` };
+      invokes.inc({ path: 'invoker', outcome: 'invoker_unavailable' });
+      return { kind: 'invoker_unavailable', error: (err as Error).message };
     }
     const res = fromBinary(InvokeResultSchema, bytes);
+    invokes.inc({
+      path: 'invoker',
+      outcome: res.outcome === InvokeResult_Outcome.REPLY ? 'reply' : res.outcome === InvokeResult_Outcome.NO_RUNNER ? 'no_runner' : 'transport_error',
+    });
     switch (res.outcome) {
       case InvokeResult_Outcome.REPLY:
         return { kind: 'reply', status: res.status, body: dec.decode(res.body) };
@@ -238,7 +282,7 @@ export class Engine {
   }
 
   /** Persist a decision; true when the run should be invoked again right away. */
-  private async apply(run: HeldRun, d: Decision, logs: ReturnType<typeof logsOf>, onFailure: boolean): Promise<boolean> {
+  private async apply(run: HeldRun, d: Decision, logs: ReturnType<typeof logsOf>): Promise<boolean> {
     const frames: NewFrame[] = run.pendingFrames.splice(0);
     frames.push(...this.logFrames(run, logs, run.nextSeq + frames.length));
     const steps: (StepOutcome & { idx: number })[] = [];
@@ -300,7 +344,8 @@ export class Engine {
       if (s.status === 'failed') handoffs.push(stepFailedMessage(run, s));
     }
     if (terminal) handoffs.push(runFinishedMessage(run, status, resultJson, error));
-    const spawnOnFailure = status === 'failed' && onFailure && !run.onFailure ? ids.run() : null;
+    const spawnOnFailure =
+      status === 'failed' && !run.onFailure && (await this.o.workflows.get(run.workspaceId, run.app, run.workflow)).onFailure ? ids.run() : null;
     const parks = steps.some((s) => s.status === 'waiting' || s.status === 'child');
     const hadOpen = [...run.pending.values()].some((p) => p.status === 'waiting' || p.status === 'child');
     // One statement covers the common pass, outbox rows included; a transaction only when the
@@ -339,6 +384,8 @@ export class Engine {
       this.o.log.info({ runId: run.id, pass: run.pass }, 'pass no longer current; reply dropped');
       return false;
     }
+    passes.inc({ decision: d.type });
+    for (const st of steps) stepsApplied.inc({ status: st.status });
     // Committed: update memory, tell live tails, then publish the outbox rows (a client
     // watching the run learns of its end without waiting for the stream's ack).
     run.pass += 1;

@@ -20,38 +20,52 @@ export function toWorkflowConfig(raw: unknown): WorkflowConfig {
 }
 
 /**
- * The scheduler's projection of registered workflows, read through a small
- * cache (the engine asks on every pass).
+ * The scheduler's projection of registered workflows. Read without a cache,
+ * and only when a pass needs it (a step failed, or the run failed: see the
+ * engine), so a registration the invoker has answered is what the next
+ * failure on any replica reads.
  */
 export class WorkflowConfigs {
-  private readonly cache = new Map<string, { at: number; cfg: Promise<WorkflowConfig> }>();
+  constructor(private readonly db: Database) {}
 
-  constructor(
-    private readonly db: Database,
-    private readonly ttlMs = 5000,
-  ) {}
-
-  get(workspaceId: string, app: string, name: string): Promise<WorkflowConfig> {
-    const k = `${workspaceId}\u0000${app}\u0000${name}`;
-    const hit = this.cache.get(k);
-    if (hit && Date.now() - hit.at < this.ttlMs) return hit.cfg;
-    const cfg = this.db
-      .query<{ config: unknown }>('select config from scheduler.workflows where workspace_id = $1 and app = $2 and name = $3', [workspaceId, app, name])
-      .then((rows) => (rows[0] ? toWorkflowConfig(rows[0].config) : DEFAULT));
-    this.cache.set(k, { at: Date.now(), cfg });
-    cfg.catch(() => this.cache.delete(k));
-    return cfg;
+  async get(workspaceId: string, app: string, name: string): Promise<WorkflowConfig> {
+    const rows = await this.db.query<{ config: unknown }>('select config from scheduler.workflows where workspace_id = $1 and app = $2 and name = $3', [
+      workspaceId,
+      app,
+      name,
+    ]);
+    return rows[0] ? toWorkflowConfig(rows[0].config) : DEFAULT;
   }
 
-  /** Store what the invoker announced; the projection is replaced per workflow. */
-  async save(workspaceId: string, app: string, defs: { name: string; configJson: string }[]): Promise<void> {
-    if (defs.length === 0) return;
-    await this.db.query(
-      `insert into scheduler.workflows (workspace_id, app, name, config, updated_at)
-       select $1, $2, w.name, w.config, now() from jsonb_to_recordset($3::jsonb) as w(name text, config jsonb)
-       on conflict (workspace_id, app, name) do update set config = excluded.config, updated_at = now()`,
-      [workspaceId, app, `[${defs.map((d) => `{"name":${JSON.stringify(d.name)},"config":${d.configJson}}`).join(',')}]`],
-    );
-    for (const d of defs) this.cache.delete(`${workspaceId}\u0000${app}\u0000${d.name}`);
+  /**
+   * Store what the invoker announced. With a version (> 0) the defs are the
+   * app's whole set, applied only over an older version, and the app's other
+   * workflows are dropped; version 0 (older publishers) upserts the named ones.
+   */
+  async save(workspaceId: string, app: string, defs: { name: string; configJson: string }[], version = 0): Promise<void> {
+    if (defs.length === 0 && version === 0) return;
+    await this.db.tx(async (tx) => {
+      if (version > 0) {
+        const newer = await tx.query(
+          `insert into scheduler.app_versions (workspace_id, app, version) values ($1, $2, $3)
+           on conflict (workspace_id, app) do update set version = excluded.version where app_versions.version < excluded.version
+           returning version`,
+          [workspaceId, app, version],
+        );
+        if (newer.length === 0) return;
+        await tx.query('delete from scheduler.workflows where workspace_id = $1 and app = $2 and not (name = any($3::text[]))', [
+          workspaceId,
+          app,
+          defs.map((d) => d.name),
+        ]);
+      }
+      if (defs.length === 0) return;
+      await tx.query(
+        `insert into scheduler.workflows (workspace_id, app, name, config, updated_at)
+         select $1, $2, w.name, w.config, now() from jsonb_to_recordset($3::jsonb) as w(name text, config jsonb)
+         on conflict (workspace_id, app, name) do update set config = excluded.config, updated_at = now()`,
+        [workspaceId, app, `[${defs.map((d) => `{"name":${JSON.stringify(d.name)},"config":${d.configJson}}`).join(',')}]`],
+      );
+    });
   }
 }

@@ -1,8 +1,8 @@
 import type { Bus, Subscription } from '@dws/bus';
 import type { Database } from '@dws/db';
-import { ApiRequestSchema, fromBinary, StartRunSchema, WorkflowsRegisteredSchema, type StartRun } from '@dws/proto';
-import { streams, subjects, type ApiHandler, type Outbox, type OutboxMessage } from '@dws/runtime';
-import { insertHeldRun, type NewFrame, type NewRun } from '../store/runs.js';
+import { ApiRequestSchema, fromBinary, ResolveStepSchema, StartRunSchema, WorkflowsRegisteredSchema, type StartRun } from '@dws/proto';
+import { COMMAND_ACK_WAIT_MS, streams, subjects, type ApiHandler, type Outbox, type OutboxMessage } from '@dws/runtime';
+import { insertHeldRun, resolveStep, type NewFrame, type NewRun } from '../store/runs.js';
 import { lockRun } from '../store/control.js';
 import { cancelLockedRun } from '../store/effects.js';
 import { activeSingletons, insertFlowRun } from '../store/flow.js';
@@ -20,9 +20,33 @@ type StartRunDeps = { bus: Bus; db: Database; engine: Engine; outbox: Outbox; ow
  */
 export async function consumeStartRuns(opts: StartRunDeps): Promise<Subscription> {
   return opts.bus.consume(
-    { stream: streams.schedulerCmds.name, durable: 'scheduler-start', filterSubject: subjects.startRun, concurrency: 64 },
+    { stream: streams.schedulerCmds.name, durable: 'scheduler-start', filterSubject: subjects.startRun, concurrency: 64, ackWaitMs: COMMAND_ACK_WAIT_MS },
     async (msg) => startRun(opts, fromBinary(StartRunSchema, msg.data)),
   );
+}
+
+/** Direct StartRuns one replica handles at once; past it, it says busy and the stream carries them. */
+const MAX_DIRECT_STARTS = 64;
+
+/**
+ * The same StartRun as a core request (subjects.startRunNow), answered once
+ * the run is stored: ingest's outbox tries this before the stream. A replica
+ * with too many in hand refuses (the sender publishes to the stream, which
+ * this replica's consumer takes at its own pace), so a burst of events cannot
+ * pile up unbounded work here.
+ */
+export function serveDirectStarts(opts: StartRunDeps): Subscription {
+  let inHand = 0;
+  return opts.bus.respond(subjects.startRunNow, 'scheduler', async (data) => {
+    if (inHand >= MAX_DIRECT_STARTS) throw new Error('busy: too many direct starts in hand');
+    inHand++;
+    try {
+      await startRun(opts, fromBinary(StartRunSchema, data));
+      return new Uint8Array();
+    } finally {
+      inHand--;
+    }
+  });
 }
 
 async function startRun(opts: StartRunDeps, cmd: StartRun): Promise<void> {
@@ -39,6 +63,7 @@ async function startRun(opts: StartRunDeps, cmd: StartRun): Promise<void> {
     replayOf: cmd.replayOf || null,
     inputJson,
     createdAtMs: Number(cmd.createdAtMs) || Date.now(),
+    session: cmd.session || null,
   };
   const notBeforeMs = Number(cmd.notBeforeMs);
   // Flow control, or no room to drive it now (back-pressure): store it queued; a replica with room claims it.
@@ -71,22 +96,30 @@ async function startRun(opts: StartRunDeps, cmd: StartRun): Promise<void> {
       parentRunId: null,
       onFailure: null,
     }),
+    frames,
   );
 }
 
-/** WorkflowsRegistered facts -> the scheduler's workflow projection. */
-export async function consumeWorkflowFacts(opts: { bus: Bus; workflows: WorkflowConfigs }): Promise<Subscription> {
-  return opts.bus.consume(
+/**
+ * WorkflowsRegistered -> the scheduler's workflow projection: as the
+ * invoker's request before it answers a registration (read-your-writes), and
+ * from the stream (the durable path, for a registration whose request failed).
+ */
+export async function consumeWorkflowFacts(opts: { bus: Bus; workflows: WorkflowConfigs }): Promise<Subscription[]> {
+  const apply = (data: Uint8Array) => {
+    const fact = fromBinary(WorkflowsRegisteredSchema, data);
+    const defs = fact.workflows.map((w) => ({ name: w.name, configJson: dec.decode(w.config) }));
+    return opts.workflows.save(fact.workspaceId, fact.app, defs, Number(fact.version));
+  };
+  const stream = await opts.bus.consume(
     { stream: streams.invokerFacts.name, durable: 'scheduler-workflows', filterSubject: subjects.workflowsRegistered },
-    async (msg) => {
-      const fact = fromBinary(WorkflowsRegisteredSchema, msg.data);
-      await opts.workflows.save(
-        fact.workspaceId,
-        fact.app,
-        fact.workflows.map((w) => ({ name: w.name, configJson: dec.decode(w.config) })),
-      );
-    },
+    (msg) => apply(msg.data),
   );
+  const requests = opts.bus.respond(subjects.applyWorkflowsScheduler, 'scheduler', async (data) => {
+    await apply(data);
+    return new Uint8Array();
+  });
+  return [stream, requests];
 }
 
 /**
@@ -104,6 +137,9 @@ async function startUnderFlowControl(
   const singletonKey = cmd.singletonMode ? cmd.singletonKey : null;
   const pending = await opts.db.tx(async (tx) => {
     const out: OutboxMessage[] = [];
+    // A repeat of this StartRun (a redelivery, or the stream copy of a direct start whose
+    // answer was lost) must not act again: a singleton "cancel" would cancel newer runs.
+    if ((await tx.query('select 1 from scheduler.runs where id = $1', [run.id])).length > 0) return opts.outbox.enqueue(tx, out);
     if (singletonKey !== null) {
       const active = await activeSingletons(tx, { workspaceId: run.workspaceId, app: run.app, workflow: run.workflow, key: singletonKey, except: run.id });
       if (active.length > 0 && cmd.singletonMode === 'skip') {
@@ -140,7 +176,7 @@ async function startUnderFlowControl(
  */
 export async function consumeDeferredWakes(opts: { bus: Bus; wake: ApiHandler }): Promise<Subscription> {
   return opts.bus.consume(
-    { stream: streams.schedulerCmds.name, durable: 'scheduler-wakes', filterSubject: subjects.wakeWaiters, concurrency: 8 },
+    { stream: streams.schedulerCmds.name, durable: 'scheduler-wakes', filterSubject: subjects.wakeWaiters, concurrency: 8, ackWaitMs: COMMAND_ACK_WAIT_MS },
     async (msg) => {
       const req = fromBinary(ApiRequestSchema, msg.data);
       const parsed = JSON.parse(dec.decode(req.body)) as { body?: unknown };
@@ -150,6 +186,29 @@ export async function consumeDeferredWakes(opts: { bus: Bus; wake: ApiHandler })
         query: {},
         body: parsed.body,
       });
+    },
+  );
+}
+
+/**
+ * ResolveStep from the service that completed a handed-off step (the
+ * approvals service's decision, timeout or refusal): the step resolves with
+ * its data or error if it is still waiting, and its run wakes, the same path
+ * an event's waiter and a child's end take. A repeat finds the step resolved
+ * and does nothing.
+ */
+export async function consumeResolves(opts: { bus: Bus; db: Database; nudge: () => void }): Promise<Subscription> {
+  return opts.bus.consume(
+    { stream: streams.schedulerCmds.name, durable: 'scheduler-resolves', filterSubject: subjects.resolveStep, concurrency: 16, ackWaitMs: COMMAND_ACK_WAIT_MS },
+    async (msg) => {
+      const r = fromBinary(ResolveStepSchema, msg.data);
+      const resolved = await resolveStep(opts.db, {
+        runId: r.runId,
+        stepId: r.stepId,
+        ...(r.errorMessage ? { error: { message: r.errorMessage } } : { dataJson: r.data.length ? dec.decode(r.data) : 'null' }),
+        ...(r.usage.length ? { usageJson: dec.decode(r.usage) } : {}),
+      });
+      if (resolved) opts.nudge();
     },
   );
 }

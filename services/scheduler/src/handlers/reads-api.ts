@@ -4,15 +4,21 @@ import type { ApiHandler } from '@dws/runtime';
 import {
   framesOfRun,
   listRuns,
+  parkedOnApproval,
   runById,
   runStats,
   runStatus,
+  scoresOfRun,
+  sessionsOf,
   stepsOfRun,
+  workspaceUsage,
+  timelinePage,
   RUN_SORTS,
   type FrameRow,
   type KeysetPosition,
   type RunSort,
   type RunSummaryRow,
+  type UsageTotals,
 } from '../store/reads.js';
 
 const iso = (d: Date | string | null): string | undefined => (d === null ? undefined : (d instanceof Date ? d : new Date(d)).toISOString());
@@ -24,10 +30,10 @@ const RUN_TYPES = ['event', 'cron'] as const;
 const MAX_TEXT = 256;
 
 /** SPEC Limits: cursor pages 1-200 (default 30), log pages 1-1000 (default 100); over the max is clamped. */
-const PAGE = { runs: { def: 30, max: 200 }, logs: { def: 100, max: 1000 }, timeline: { def: 1000, max: 1000 } };
+const PAGE = { runs: { def: 30, max: 200 }, logs: { def: 100, max: 1000 }, timeline: { def: 1000, max: 1000 }, sessions: { def: 100, max: 500 } };
 
 /** The run record of the API (SPEC Run, plus the fields a user needs); `input` and `result` only on the single read. */
-export function runRecord(r: RunSummaryRow & { input?: string; result?: string | null }, full: boolean): Record<string, unknown> {
+export function runRecord(r: RunSummaryRow & { input?: string; result?: string | null; usage?: UsageTotals | null }, full: boolean): Record<string, unknown> {
   const started = r.started_at ? new Date(r.started_at).getTime() : undefined;
   const ended = r.ended_at ? new Date(r.ended_at).getTime() : undefined;
   return {
@@ -40,6 +46,7 @@ export function runRecord(r: RunSummaryRow & { input?: string; result?: string |
     eventId: r.event_id ?? undefined,
     eventName: r.event_name ?? undefined,
     replayOf: r.replay_of ?? undefined,
+    session: r.session ?? undefined,
     attempt: r.attempt,
     stepCount: r.step_count,
     createdAt: iso(r.created_at),
@@ -47,8 +54,15 @@ export function runRecord(r: RunSummaryRow & { input?: string; result?: string |
     endedAt: iso(r.ended_at),
     durationMs: started !== undefined && ended !== undefined ? ended - started : undefined,
     error: r.error ?? undefined,
+    ...(r.needs_attention ? { needsAttention: true } : {}),
     ...(full ? { input: json(r.input ?? null), result: json(r.result ?? null) } : {}),
+    ...('usage' in r && r.usage ? { usage: usageRecord(r.usage) } : {}),
   };
+}
+
+/** UsageTotals as the API shows them (cost only when some call was priced). */
+function usageRecord(u: UsageTotals): Record<string, number> {
+  return { calls: u.calls, tokensIn: Number(u.tokensIn), tokensOut: Number(u.tokensOut), ...(u.cost !== null ? { cost: Number(u.cost) } : {}) };
 }
 
 /** A timeline frame as the SSE stream sends it: kind, seq, ts, runId, then the kind's fields. */
@@ -153,6 +167,7 @@ export function runReadsApi(db: Database): Record<string, ApiHandler> {
     async 'runs.get'({ caller, params }) {
       const run = plausible(params.id) ? await runById(db, caller.workspaceId, params.id) : undefined;
       if (!run) throw notFound('run');
+      if (run.status === 'waiting') run.needs_attention = (await parkedOnApproval(db, [run.id])).has(run.id);
       return { body: runRecord(run, true) };
     },
 
@@ -170,9 +185,42 @@ export function runReadsApi(db: Database): Record<string, ApiHandler> {
           input: json(s.input),
           output: json(s.data),
           error: s.error ?? undefined,
+          usage: s.usage ?? undefined,
           startedAt: iso(s.created_at),
           endedAt: iso(s.ended_at),
         })),
+      };
+    },
+
+    /** GET /usage: the workspace's model usage since a time (default: the start of the current UTC month), in total and per model. */
+    async 'usage.get'({ caller, query }) {
+      const now = new Date();
+      const from = since(query) ?? new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString();
+      const u = await workspaceUsage(db, caller.workspaceId, from);
+      return { body: { since: from, ...usageRecord(u.total), models: u.models.map((m) => ({ model: m.model, ...usageRecord(m) })) } };
+    },
+
+    /** GET /sessions (CONTRACT): sessions newest first (limit 100 by default, at most 500), with run counts, usage and scores. */
+    async 'sessions.list'({ caller, query }) {
+      const rows = await sessionsOf(db, caller.workspaceId, pageSize(query, PAGE.sessions));
+      return {
+        body: rows.map((r) => ({
+          id: r.id,
+          runs: r.runs,
+          firstSeenAt: iso(r.first_seen_at),
+          lastSeenAt: iso(r.last_seen_at),
+          usage: usageRecord(r.usage),
+          scores: r.scores,
+        })),
+      };
+    },
+
+    /** GET /runs/{id}/scores (CONTRACT): the run's scores, unpaged; what else the runner attached to a score rides along. */
+    async 'runs.scores'({ caller, params }) {
+      await mustExist(caller.workspaceId, params.id);
+      const rows = await scoresOfRun(db, caller.workspaceId, params.id!);
+      return {
+        body: rows.map((r) => ({ ...r.data, id: r.id, runId: params.id, step: r.step, name: r.name, value: r.value, createdAt: iso(r.created_at) })),
       };
     },
 
@@ -202,12 +250,14 @@ export function runReadsApi(db: Database): Record<string, ApiHandler> {
      * and the run's status, so the gateway knows when the stream may end.
      */
     async 'runs.timeline'({ caller, params, query }) {
-      const run = await mustExist(caller.workspaceId, params.id);
       const limit = pageSize(query, PAGE.timeline);
-      const rows = await framesOfRun(db, caller.workspaceId, params.id!, { from: integer(query, 'from', 0) ?? 0, limit });
-      // Status is read before the frames: a terminal status here means every frame is already stored.
+      const from = integer(query, 'from', 0) ?? 0;
+      const page = plausible(params.id) ? await timelinePage(db, caller.workspaceId, params.id, { from, limit }) : undefined;
+      if (!page) throw notFound('run');
+      // Status and frames from one snapshot: a terminal status here means every frame is in the page or after it.
+      const { status, frames } = page;
       return {
-        body: { status: run.status, terminal: TERMINAL.has(run.status), more: rows.length === limit, frames: rows.map((f) => frameRecord(params.id!, f)) },
+        body: { status, terminal: TERMINAL.has(status), more: frames.length === limit, frames: frames.map((f) => frameRecord(params.id!, f)) },
       };
     },
 
@@ -242,7 +292,8 @@ export function runReadsApi(db: Database): Record<string, ApiHandler> {
       const headers: Record<string, string> = {};
       // SPEC: X-Next-Cursor only when more rows exist; absent on the last page.
       if (rows.length > limit) headers['x-next-cursor'] = encodeCursor(sort, dir, page[page.length - 1]!);
-      return { body: page.map((r) => runRecord(r, false)), headers };
+      const attention = await parkedOnApproval(db, page.filter((r) => r.status === 'waiting').map((r) => r.id));
+      return { body: page.map((r) => runRecord({ ...r, needs_attention: attention.has(r.id) }, false)), headers };
     },
   };
 }

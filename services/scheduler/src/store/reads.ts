@@ -3,6 +3,7 @@ import type { Database } from '@dws/db';
 /** Columns of a run in a list: no input or result (they may be large; only the single read needs them). */
 export interface RunSummaryRow {
   id: string;
+  session: string | null;
   workspace_id: string;
   workflow: string;
   app: string;
@@ -22,12 +23,30 @@ export interface RunSummaryRow {
   created_key: string;
   /** The sort value of duration (ms; -1 while unfinished). */
   duration_key: string | number;
+  /** Set by the read handler: waiting on an Approval step not yet decided (SPEC's needs_attention state). */
+  needs_attention?: boolean;
 }
 
 export interface RunRow extends RunSummaryRow {
   input: string;
   result: string | null;
+  /** Totals of the model calls its steps recorded; null when it made none. */
+  usage: UsageTotals | null;
 }
+
+/** Totals of SPEC Usage records: how many calls, their tokens, and their cost when any was priced. */
+export interface UsageTotals {
+  calls: number;
+  tokensIn: number;
+  tokensOut: number;
+  cost: number | null;
+}
+
+/** SQL aggregating `steps st` rows' usage into UsageTotals (json), for a from-clause that joins them. */
+const USAGE_TOTALS_SQL = `json_build_object('calls', count(*)::int,
+  'tokensIn', coalesce(sum((st.usage->>'tokensIn')::numeric), 0)::float8,
+  'tokensOut', coalesce(sum((st.usage->>'tokensOut')::numeric), 0)::float8,
+  'cost', sum((st.usage->>'cost')::numeric)::float8)`;
 
 /**
  * Duration in ms as a sortable, never-null value: -1 for a run without both
@@ -38,14 +57,17 @@ export const DURATION_SQL = `coalesce((extract(epoch from (ended_at - started_at
 
 const CREATED_KEY_SQL = `to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
-const SUMMARY_COLUMNS = `id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of,
+const SUMMARY_COLUMNS = `id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, session,
   error, attempt, step_count, created_at, started_at, ended_at, ${CREATED_KEY_SQL} as created_key, ${DURATION_SQL} as duration_key`;
 
 export async function runById(db: Database, workspaceId: string, id: string): Promise<RunRow | undefined> {
-  const rows = await db.query<RunRow>(`select ${SUMMARY_COLUMNS}, input, result from scheduler.runs where workspace_id = $1 and id = $2`, [
-    workspaceId,
-    id,
-  ]);
+  const rows = await db.query<RunRow>(
+    `select ${SUMMARY_COLUMNS}, input, result,
+            (select case when count(*) = 0 then null else ${USAGE_TOTALS_SQL} end
+               from scheduler.steps st where st.run_id = runs.id and st.usage is not null) as usage
+       from scheduler.runs where workspace_id = $1 and id = $2`,
+    [workspaceId, id],
+  );
   return rows[0];
 }
 
@@ -58,6 +80,20 @@ export async function runStatus(db: Database, workspaceId: string, id: string): 
   return rows[0];
 }
 
+/**
+ * Which of `runIds` are parked on an Approval step no decision has resolved
+ * yet: SPEC's needs_attention state. A separate probe of the steps' primary
+ * key for the waiting runs of a page, so the list's own plan stays as it is.
+ */
+export async function parkedOnApproval(db: Database, runIds: string[]): Promise<Set<string>> {
+  if (runIds.length === 0) return new Set();
+  const rows = await db.query<{ run_id: string }>(
+    `select distinct run_id from scheduler.steps where run_id = any($1::text[]) and op = 'Approval' and status = 'waiting'`,
+    [runIds],
+  );
+  return new Set(rows.map((r) => r.run_id));
+}
+
 export interface StepRow {
   step_id: string;
   name: string;
@@ -68,14 +104,88 @@ export interface StepRow {
   error: unknown;
   input: string | null;
   attempts: number;
+  /** SPEC Usage of a model call, when the step made one. */
+  usage: Record<string, unknown> | null;
   created_at: Date | string;
   ended_at: Date | string | null;
+}
+
+export interface ScoreRow {
+  id: string;
+  step: string;
+  name: string;
+  value: unknown;
+  data: Record<string, unknown>;
+  created_at: Date | string;
+}
+
+/**
+ * The model usage of a workspace's runs since a time (runs created since
+ * then), in total and per model: what the workspace's AI steps cost.
+ */
+export async function workspaceUsage(db: Database, workspaceId: string, since: string): Promise<{ total: UsageTotals; models: (UsageTotals & { model: string })[] }> {
+  const rows = await db.query<{ total: UsageTotals; models: (UsageTotals & { model: string })[] | null }>(
+    `with st as (
+       select st.usage from scheduler.runs r join scheduler.steps st on st.run_id = r.id
+        where r.workspace_id = $1 and r.created_at >= $2::timestamptz and st.usage is not null
+     )
+     select (select ${USAGE_TOTALS_SQL} from st) as total,
+            (select json_agg(m order by m->>'model') from (
+               select (${USAGE_TOTALS_SQL})::jsonb || jsonb_build_object('model', coalesce(st.usage->>'model', '')) as m
+                 from st group by st.usage->>'model') x) as models`,
+    [workspaceId, since],
+  );
+  return { total: rows[0]!.total, models: rows[0]!.models ?? [] };
+}
+
+export interface SessionRow {
+  id: string;
+  runs: number;
+  first_seen_at: Date | string;
+  last_seen_at: Date | string;
+  usage: UsageTotals;
+  scores: { name: string; count: number; average: number | null }[];
+}
+
+/**
+ * The workspace's sessions, most recently active first: each one's run
+ * count, first and last run, the model usage its runs' steps recorded, and
+ * its scores by name (count, average of the numeric values).
+ */
+export async function sessionsOf(db: Database, workspaceId: string, limit: number): Promise<SessionRow[]> {
+  return db.query<SessionRow>(
+    `with s as (
+       select session as id, count(*)::int as runs, min(created_at) as first_seen_at, max(created_at) as last_seen_at
+         from scheduler.runs where workspace_id = $1 and session is not null
+        group by session order by max(created_at) desc, session limit $2
+     )
+     select s.id, s.runs, s.first_seen_at, s.last_seen_at,
+            (select ${USAGE_TOTALS_SQL}
+               from scheduler.runs r join scheduler.steps st on st.run_id = r.id
+              where r.workspace_id = $1 and r.session = s.id and st.usage is not null) as usage,
+            (select coalesce(json_agg(json_build_object('name', x.name, 'count', x.n, 'average', x.average) order by x.name), '[]'::json)
+               from (select sc.name, count(*)::int as n,
+                            avg(case when jsonb_typeof(sc.value) = 'number' then (sc.value #>> '{}')::numeric end)::float8 as average
+                       from scheduler.runs r join scheduler.scores sc on sc.run_id = r.id
+                      where r.workspace_id = $1 and r.session = s.id group by sc.name) x) as scores
+       from s order by s.last_seen_at desc, s.id`,
+    [workspaceId, limit],
+  );
+}
+
+/** The scores a run's Score steps wrote, in the order they were written (SPEC: unpaged). */
+export async function scoresOfRun(db: Database, workspaceId: string, runId: string): Promise<ScoreRow[]> {
+  return db.query<ScoreRow>(
+    `select 'scr_' || substr(md5(run_id || ':' || step_id), 1, 24) as id, step, name, value, data, created_at
+       from scheduler.scores where run_id = $1 and workspace_id = $2 order by created_at, step_id`,
+    [runId, workspaceId],
+  );
 }
 
 /** A run's steps in discovery order (SPEC: unpaged). */
 export async function stepsOfRun(db: Database, workspaceId: string, runId: string): Promise<StepRow[]> {
   return db.query<StepRow>(
-    `select step_id, name, op, idx, status, data, error, input, attempts, created_at, ended_at
+    `select step_id, name, op, idx, status, data, error, input, attempts, usage, created_at, ended_at
        from scheduler.steps where run_id = $1 and workspace_id = $2 order by idx, step_id`,
     [runId, workspaceId],
   );
@@ -86,6 +196,29 @@ export interface FrameRow {
   kind: string;
   payload: Record<string, unknown>;
   ts: Date | string;
+}
+
+/**
+ * A page of a run's timeline with the run's status, in one statement (every
+ * run stream opens with it). One snapshot: a terminal status means every
+ * frame of the run is in it. Undefined when the run is not the workspace's.
+ */
+export async function timelinePage(
+  db: Database,
+  workspaceId: string,
+  runId: string,
+  f: { from: number; limit: number },
+): Promise<{ status: string; frames: FrameRow[] } | undefined> {
+  const rows = await db.query<{ status: string; frames: (Omit<FrameRow, 'ts'> & { ts: string })[] | null }>(
+    `select r.status,
+            (select json_agg(json_build_object('seq', f.seq, 'kind', f.kind, 'payload', f.payload, 'ts', f.ts) order by f.seq)
+               from (select seq, kind, payload, ts from scheduler.frames
+                      where run_id = r.id and workspace_id = r.workspace_id and seq > $3 order by seq limit $4) f) as frames
+       from scheduler.runs r where r.workspace_id = $1 and r.id = $2`,
+    [workspaceId, runId, f.from, f.limit],
+  );
+  const row = rows[0];
+  return row ? { status: row.status, frames: row.frames ?? [] } : undefined;
 }
 
 /** Timeline frames after `from` (exclusive), oldest first; `kind` narrows to one kind (logs). */

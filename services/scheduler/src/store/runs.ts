@@ -30,6 +30,8 @@ export interface NewRun {
   replayOf: string | null;
   inputJson: string;
   createdAtMs: number;
+  /** The triggering event's session, or null. */
+  session?: string | null;
 }
 
 /**
@@ -41,9 +43,9 @@ export async function insertHeldRun(db: Database, run: NewRun, owner: string, le
   const rows = await db.query<{ id: string }>(
     `with r as (
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of,
-                                   input, next_seq, lease_owner, lease_until, created_at, started_at)
+                                   input, next_seq, lease_owner, lease_until, created_at, started_at, session)
        values ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9, $10, $11, $12, now() + ($13::int * interval '1 millisecond'),
-               to_timestamp($14::bigint / 1000.0), now())
+               to_timestamp($14::bigint / 1000.0), now(), $16)
        on conflict (id) do nothing
        returning id
      ), f as (
@@ -53,7 +55,7 @@ export async function insertHeldRun(db: Database, run: NewRun, owner: string, le
      select id from r`,
     [
       run.id, run.workspaceId, run.workflow, run.app, run.runner, run.triggerKind, run.eventId, run.eventName, run.replayOf,
-      run.inputJson, frames.length + 1, owner, leaseMs, run.createdAtMs, framesJson(frames),
+      run.inputJson, frames.length + 1, owner, leaseMs, run.createdAtMs, framesJson(frames), run.session ?? null,
     ],
   );
   return rows.length === 1;
@@ -120,15 +122,23 @@ export async function applyPass(db: Database, a: ApplyPass): Promise<Applied> {
        where id = $1 and pass = $2 and lease_owner = $3
        returning id, status
      ), s as (
-       insert into scheduler.steps (run_id, step_id, workspace_id, name, op, idx, status, data, error, input, attempts, wake_at, child_run_id, ended_at)
+       insert into scheduler.steps (run_id, step_id, workspace_id, name, op, idx, status, data, error, input, attempts, wake_at, child_run_id, ended_at, usage)
        select r.id, x.step_id, $15, x.name, x.op, x.idx, x.status, x.data, x.error, x.input, x.attempts,
               case when x.wake_at is null then null else to_timestamp(x.wake_at / 1000.0) end, x.child_run_id,
-              case when x.status in ('succeeded', 'failed') then now() end
+              case when x.status in ('succeeded', 'failed') then now() end, x.usage::jsonb
          from r, jsonb_to_recordset($16::jsonb)
               as x(step_id text, name text, op text, idx int, status text, data text, error jsonb, input text, attempts int,
-                   wake_at bigint, child_run_id text)
+                   wake_at bigint, child_run_id text, usage text)
        on conflict (run_id, step_id) do update set status = excluded.status, data = excluded.data, error = excluded.error,
-         attempts = excluded.attempts, wake_at = excluded.wake_at, child_run_id = excluded.child_run_id, ended_at = excluded.ended_at
+         attempts = excluded.attempts, wake_at = excluded.wake_at, child_run_id = excluded.child_run_id, ended_at = excluded.ended_at,
+         usage = excluded.usage
+     ), sc as (
+       -- Score steps write their score row with the memo, once: a replay finds it there.
+       insert into scheduler.scores (run_id, step_id, workspace_id, step, name, value, data)
+       select r.id, x.step_id, $15, x.name, x.data::jsonb->>'name', x.data::jsonb->'value', x.data::jsonb
+         from r, jsonb_to_recordset($16::jsonb) as x(step_id text, name text, op text, status text, data text)
+        where x.op = 'Score' and x.status = 'succeeded'
+       on conflict (run_id, step_id) do nothing
      ), f as (
        insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, log_key)
        select r.id, x.seq, $15, x.kind, x.payload, x.log_key from r,
@@ -147,7 +157,7 @@ export async function applyPass(db: Database, a: ApplyPass): Promise<Applied> {
         a.steps.map((s) => ({
           step_id: s.id, name: s.name, op: s.op, idx: s.idx, status: s.status, data: s.dataJson ?? null,
           error: s.error ?? null, input: s.inputJson ?? null, attempts: s.attempts, wake_at: s.wakeAtMs ?? null,
-          child_run_id: s.child?.runId ?? null,
+          child_run_id: s.child?.runId ?? null, usage: s.usageJson ?? null,
         })),
       ),
       framesJson(a.frames),
@@ -279,11 +289,11 @@ export async function releaseAllLeases(db: Database): Promise<void> {
  */
 export async function resolveStep(
   db: Database,
-  r: { runId: string; stepId: string; dataJson?: string; error?: StepError },
+  r: { runId: string; stepId: string; dataJson?: string; error?: StepError; usageJson?: string },
 ): Promise<boolean> {
   const rows = await db.query<{ run_id: string }>(
     `with s as (
-       update scheduler.steps set status = $3, data = $4, error = $5::jsonb, wake_at = null, ended_at = now()
+       update scheduler.steps set status = $3, data = $4, error = $5::jsonb, usage = $6::jsonb, wake_at = null, ended_at = now()
         where run_id = $1 and step_id = $2 and status in ('sleeping', 'waiting', 'child')
         returning run_id
      ), w as (
@@ -294,7 +304,7 @@ export async function resolveStep(
        wake_pending = r.lease_owner is not null
       from s where r.id = s.run_id
       returning r.id as run_id`,
-    [r.runId, r.stepId, r.error ? 'failed' : 'succeeded', r.error ? null : (r.dataJson ?? 'null'), r.error ? JSON.stringify(r.error) : null],
+    [r.runId, r.stepId, r.error ? 'failed' : 'succeeded', r.error ? null : (r.dataJson ?? 'null'), r.error ? JSON.stringify(r.error) : null, r.usageJson ?? null],
   );
   return rows.length > 0;
 }

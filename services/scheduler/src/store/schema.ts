@@ -23,6 +23,8 @@ export const runs = scheduler.table(
     eventId: text('event_id'),
     eventName: text('event_name'),
     replayOf: text('replay_of'),
+    /** The session the triggering event named (POST /events `session`): GET /sessions groups runs by it. */
+    session: text('session'),
     /** Raw JSON text: stored and resent without re-parsing. */
     input: text('input').notNull(),
     result: text('result'),
@@ -57,6 +59,7 @@ export const runs = scheduler.table(
   },
   (t) => [
     index('runs_ws_created').on(t.workspaceId, t.createdAt.desc(), t.id.desc()),
+    index('runs_ws_session').on(t.workspaceId, t.session, t.createdAt).where(sql`session is not null`),
     // GET /runs sorts (the read side orders to match: DESC NULLS LAST shapes).
     index('runs_ws_app_created').on(t.workspaceId, t.app.desc(), t.createdAt.desc(), t.id.desc()),
     index('runs_ws_status_created').on(t.workspaceId, t.status.desc(), t.createdAt.desc(), t.id.desc()),
@@ -99,8 +102,32 @@ export const steps = scheduler.table(
     wakeAt: timestamp('wake_at', { withTimezone: true }),
     /** The child run of a RunWorkflow step. */
     childRunId: text('child_run_id'),
+    /** SPEC Usage of a model call (an Infer step the invoker completed). */
+    usage: jsonb('usage'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     endedAt: timestamp('ended_at', { withTimezone: true }),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.stepId] })],
+);
+
+/**
+ * Scores a run's Score steps wrote (SPEC Score opcode): one row per (run,
+ * step), inserted by the statement that memoizes the step, so a replay
+ * never writes one twice.
+ */
+export const scores = scheduler.table(
+  'scores',
+  {
+    runId: text('run_id').notNull(),
+    stepId: text('step_id').notNull(),
+    workspaceId: text('workspace_id').notNull(),
+    /** The step's name (its human-readable id). */
+    step: text('step').notNull(),
+    name: text('name').notNull(),
+    value: jsonb('value').notNull(),
+    /** The Score opcode's whole data: name, value and whatever else the runner attached. */
+    data: jsonb('data').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [primaryKey({ columns: [t.runId, t.stepId] })],
 );
@@ -162,6 +189,17 @@ export const workflows = scheduler.table(
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [primaryKey({ columns: [t.workspaceId, t.app, t.name] })],
+);
+
+/** The registration version each app's workflows were last replaced at (WorkflowsRegistered.version). */
+export const appVersions = scheduler.table(
+  'app_versions',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    version: bigint('version', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.app] })],
 );
 
 export const outbox = outboxTable(scheduler);

@@ -1,7 +1,7 @@
 import type { Bus, Subscription } from '@dws/bus';
 import type { Database } from '@dws/db';
 import { fromBinary, SendWebhookSchema } from '@dws/proto';
-import { streams, subjects } from '@dws/runtime';
+import { COMMAND_ACK_WAIT_MS, streams, subjects } from '@dws/runtime';
 import { MAX_ATTEMPTS } from '../domain/attempts.js';
 
 const dec = new TextDecoder();
@@ -11,7 +11,7 @@ const dec = new TextDecoder();
  * when the step was persisted, so a redelivered command inserts nothing.
  */
 export function consumeSends(bus: Bus, db: Database, onQueued: () => void): Promise<Subscription> {
-  return bus.consume({ stream: streams.dispatcherCmds.name, durable: 'dispatcher-sends', filterSubject: subjects.sendWebhook, concurrency: 16 }, async (msg) => {
+  return bus.consume({ stream: streams.dispatcherCmds.name, durable: 'dispatcher-sends', filterSubject: subjects.sendWebhook, concurrency: 16, ackWaitMs: COMMAND_ACK_WAIT_MS }, async (msg) => {
     const s = fromBinary(SendWebhookSchema, msg.data);
     await db.query(
       `insert into webhook_dispatcher.deliveries (id, workspace_id, app, url, event_kind, source_run_id, dedupe_key, payload, status, max_attempts, next_attempt_at)

@@ -1,114 +1,184 @@
-import { request } from 'undici';
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import type { LookupFunction } from 'node:net';
+import { Agent, request } from 'undici';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
-import { ids } from '@dws/runtime';
-import { afterAttempt, ATTEMPT_TIMEOUT_MS, SNIPPET_BYTES, type AttemptOutcome } from '../domain/attempts.js';
+import { signInvoke } from '@dws/protocol';
+import { ids, PollLoop } from '@dws/runtime';
+import { checkUrl, isPrivateAddress } from '../domain/address.js';
+import { afterAttempt, ATTEMPT_TIMEOUT_MS, BACKOFF_BASE_MS, SNIPPET_BYTES, type AttemptOutcome } from '../domain/attempts.js';
+import type { SealKeyring } from '@dws/protocol';
+
+export interface SenderOptions {
+  /** Total budget of one attempt: connect, headers and body. @default 10 s (SPEC Limits) */
+  attemptTimeoutMs?: number;
+  /** First retry delay (later ones x4). @default 5 s */
+  backoffBaseMs?: number;
+  /** How long a claim holds a delivery; a crashed sender's deliveries are retried after it. @default the attempt timeout + 30 s */
+  leaseMs?: number;
+  /** Poll for due retries. @default 500 ms */
+  pollMs?: number;
+}
 
 interface DueDelivery {
   id: string;
   url: string;
+  endpoint_id: string | null;
   payload: unknown;
   attempt_count: number;
   max_attempts: number;
 }
 
+interface Attempt {
+  outcome: AttemptOutcome;
+  statusCode?: number;
+  snippet?: string;
+  error?: string;
+}
+
+const BLOCKED = 'EWEBHOOKPRIVATE';
+
+/**
+ * The connection's own DNS lookup refuses private addresses, so a name that
+ * resolved to a public address for checkUrl and to a private one a moment
+ * later (DNS rebinding) cannot reach the service's network.
+ */
+const guardedLookup: LookupFunction = (hostname, options, callback) => {
+  dnsLookup(hostname, { ...options, all: true }, (err, addrs: LookupAddress[]) => {
+    if (err) return callback(err, '', 0);
+    const bad = addrs.find((a) => isPrivateAddress(a.address));
+    if (bad) return callback(Object.assign(new Error(`${hostname} resolves to a private address (${bad.address})`), { code: BLOCKED }), '', 0);
+    if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addrs);
+    callback(null, addrs[0]!.address, addrs[0]!.family);
+  });
+};
+
 /**
  * Sends due deliveries. Any replica claims a batch with SKIP LOCKED; the
- * claim is a lease (a crashed sender's deliveries come back after it), and
- * each attempt is logged before the delivery's new status is written.
+ * claim is a lease with a token (a crashed sender's deliveries come back
+ * after it, and a sender whose lease was taken over writes nothing), and the
+ * attempt is logged in the transaction that writes the delivery's status.
  */
 export class Sender {
-  private timer: NodeJS.Timeout | undefined;
-  private running = false;
-  private again = false;
-  private stopped = false;
-  private inflight: Promise<void> = Promise.resolve();
+  private readonly loop: PollLoop;
+  private readonly agent: Agent;
+  private readonly timeoutMs: number;
+  private readonly leaseMs: number;
 
-  constructor(private readonly d: { db: Database; log: Logger; pollMs?: number }) {}
+  constructor(
+    private readonly d: { db: Database; log: Logger; secrets: SealKeyring; allowPrivate: boolean },
+    private readonly opts: SenderOptions = {},
+  ) {
+    this.timeoutMs = opts.attemptTimeoutMs ?? ATTEMPT_TIMEOUT_MS;
+    this.leaseMs = opts.leaseMs ?? this.timeoutMs + 30_000;
+    // No redirects are followed (undici's request never does without an interceptor).
+    this.agent = new Agent({ connect: d.allowPrivate ? {} : { lookup: guardedLookup } });
+    this.loop = new PollLoop(() => this.sendDue(), {
+      pollMs: opts.pollMs ?? 500,
+      onError: (err) => this.d.log.warn({ err }, 'sending webhooks failed'),
+    });
+  }
 
   start(): void {
-    const tick = () => {
-      if (this.stopped) return;
-      this.kick();
-      this.timer = setTimeout(tick, this.d.pollMs ?? 500);
-    };
-    tick();
+    this.loop.start();
   }
 
   kick(): void {
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = true;
-    this.inflight = this.sendDue()
-      .catch((err: unknown) => this.d.log.warn({ err }, 'sending webhooks failed'))
-      .finally(() => {
-        this.running = false;
-        if (this.again && !this.stopped) {
-          this.again = false;
-          this.kick();
-        }
-      });
+    this.loop.kick();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.inflight;
+    await this.loop.stop();
+    await this.agent.close();
   }
 
   private async sendDue(): Promise<void> {
     for (;;) {
+      if (this.loop.stopping) return;
+      const claim = ids.generic('clm');
       const due = await this.d.db.query<DueDelivery>(
-        `update webhook_dispatcher.deliveries d set status = 'delivering', next_attempt_at = now() + interval '60 seconds', updated_at = now()
+        `update webhook_dispatcher.deliveries d set status = 'delivering', claim = $1, next_attempt_at = now() + ($2::int * interval '1 millisecond'), updated_at = now()
           where d.id in (select id from webhook_dispatcher.deliveries
                           where status in ('pending', 'failed', 'delivering') and next_attempt_at <= now()
                           order by next_attempt_at limit 20 for update skip locked)
-          returning d.id, d.url, d.payload, d.attempt_count, d.max_attempts`,
+          returning d.id, d.url, d.endpoint_id, d.payload, d.attempt_count, d.max_attempts`,
+        [claim, this.leaseMs],
       );
-      if (due.length === 0 || this.stopped) return;
-      await Promise.all(due.map((x) => this.attempt(x)));
+      if (due.length === 0) return;
+      await Promise.all(due.map((x) => this.deliver(x, claim)));
     }
   }
 
-  private async attempt(dv: DueDelivery): Promise<void> {
-    const attempt = dv.attempt_count + 1;
+  private async deliver(dv: DueDelivery, claim: string): Promise<void> {
     const started = Date.now();
-    let outcome: AttemptOutcome;
-    let statusCode: number | undefined;
-    let snippet: string | undefined;
-    let error: string | undefined;
+    let result: Attempt;
     try {
-      const res = await request(dv.url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'user-agent': 'dws-webhooks/1' },
-        body: JSON.stringify(dv.payload),
-        headersTimeout: ATTEMPT_TIMEOUT_MS,
-        bodyTimeout: ATTEMPT_TIMEOUT_MS,
-      });
-      statusCode = res.statusCode;
-      const text = await res.body.text();
-      snippet = text.slice(0, SNIPPET_BYTES);
-      outcome = statusCode >= 200 && statusCode < 300 ? 'succeeded' : 'http_error';
+      result = await this.attempt(dv);
     } catch (err) {
-      const e = err as { code?: string; message?: string };
-      outcome = e.code === 'UND_ERR_HEADERS_TIMEOUT' || e.code === 'UND_ERR_BODY_TIMEOUT' ? 'timeout' : 'connection_error';
-      error = e.message ?? String(err);
+      // A secret that cannot be unsealed is the operator's to fix; the delivery retries meanwhile.
+      this.d.log.error({ err, deliveryId: dv.id }, 'webhook attempt could not be prepared');
+      result = { outcome: 'connection_error', error: 'the endpoint secret could not be unsealed' };
     }
-    const next = afterAttempt(outcome, statusCode, attempt, dv.max_attempts);
+    const attempt = dv.attempt_count + 1;
+    const next = afterAttempt(result.outcome, result.statusCode, attempt, dv.max_attempts, Math.random, this.opts.backoffBaseMs ?? BACKOFF_BASE_MS);
     await this.d.db.tx(async (tx) => {
+      const held = await tx.query(
+        `update webhook_dispatcher.deliveries set status = $3, attempt_count = $4, last_status_code = coalesce($5, last_status_code), claim = null,
+                next_attempt_at = case when $6::int is null then null else now() + ($6::int * interval '1 millisecond') end, updated_at = now()
+          where id = $1 and claim = $2 returning id`,
+        [dv.id, claim, next.status, attempt, result.statusCode ?? null, next.retryInMs ?? null],
+      );
+      // The lease ran out and another sender owns the delivery now: its attempt is the one on record.
+      if (held.length === 0) return;
       await tx.query(
         `insert into webhook_dispatcher.attempts (id, delivery_id, attempt, outcome, status_code, response_snippet, error, duration_ms)
          values ($1, $2, $3, $4, $5, $6, $7, $8)`,
-        [ids.generic('att'), dv.id, attempt, outcome, statusCode ?? null, snippet ?? null, error ?? null, Date.now() - started],
-      );
-      await tx.query(
-        `update webhook_dispatcher.deliveries set status = $2, attempt_count = $3, last_status_code = coalesce($4, last_status_code),
-                next_attempt_at = case when $5::int is null then null else now() + ($5::int * interval '1 millisecond') end, updated_at = now()
-          where id = $1`,
-        [dv.id, next.status, attempt, statusCode ?? null, next.retryInMs ?? null],
+        [ids.generic('att'), dv.id, attempt, result.outcome, result.statusCode ?? null, result.snippet ?? null, result.error ?? null, Date.now() - started],
       );
     });
+  }
+
+  /** One POST: signed when the delivery belongs to an endpoint, bounded in time and in what it reads back. */
+  private async attempt(dv: DueDelivery): Promise<Attempt> {
+    let url = dv.url;
+    let secret: string | undefined;
+    if (dv.endpoint_id) {
+      const rows = await this.d.db.query<{ url: string; secret_sealed: string; seal_key_id: string }>(
+        'select url, secret_sealed, seal_key_id from webhook_dispatcher.endpoints where id = $1',
+        [dv.endpoint_id],
+      );
+      if (!rows[0]) return { outcome: 'skipped', error: 'the endpoint was deleted' };
+      url = rows[0].url;
+      secret = this.d.secrets.open(rows[0].secret_sealed, rows[0].seal_key_id);
+    }
+    const problem = await checkUrl(url, this.d.allowPrivate);
+    if (problem) return { outcome: 'skipped', error: problem.message };
+    const body = JSON.stringify(dv.payload);
+    // Only what the partner needs: no credential of the service rides along.
+    const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'dws-webhooks/1', 'x-service-delivery-id': dv.id };
+    if (secret !== undefined) headers['x-service-signature'] = signInvoke(secret, body);
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(new Error(`no complete answer within ${this.timeoutMs} ms`)), this.timeoutMs);
+    try {
+      const res = await request(url, { method: 'POST', headers, body, signal: abort.signal, dispatcher: this.agent });
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        chunks.push(chunk);
+        size += chunk.length;
+        // Read no further than the snippet bound; leaving the loop discards the rest of the body.
+        if (size >= SNIPPET_BYTES) break;
+      }
+      const snippet = Buffer.concat(chunks).subarray(0, SNIPPET_BYTES).toString('utf8').replace(/\0/g, '');
+      const ok = res.statusCode >= 200 && res.statusCode < 300;
+      return { outcome: ok ? 'succeeded' : 'http_error', statusCode: res.statusCode, snippet };
+    } catch (err) {
+      if (abort.signal.aborted) return { outcome: 'timeout', error: `no complete answer within ${this.timeoutMs} ms` };
+      const e = err as { code?: string; message?: string; cause?: { code?: string; message?: string } };
+      if (e.code === BLOCKED || e.cause?.code === BLOCKED) return { outcome: 'skipped', error: e.cause?.message ?? e.message ?? 'private address' };
+      return { outcome: 'connection_error', error: e.message ?? String(err) };
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }

@@ -12,9 +12,12 @@ export const endpoints = dispatcher.table('endpoints', {
   url: text('url').notNull(),
   eventKinds: text('event_kinds').array().notNull(),
   secretSealed: text('secret_sealed').notNull(),
+  /** Which seal key sealed the secret, so the key can rotate (the fingerprint of the key, not the key). */
+  sealKeyId: text('seal_key_id').notNull().default(''),
   enabled: boolean('enabled').notNull().default(true),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
-});
+  updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+}, (t) => [index('endpoints_ws_created').on(t.workspaceId, t.createdAt)]);
 
 /** One row per delivery; `next_attempt_at` is the due-time index the senders claim from. */
 export const deliveries = dispatcher.table(
@@ -35,13 +38,17 @@ export const deliveries = dispatcher.table(
     maxAttempts: integer('max_attempts').notNull().default(5),
     lastStatusCode: integer('last_status_code'),
     nextAttemptAt: timestamp('next_attempt_at', { withTimezone: true }),
+    /** Token of the sender holding the delivery; a sender whose lease was taken over writes nothing. */
+    claim: text('claim'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index('deliveries_ws_created').on(t.workspaceId, t.createdAt.desc(), t.id.desc()), index('deliveries_due').on(t.nextAttemptAt)],
+  (t) => [index('deliveries_ws_created').on(t.workspaceId, t.createdAt.desc(), t.id.desc()), index('deliveries_due').on(t.nextAttemptAt), index('deliveries_endpoint_created').on(t.endpointId, t.createdAt)],
 );
 
-export const attempts = dispatcher.table('attempts', {
+export const attempts = dispatcher.table(
+  'attempts',
+  {
   id: text('id').primaryKey(),
   deliveryId: text('delivery_id').notNull(),
   attempt: integer('attempt').notNull(),
@@ -51,6 +58,8 @@ export const attempts = dispatcher.table('attempts', {
   error: text('error'),
   durationMs: integer('duration_ms').notNull(),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
-});
+  },
+  (t) => [index('attempts_delivery').on(t.deliveryId, t.attempt)],
+);
 
 export const outbox = outboxTable(dispatcher);

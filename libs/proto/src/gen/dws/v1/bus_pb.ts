@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dws/v1/bus.proto.
  */
 export const file_dws_v1_bus: GenFile = /*@__PURE__*/
-  fileDesc("ChBkd3MvdjEvYnVzLnByb3RvEgZkd3MudjEihAEKCkFwaVJlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJEg0KBWFjdG9yGAIgASgJEgoKAm9wGAMgASgJEgwKBGJvZHkYBCABKAwSEAoIa2V5X2tpbmQYBSABKAkSEgoKcmVxdWVzdF9pZBgGIAEoCRIRCglzdXNwZW5kZWQYByABKAgiswEKCEFwaVJlcGx5Eg4KBnN0YXR1cxgBIAEoDRIMCgRib2R5GAIgASgMEhIKCmVycm9yX2NvZGUYAyABKAkSFQoNZXJyb3JfbWVzc2FnZRgEIAEoCRIuCgdoZWFkZXJzGAUgAygLMh0uZHdzLnYxLkFwaVJlcGx5LkhlYWRlcnNFbnRyeRouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLvAgoIU3RhcnRSdW4SFAoMd29ya3NwYWNlX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIQCgh3b3JrZmxvdxgDIAEoCRILCgNhcHAYBCABKAkSDgoGcnVubmVyGAUgASgJEhAKCGV2ZW50X2lkGAYgASgJEhIKCmV2ZW50X25hbWUYByABKAkSDQoFaW5wdXQYCCABKAwSFAoMdHJpZ2dlcl9raW5kGAkgASgJEhUKDWNyZWF0ZWRfYXRfbXMYCiABKAMSEQoJcmVwbGF5X29mGAsgASgJEhUKDW5vdF9iZWZvcmVfbXMYDCABKAMSFwoPY29uY3VycmVuY3lfa2V5GA0gASgJEhkKEWNvbmN1cnJlbmN5X2xpbWl0GA4gASgFEhAKCHByaW9yaXR5GA8gASgDEhUKDXNpbmdsZXRvbl9rZXkYECABKAkSFgoOc2luZ2xldG9uX21vZGUYESABKAkSDQoFYmF0Y2gYEiABKAgigAEKDUludm9rZVJlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRILCgNhcHAYAyABKAkSDgoGcnVubmVyGAQgASgJEhAKCHdvcmtmbG93GAUgASgJEgwKBHBhc3MYBiABKAQSDAoEYm9keRgHIAEoDCLoAQoMSW52b2tlUmVzdWx0Ei0KB291dGNvbWUYASABKA4yHC5kd3MudjEuSW52b2tlUmVzdWx0Lk91dGNvbWUSDgoGc3RhdHVzGAIgASgNEgwKBGJvZHkYAyABKAwSDQoFZXJyb3IYBCABKAkSEQoJcnVubmVyX2lkGAUgASgJImkKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhEKDU9VVENPTUVfUkVQTFkQARIVChFPVVRDT01FX05PX1JVTk5FUhACEhsKF09VVENPTUVfVFJBTlNQT1JUX0VSUk9SEAMimgEKE1dvcmtmbG93c1JlZ2lzdGVyZWQSFAoMd29ya3NwYWNlX2lkGAEgASgJEgsKA2FwcBgCIAEoCRIRCglydW5uZXJfaWQYAyABKAkSCwoDdXJsGAQgASgJEiYKCXdvcmtmbG93cxgFIAMoCzITLmR3cy52MS5Xb3JrZmxvd0RlZhIYChByZWdpc3RlcmVkX2F0X21zGAYgASgDIisKC1dvcmtmbG93RGVmEgwKBG5hbWUYASABKAkSDgoGY29uZmlnGAIgASgMIl8KEVdvcmtzcGFjZVVwc2VydGVkEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhMKC3NpZ25pbmdfa2V5GAMgASgJEhEKCXN1c3BlbmRlZBgEIAEoCCJ2ChBSdW5TdGF0dXNDaGFuZ2VkEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEhAKCHdvcmtmbG93GAQgASgJEgsKA2FwcBgFIAEoCRINCgVhdF9tcxgGIAEoA2IGcHJvdG8z");
+  fileDesc("ChBkd3MvdjEvYnVzLnByb3RvEgZkd3MudjEikQEKCkFwaVJlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJEg0KBWFjdG9yGAIgASgJEgoKAm9wGAMgASgJEgwKBGJvZHkYBCABKAwSEAoIa2V5X2tpbmQYBSABKAkSEgoKcmVxdWVzdF9pZBgGIAEoCRIRCglzdXNwZW5kZWQYByABKAgSCwoDdmlhGAggASgJIrMBCghBcGlSZXBseRIOCgZzdGF0dXMYASABKA0SDAoEYm9keRgCIAEoDBISCgplcnJvcl9jb2RlGAMgASgJEhUKDWVycm9yX21lc3NhZ2UYBCABKAkSLgoHaGVhZGVycxgFIAMoCzIdLmR3cy52MS5BcGlSZXBseS5IZWFkZXJzRW50cnkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEigAMKCFN0YXJ0UnVuEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEAoId29ya2Zsb3cYAyABKAkSCwoDYXBwGAQgASgJEg4KBnJ1bm5lchgFIAEoCRIQCghldmVudF9pZBgGIAEoCRISCgpldmVudF9uYW1lGAcgASgJEg0KBWlucHV0GAggASgMEhQKDHRyaWdnZXJfa2luZBgJIAEoCRIVCg1jcmVhdGVkX2F0X21zGAogASgDEhEKCXJlcGxheV9vZhgLIAEoCRIVCg1ub3RfYmVmb3JlX21zGAwgASgDEhcKD2NvbmN1cnJlbmN5X2tleRgNIAEoCRIZChFjb25jdXJyZW5jeV9saW1pdBgOIAEoBRIQCghwcmlvcml0eRgPIAEoAxIVCg1zaW5nbGV0b25fa2V5GBAgASgJEhYKDnNpbmdsZXRvbl9tb2RlGBEgASgJEg0KBWJhdGNoGBIgASgIEg8KB3Nlc3Npb24YEyABKAkigAEKDUludm9rZVJlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRILCgNhcHAYAyABKAkSDgoGcnVubmVyGAQgASgJEhAKCHdvcmtmbG93GAUgASgJEgwKBHBhc3MYBiABKAQSDAoEYm9keRgHIAEoDCLoAQoMSW52b2tlUmVzdWx0Ei0KB291dGNvbWUYASABKA4yHC5kd3MudjEuSW52b2tlUmVzdWx0Lk91dGNvbWUSDgoGc3RhdHVzGAIgASgNEgwKBGJvZHkYAyABKAwSDQoFZXJyb3IYBCABKAkSEQoJcnVubmVyX2lkGAUgASgJImkKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhEKDU9VVENPTUVfUkVQTFkQARIVChFPVVRDT01FX05PX1JVTk5FUhACEhsKF09VVENPTUVfVFJBTlNQT1JUX0VSUk9SEAMiUwoMUm91dGVSZXF1ZXN0EhQKDHdvcmtzcGFjZV9pZBgBIAEoCRILCgNhcHAYAiABKAkSEAoId29ya2Zsb3cYAyABKAkSDgoGcnVubmVyGAQgASgJIiwKCkh0dHBUYXJnZXQSEQoJcnVubmVyX2lkGAEgASgJEgsKA3VybBgCIAEoCSJtCgpSb3V0ZVJlcGx5Eg4KBmRpcmVjdBgBIAEoCBIjCgd0YXJnZXRzGAIgAygLMhIuZHdzLnYxLkh0dHBUYXJnZXQSGgoSc2VhbGVkX3NpZ25pbmdfa2V5GAMgASgJEg4KBnR0bF9tcxgEIAEoDSKrAQoTV29ya2Zsb3dzUmVnaXN0ZXJlZBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSCwoDYXBwGAIgASgJEhEKCXJ1bm5lcl9pZBgDIAEoCRILCgN1cmwYBCABKAkSJgoJd29ya2Zsb3dzGAUgAygLMhMuZHdzLnYxLldvcmtmbG93RGVmEhgKEHJlZ2lzdGVyZWRfYXRfbXMYBiABKAMSDwoHdmVyc2lvbhgHIAEoAyIrCgtXb3JrZmxvd0RlZhIMCgRuYW1lGAEgASgJEg4KBmNvbmZpZxgCIAEoDCJfChFXb3Jrc3BhY2VVcHNlcnRlZBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgtzaWduaW5nX2tleRgDIAEoCRIRCglzdXNwZW5kZWQYBCABKAgidgoQUnVuU3RhdHVzQ2hhbmdlZBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg4KBnN0YXR1cxgDIAEoCRIQCgh3b3JrZmxvdxgEIAEoCRILCgNhcHAYBSABKAkSDQoFYXRfbXMYBiABKANiBnByb3RvMw");
 
 /**
  * A public API call the gateway forwards to the service that owns it.
@@ -70,6 +70,15 @@ export type ApiRequest = Message<"dws.v1.ApiRequest"> & {
    * @generated from field: bool suspended = 7;
    */
   suspended: boolean;
+
+  /**
+   * How the caller reached the API (SPEC Approval decidedVia): "api",
+   * "mcp" (the request came through /v1/mcp), "console" (a console key
+   * naming a person) or "unrecorded" (authentication off). Empty: "api".
+   *
+   * @generated from field: string via = 8;
+   */
+  via: string;
 };
 
 /**
@@ -251,6 +260,13 @@ export type StartRun = Message<"dws.v1.StartRun"> & {
    * @generated from field: bool batch = 18;
    */
   batch: boolean;
+
+  /**
+   * The session the triggering event named (POST /events `session`); empty for none.
+   *
+   * @generated from field: string session = 19;
+   */
+  session: string;
 };
 
 /**
@@ -395,9 +411,110 @@ export const InvokeResult_OutcomeSchema: GenEnum<InvokeResult_Outcome> = /*@__PU
   enumDesc(file_dws_v1_bus, 4, 0);
 
 /**
+ * Where a run's passes may go without the invoker's hop: the scheduler asks
+ * once and keeps the answer ttl_ms; a failed direct call drops it.
+ * Publisher: scheduler (core request on `invoker.route`). Consumer: invoker.
+ *
+ * @generated from message dws.v1.RouteRequest
+ */
+export type RouteRequest = Message<"dws.v1.RouteRequest"> & {
+  /**
+   * @generated from field: string workspace_id = 1;
+   */
+  workspaceId: string;
+
+  /**
+   * @generated from field: string app = 2;
+   */
+  app: string;
+
+  /**
+   * @generated from field: string workflow = 3;
+   */
+  workflow: string;
+
+  /**
+   * The pinned runner id, or empty for anycast.
+   *
+   * @generated from field: string runner = 4;
+   */
+  runner: string;
+};
+
+/**
+ * Describes the message dws.v1.RouteRequest.
+ * Use `create(RouteRequestSchema)` to create a new message.
+ */
+export const RouteRequestSchema: GenMessage<RouteRequest> = /*@__PURE__*/
+  messageDesc(file_dws_v1_bus, 5);
+
+/**
+ * A serve runner the scheduler may POST a pass to itself.
+ *
+ * @generated from message dws.v1.HttpTarget
+ */
+export type HttpTarget = Message<"dws.v1.HttpTarget"> & {
+  /**
+   * @generated from field: string runner_id = 1;
+   */
+  runnerId: string;
+
+  /**
+   * @generated from field: string url = 2;
+   */
+  url: string;
+};
+
+/**
+ * Describes the message dws.v1.HttpTarget.
+ * Use `create(HttpTargetSchema)` to create a new message.
+ */
+export const HttpTargetSchema: GenMessage<HttpTarget> = /*@__PURE__*/
+  messageDesc(file_dws_v1_bus, 6);
+
+/**
+ * The invoker's answer to a RouteRequest. direct: every live runner able to
+ * take the pass is a serve (HTTP) runner, listed in targets, and the
+ * workspace's signing key goes with them sealed under the service's seal
+ * key (SERVICE_SEAL_KEY), so the scheduler can sign the body itself.
+ * Otherwise (Connect sockets, no runner yet) passes go through the invoker.
+ *
+ * @generated from message dws.v1.RouteReply
+ */
+export type RouteReply = Message<"dws.v1.RouteReply"> & {
+  /**
+   * @generated from field: bool direct = 1;
+   */
+  direct: boolean;
+
+  /**
+   * @generated from field: repeated dws.v1.HttpTarget targets = 2;
+   */
+  targets: HttpTarget[];
+
+  /**
+   * @generated from field: string sealed_signing_key = 3;
+   */
+  sealedSigningKey: string;
+
+  /**
+   * @generated from field: uint32 ttl_ms = 4;
+   */
+  ttlMs: number;
+};
+
+/**
+ * Describes the message dws.v1.RouteReply.
+ * Use `create(RouteReplySchema)` to create a new message.
+ */
+export const RouteReplySchema: GenMessage<RouteReply> = /*@__PURE__*/
+  messageDesc(file_dws_v1_bus, 7);
+
+/**
  * A runner (re)registered its workflows.
- * Publisher: invoker (JetStream). Consumers: ingest (trigger index) and
- * scheduler (cron schedules, flow-control config).
+ * Publisher: invoker (JetStream, and the same bytes as a core request to
+ * each projection before the registration is answered). Consumers: ingest
+ * (trigger index, cron, flow control) and scheduler (retry, onFailure).
  *
  * @generated from message dws.v1.WorkflowsRegistered
  */
@@ -425,6 +542,10 @@ export type WorkflowsRegistered = Message<"dws.v1.WorkflowsRegistered"> & {
   url: string;
 
   /**
+   * With version > 0: every workflow the app declares now (the union over
+   * its registered runners); a projection drops the app's others.
+   * With version 0 (older publishers): upserts only these.
+   *
    * @generated from field: repeated dws.v1.WorkflowDef workflows = 5;
    */
   workflows: WorkflowDef[];
@@ -433,6 +554,14 @@ export type WorkflowsRegistered = Message<"dws.v1.WorkflowsRegistered"> & {
    * @generated from field: int64 registered_at_ms = 6;
    */
   registeredAtMs: bigint;
+
+  /**
+   * Per (workspace, app), increasing in the invoker's commit order; a
+   * projection applies a fact only over an older version.
+   *
+   * @generated from field: int64 version = 7;
+   */
+  version: bigint;
 };
 
 /**
@@ -440,7 +569,7 @@ export type WorkflowsRegistered = Message<"dws.v1.WorkflowsRegistered"> & {
  * Use `create(WorkflowsRegisteredSchema)` to create a new message.
  */
 export const WorkflowsRegisteredSchema: GenMessage<WorkflowsRegistered> = /*@__PURE__*/
-  messageDesc(file_dws_v1_bus, 5);
+  messageDesc(file_dws_v1_bus, 8);
 
 /**
  * One workflow as registered.
@@ -466,7 +595,7 @@ export type WorkflowDef = Message<"dws.v1.WorkflowDef"> & {
  * Use `create(WorkflowDefSchema)` to create a new message.
  */
 export const WorkflowDefSchema: GenMessage<WorkflowDef> = /*@__PURE__*/
-  messageDesc(file_dws_v1_bus, 6);
+  messageDesc(file_dws_v1_bus, 9);
 
 /**
  * A workspace was created or changed.
@@ -502,7 +631,7 @@ export type WorkspaceUpserted = Message<"dws.v1.WorkspaceUpserted"> & {
  * Use `create(WorkspaceUpsertedSchema)` to create a new message.
  */
 export const WorkspaceUpsertedSchema: GenMessage<WorkspaceUpserted> = /*@__PURE__*/
-  messageDesc(file_dws_v1_bus, 7);
+  messageDesc(file_dws_v1_bus, 10);
 
 /**
  * A run changed status.
@@ -548,5 +677,5 @@ export type RunStatusChanged = Message<"dws.v1.RunStatusChanged"> & {
  * Use `create(RunStatusChangedSchema)` to create a new message.
  */
 export const RunStatusChangedSchema: GenMessage<RunStatusChanged> = /*@__PURE__*/
-  messageDesc(file_dws_v1_bus, 8);
+  messageDesc(file_dws_v1_bus, 11);
 

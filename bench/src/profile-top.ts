@@ -1,0 +1,76 @@
+/**
+ * `npx tsx bench/src/profile-top.ts <dir> [n]`: the top self-time functions of
+ * each service's main-thread V8 CPU profile written under DWS_CPU_PROF=<dir>
+ * (`<dir>/<service>/*.cpuprofile`; the largest file of a service is its main thread).
+ * Prints one markdown table per service: function, where, self ms and share.
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+
+interface Node {
+  id: number;
+  children?: number[];
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount?: number;
+}
+interface Profile {
+  nodes: Node[];
+  startTime: number;
+  endTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
+
+const [dir, nArg, modeArg] = process.argv.slice(2);
+if (!dir) throw new Error('usage: profile-top.ts <dir> [n] [self|inclusive]');
+const N = Number(nArg ?? 10);
+/** inclusive: time under each of the project's own functions (services/, libs/), callees included. */
+const INCLUSIVE = modeArg === 'inclusive';
+
+function where(url: string, line: number): string {
+  if (!url) return '(native)';
+  const m = url.match(/node_modules\/(?:\.pnpm\/[^/]+\/node_modules\/)?((?:@[^/]+\/)?[^/]+)/);
+  if (m) return m[1]!;
+  const rel = url.replace(/^file:\/\//, '').replace(/^.*?\/(services|libs|apps)\//, '$1/');
+  return `${rel}:${line + 1}`;
+}
+
+for (const svc of readdirSync(dir).sort()) {
+  const sdir = path.join(dir, svc);
+  if (!statSync(sdir).isDirectory()) continue;
+  const files = readdirSync(sdir).filter((f) => f.endsWith('.cpuprofile'));
+  if (files.length === 0) continue;
+  const main = files.map((f) => path.join(sdir, f)).sort((a, b) => statSync(b).size - statSync(a).size)[0]!;
+  const p = JSON.parse(readFileSync(main, 'utf8')) as Profile;
+  const byId = new Map(p.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const keyOf = (n: Node) => `${n.callFrame.functionName || '(anonymous)'}\t${where(n.callFrame.url, n.callFrame.lineNumber)}`;
+  const self = new Map<string, number>();
+  let total = 0;
+  for (let i = 0; i < p.samples.length; i++) {
+    const n = byId.get(p.samples[i]!)!;
+    const dt = (p.timeDeltas[i] ?? 0) / 1000;
+    if (n.callFrame.functionName === '(idle)') continue;
+    total += dt;
+    if (!INCLUSIVE) {
+      self.set(keyOf(n), (self.get(keyOf(n)) ?? 0) + dt);
+      continue;
+    }
+    const seen = new Set<string>();
+    for (let id: number | undefined = n.id; id !== undefined; id = parent.get(id)) {
+      const a = byId.get(id)!;
+      if (!/\/(services|libs)\//.test(a.callFrame.url) || a.callFrame.url.includes('node_modules')) continue;
+      const k = keyOf(a);
+      if (seen.has(k)) continue;
+      seen.add(k);
+      self.set(k, (self.get(k) ?? 0) + dt);
+    }
+  }
+  const top = [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, N);
+  process.stdout.write(`\n### ${svc} (busy ${Math.round(total)} ms)\n\n| function | where | ${INCLUSIVE ? 'inclusive' : 'self'} ms | share |\n|---|---|---|---|\n`);
+  for (const [k, ms] of top) {
+    const [fn, w] = k.split('\t');
+    process.stdout.write(`| ${fn} | ${w} | ${Math.round(ms)} | ${((100 * ms) / total).toFixed(1)}% |\n`);
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * `npx tsx bench/src/w1-probe.ts [fleet|embedded] [runs]`: where W1's time goes.
+ * For each 1-step run: the 202, then each frame of the run stream as the client
+ * receives it, against the ts the scheduler stamped it with. Prints medians.
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { request } from 'undici';
+import { createRunner } from '@dws/sdk';
+import { api, eventually, startDeployment, type Mode } from '@dws/test-e2e';
+
+const mode = (process.argv[2] ?? 'fleet') as Mode;
+const RUNS = Number(process.argv[3] ?? 100);
+process.env.TEST_DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
+process.env.TEST_NATS_URL ??= 'nats://127.0.0.1:4222';
+
+const dep = await startDeployment(mode, { env: { LOG_LEVEL: 'warn' } });
+let stepAt = 0;
+let handler: (req: never, res: never) => void = () => undefined;
+const server = createServer((req, res) => handler(req as never, res as never));
+await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+const runner = createRunner({ app: 'probe', url: `${dep.base}/v1`, apiKey: dep.secretKey, signingKey: dep.signingKey, publicUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/invoke` });
+runner.workflow('w1', async ({ step }) => step.run('only', () => ((stepAt = performance.timeOrigin + performance.now()), { ok: true })));
+const serve = runner.serve();
+handler = (req, res) => void serve(req, res);
+await runner.register();
+
+const marks: Record<string, number[]> = {};
+const mark = (k: string, v: number) => (marks[k] ??= []).push(v);
+const now = () => performance.timeOrigin + performance.now();
+
+async function one(): Promise<boolean> {
+  const t0 = now();
+  const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'w1', data: {} } });
+  const t202 = now();
+  const runId = r.body?.runId as string | undefined;
+  if (!runId) return false;
+  const res = await request(`${dep.base}/v1/runs/${runId}/stream`, { headers: { authorization: `Bearer ${dep.secretKey}`, accept: 'text/event-stream' } });
+  const tOpen = now();
+  let buf = '';
+  const seen: Record<string, number> = {};
+  outer: for await (const chunk of res.body) {
+    buf += (chunk as Buffer).toString();
+    let i;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const frame = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      const data = frame.split('\n').find((l) => l.startsWith('data: '));
+      if (!data) continue;
+      const f = JSON.parse(data.slice(6)) as { kind: string; status?: string; ts: string; seq: number };
+      const key = `${f.kind}:${f.status ?? ''}#${f.seq}`;
+      seen[key] = now();
+      seen[`${key} (ts)`] = Date.parse(f.ts);
+      if (f.kind === 'run_status' && f.status === 'succeeded') break outer;
+    }
+  }
+  res.body.destroy();
+  const tEnd = now();
+  mark('a. 202', t202 - t0);
+  mark('b. stream open (after 202)', tOpen - t0);
+  mark('c. step ran', stepAt - t0);
+  for (const [k, v] of Object.entries(seen)) mark(`d. ${k}`, v - t0);
+  mark('z. total', tEnd - t0);
+  return true;
+}
+
+await eventually('trigger index', () => one());
+for (const k of Object.keys(marks)) delete marks[k];
+for (let i = 0; i < RUNS; i++) await one();
+const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+for (const k of Object.keys(marks).sort()) process.stdout.write(`${k.padEnd(48)} ${med(marks[k]!).toFixed(2)} ms\n`);
+runner.stop();
+server.close();
+await dep.stop();
+process.exit(0);

@@ -1,0 +1,95 @@
+import type { z } from 'zod';
+import type { Bus } from '@dws/bus';
+import { describeStringProblem, findBadString } from '@dws/http';
+import { forbidden, invalid, isServiceError, notFound, ServiceError } from '@dws/protocol';
+import { callApi, type ApiResponse } from '@dws/runtime';
+import type { AuthedCaller } from './auth.js';
+import { awaitNewRun } from './new-run.js';
+import type { RouteSpec } from './route-table.js';
+
+/**
+ * The one path from an authenticated caller to a route of the table: the
+ * REST router and the MCP tools both go through here, so the validation,
+ * the suspension rule and the forwarding cannot differ between them.
+ */
+
+/** A route's input as it arrived: path parameters, query values, and the JSON body (its text kept to forward verbatim). */
+export interface RouteInput {
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  body?: { parsed: unknown; raw: string };
+}
+
+/** The input after the route's schemas. */
+export interface ValidInput {
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  body: unknown;
+  /** The request bytes of a body that passed its schema; forwarded as they came (no re-serialising). */
+  rawBody: string | undefined;
+}
+
+/** Bus trouble is ours, not the caller's: 503 with the error body; the cause is logged by the error middleware. */
+function unavailable(service: string, err: unknown): ServiceError {
+  return new ServiceError(503, 'service_unavailable', `The ${service} service did not answer in time; retry shortly.`, { cause: err });
+}
+
+/** A zod failure as the error body: the code names the parameter (invalid_limit), the message says what is wrong. */
+function validate<T extends z.ZodType>(schema: T, value: unknown, where: 'params' | 'query' | 'body', bodyCode: string): z.output<T> {
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const field = issue.path.map(String).join('.');
+  // A path parameter that cannot be valid names nothing this workspace has.
+  if (where === 'params') throw notFound(issue.path[0] === 'keyId' ? 'key' : 'resource');
+  const code = where === 'query' ? `invalid_${String(issue.path[0] ?? 'query').toLowerCase()}` : bodyCode;
+  throw invalid(code, `${where === 'query' ? `query parameter ${field}` : field ? `body.${field}` : 'body'}: ${issue.message}.`);
+}
+
+/**
+ * Path and query strings Postgres could not hold (NUL, a lone surrogate from
+ * a decoder that let one through) are refused here, before any schema or
+ * service sees them; the body had the same check in jsonBody.
+ */
+function checkStrings(value: Record<string, unknown>, where: 'path parameter' | 'query parameter'): void {
+  const bad = findBadString(value);
+  if (bad) throw invalid('invalid_unicode', `${where} ${bad.path}: ${describeStringProblem(bad.problem)}.`.slice(0, 400));
+}
+
+/**
+ * Validate params, query and body with the route's schemas (400, or 404 for
+ * a path parameter that cannot name anything), then refuse a run-creating
+ * call of a suspended workspace (403, SPEC Errors).
+ */
+export function validateInput(r: RouteSpec, input: RouteInput, caller: AuthedCaller | undefined): ValidInput {
+  const bodyCode = r.body?.errorCode ?? 'invalid_body';
+  checkStrings(input.params, 'path parameter');
+  checkStrings(input.query, 'query parameter');
+  const params = r.params ? (validate(r.params, input.params, 'params', bodyCode) as Record<string, string>) : {};
+  const query = r.query ? (validate(r.query, input.query, 'query', bodyCode) as Record<string, unknown>) : {};
+  let body: unknown;
+  if (r.body) {
+    if (input.body) body = validate(r.body.schema, input.body.parsed, 'body', bodyCode);
+    else if (r.body.required) throw invalid(bodyCode, 'A JSON body is required.');
+  }
+  // SPEC Errors: a suspended workspace is refused every run-creating call (replay paths included).
+  if (r.startsRuns && caller?.suspended) throw forbidden('workspace_suspended', 'This workspace is suspended: no new runs start.');
+  return { params, query, body, rawBody: r.body && input.body ? input.body.raw : undefined };
+}
+
+/**
+ * Call the service that owns a forwarded route with the caller (workspace,
+ * actor, channel). A run announced moments ago is waited for briefly, not
+ * 404; a bus failure is 503; a service's error reply is rethrown as is.
+ */
+export async function forwardRoute(bus: Bus, r: RouteSpec, caller: AuthedCaller, v: ValidInput): Promise<ApiResponse> {
+  if (r.target.kind !== 'forward') throw new Error(`route ${r.method} ${r.path} is not forwarded`);
+  const { service, op } = r.target;
+  const call = () => callApi(bus, service, op, caller, { params: v.params, query: v.query, rawBody: v.rawBody });
+  try {
+    return r.readsRun ? await awaitNewRun(v.params.id ?? '', call, { waitMs: 1_000 }) : await call();
+  } catch (err) {
+    if (isServiceError(err)) throw err;
+    throw unavailable(service, err);
+  }
+}

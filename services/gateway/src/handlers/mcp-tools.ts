@@ -1,0 +1,158 @@
+import { z } from 'zod';
+import type { RouteInput } from './forward.js';
+import { APPROVAL_STATUSES, RUN_STATUSES } from './schemas.js';
+
+/**
+ * Calls one route of the table (method and path exactly as written there)
+ * on behalf of the MCP caller and answers its parsed JSON body.
+ */
+export type CallRoute = (method: 'get' | 'post', path: string, input?: Partial<RouteInput> & { json?: unknown }) => Promise<unknown>;
+
+export interface McpTool {
+  name: string;
+  title: string;
+  description: string;
+  /** A write tool needs a secret or console key, like the route it calls. */
+  write: boolean;
+  input: z.ZodRawShape;
+  run(args: Record<string, unknown>, call: CallRoute): Promise<unknown>;
+}
+
+// Inputs are described for an agent here; the rules that accept or refuse a
+// value are the route's own schemas, applied when the tool calls the route.
+const runId = z.string().min(1).describe('Run id (run_...).');
+const approvalId = z.string().min(1).describe('Approval id (apr_...).');
+const app = z.string().min(1).optional().describe('Restrict to one app.');
+const limit = (max: number, def: number) => z.number().int().min(1).optional().describe(`How many, 1-${max} (default ${def}).`);
+
+/** Only the fields the caller gave: an absent filter is not sent as undefined. */
+const defined = (o: Record<string, unknown>): Record<string, unknown> =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
+
+const control = (verb: 'cancel' | 'pause' | 'resume', what: string): McpTool => ({
+  name: `${verb}_run`,
+  title: `${verb[0]!.toUpperCase()}${verb.slice(1)} a run`,
+  description: what,
+  write: true,
+  input: { runId },
+  run: (a, call) => call('post', `/runs/:id/${verb}`, { params: { id: a.runId as string } }),
+});
+
+/** The tools of the MCP server, each over one or more REST routes. */
+export const MCP_TOOLS: McpTool[] = [
+  {
+    name: 'list_runs',
+    title: 'List runs',
+    description: 'Runs of the workspace, newest first. A run with needsAttention true is parked on an approval (see list_approvals).',
+    write: false,
+    input: {
+      status: z.enum(RUN_STATUSES).optional().describe('Only runs in this status (running also matches waiting).'),
+      app,
+      q: z.string().min(1).optional().describe('Case-insensitive substring of the workflow name, run id or app.'),
+      limit: limit(200, 30),
+    },
+    run: (a, call) => call('get', '/runs', { query: defined({ status: a.status, app: a.app, q: a.q, limit: a.limit }) }),
+  },
+  {
+    name: 'get_run',
+    title: 'Get a run',
+    description: 'One run with its input and result, its steps in order, and its log lines (oldest first).',
+    write: false,
+    input: { runId, logLimit: limit(1000, 100) },
+    run: async (a, call) => {
+      const params = { id: a.runId as string };
+      const run = await call('get', '/runs/:id', { params });
+      const steps = await call('get', '/runs/:id/steps', { params });
+      const logs = await call('get', '/runs/:id/logs', { params, query: defined({ limit: a.logLimit }) });
+      return { run, steps, logs };
+    },
+  },
+  {
+    name: 'list_approvals',
+    title: 'List approvals',
+    description: 'Approvals, newest first: pending and escalated ones await a decision (decide_approval).',
+    write: false,
+    input: {
+      status: z.enum(APPROVAL_STATUSES).optional().describe('Only approvals in this status.'),
+      runId: runId.optional(),
+      limit: limit(1000, 100),
+    },
+    run: (a, call) => call('get', '/approvals', { query: defined({ status: a.status, runId: a.runId, limit: a.limit }) }),
+  },
+  {
+    name: 'get_approval',
+    title: 'Get an approval',
+    description: 'One approval: the proposed tool call, its args, risk, context, allowed decisions and status.',
+    write: false,
+    input: { approvalId },
+    run: (a, call) => call('get', '/approvals/:id', { params: { id: a.approvalId as string } }),
+  },
+  {
+    name: 'list_events',
+    title: 'List events',
+    description: 'The event log, newest first.',
+    write: false,
+    input: { app, name: z.string().min(1).optional().describe('Only events of this name.'), limit: limit(1000, 100) },
+    run: (a, call) => call('get', '/events', { query: defined({ app: a.app, name: a.name, limit: a.limit }) }),
+  },
+  {
+    name: 'list_runners',
+    title: 'List runners',
+    description: 'Registered runners, with liveness and whether their signing key matches.',
+    write: false,
+    input: { app },
+    run: (a, call) => call('get', '/runners', { query: defined({ app: a.app }) }),
+  },
+  {
+    name: 'list_workflows',
+    title: 'List workflows',
+    description: 'Registered workflow definitions, with their retry policy and schedules.',
+    write: false,
+    input: { app },
+    run: (a, call) => call('get', '/workflows', { query: defined({ app: a.app }) }),
+  },
+  {
+    name: 'decide_approval',
+    title: 'Decide an approval',
+    description:
+      'Approve or deny an open approval; the parked run resumes. With approved, `args` replaces the proposed args (needs allow to include edit); ' +
+      '`response` sends a free-text answer (needs respond). Recorded with decidedVia mcp and the key as decider.',
+    write: true,
+    input: {
+      approvalId,
+      status: z.enum(['approved', 'denied']).describe('The decision.'),
+      args: z.unknown().optional().describe('Edited tool arguments (approve only).'),
+      response: z.string().optional().describe('Free-text answer to the workflow.'),
+    },
+    run: (a, call) =>
+      call('post', '/approvals/:id/decision', {
+        params: { id: a.approvalId as string },
+        json: defined({ status: a.status, args: a.args, response: a.response }),
+      }),
+  },
+  control('cancel', 'Cancel a run that has not finished.'),
+  control('pause', 'Pause a run at its next step boundary.'),
+  control('resume', 'Resume a paused run.'),
+  {
+    name: 'replay_run',
+    title: 'Replay a run',
+    description: 'Start a finished run again as a new run, with its payload or a replacement `input`.',
+    write: true,
+    input: { runId, input: z.unknown().optional().describe('Replaces the payload; absent replays verbatim.') },
+    run: (a, call) =>
+      call('post', '/runs/:id/replay', { params: { id: a.runId as string }, json: a.input === undefined ? undefined : { input: a.input } }),
+  },
+  {
+    name: 'send_event',
+    title: 'Send an event',
+    description: 'Ingest one event: it starts the workflows it triggers and wakes the runs waiting for it.',
+    write: true,
+    input: {
+      name: z.string().min(1).describe('Event name.'),
+      data: z.unknown().optional().describe('Payload (any JSON).'),
+      app: z.string().min(1).optional().describe('App of the event.'),
+      dedupeId: z.string().min(1).optional().describe('Idempotency key: a repeat is not ingested twice.'),
+    },
+    run: (a, call) => call('post', '/events', { json: defined({ name: a.name, data: a.data, app: a.app, dedupeId: a.dedupeId }) }),
+  },
+];

@@ -1,0 +1,1 @@
+ALTER TABLE "scheduler"."steps" ADD COLUMN "usage" jsonb;

@@ -1,0 +1,2 @@
+ALTER TABLE "scheduler"."runs" ADD COLUMN "session" text;--> statement-breakpoint
+CREATE INDEX "runs_ws_session" ON "scheduler"."runs" USING btree ("workspace_id","session","created_at") WHERE session is not null;

@@ -1,0 +1,258 @@
+import { api } from './api.js';
+
+/**
+ * The chaos test's invariants, read through the public API only (GET
+ * /v1/runs, /v1/runs/{id}, /v1/runs/{id}/steps, /v1/events?name=...), after
+ * the load has stopped and the runs had their time to finish.
+ */
+
+/** One event the load generator got a 202 for (or a deduped retry of one). */
+export interface StartedKey {
+  key: string;
+  kind: 'ten' | 'sleepy' | 'emitter' | 'waiter';
+  /** Waiter only: the key of the emitter whose event it waits for. */
+  pairedWith?: string;
+  /** Waiter only: its wait step was seen parked before the emitter's event was sent. */
+  waitingBeforeEmit?: boolean;
+}
+
+export interface StrandedRun {
+  runId: string;
+  key: string;
+  workflow: string;
+  status: string;
+  lastStep?: { name: string; status: string };
+}
+
+export interface InvariantReport {
+  runs: number;
+  succeeded: number;
+  failed: { runId: string; key: string; workflow: string; error: unknown }[];
+  stranded: StrandedRun[];
+  /** Keys whose event started no run (lost start). */
+  lostStarts: string[];
+  /** Keys whose event started more than one run (a retried POST that started twice). */
+  duplicateStarts: string[];
+  stepsChecked: number;
+  /** Steps stored twice under one name, as `runId/name`. */
+  duplicateSteps: string[];
+  /** Runs whose stored step results differ from what the handler returned (a memo applied twice). */
+  mismatches: string[];
+  emits: number;
+  /** Emitting runs whose event is in the log more than once, as `key xN`. */
+  duplicateEmits: string[];
+  /** Succeeded emitting runs whose event is not in the log. */
+  missingEmits: string[];
+  /** Waiters parked before their emit that still did not get it. */
+  missedWakes: string[];
+  /** Waiters that timed out (got no event), parked before their emit or not: a diagnostic, not an invariant. */
+  waitTimeouts: string[];
+  /** The runs that took longest from creation to their end, slowest first (a diagnostic). */
+  slowest: { runId: string; key: string; workflow: string; status: string; createdAt?: string; endedAt?: string; tookMs?: number }[];
+}
+
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
+
+interface RunView {
+  id: string;
+  status: string;
+  workflow: string;
+  createdAt?: string;
+  endedAt?: string;
+  input?: { key?: string };
+  result?: unknown;
+  error?: unknown;
+}
+interface StepView {
+  name: string;
+  op: string;
+  status: string;
+  output?: unknown;
+}
+
+type Get = <T>(path: string) => Promise<T>;
+
+/** A GET that must answer 200: the fleet is whole again by now, so anything else is a finding. */
+function getter(base: string, key: string): Get {
+  return async <T>(path: string): Promise<T> => {
+    const res = await api<T>(base, 'GET', path, { key });
+    if (res.status !== 200) throw new Error(`GET ${path} answered ${res.status}: ${JSON.stringify(res.body)}`);
+    return res.body;
+  };
+}
+
+/** Every run of `app`, paging GET /v1/runs by its cursor. */
+export async function listRunIds(base: string, key: string, app: string): Promise<string[]> {
+  const ids: string[] = [];
+  let cursor: string | undefined;
+  for (;;) {
+    const q = new URLSearchParams({ app, limit: '200' });
+    if (cursor) q.set('cursor', cursor);
+    const res = await api<{ id: string }[]>(base, 'GET', `/v1/runs?${q}`, { key });
+    if (res.status !== 200) throw new Error(`GET /v1/runs answered ${res.status}: ${JSON.stringify(res.body)}`);
+    ids.push(...res.body.map((r) => r.id));
+    const next = res.headers['x-next-cursor'];
+    if (typeof next !== 'string' || next === '') return ids;
+    cursor = next;
+  }
+}
+
+/** Map `items` through `fn`, `width` at a time (the fleet shares two cores with everything else). */
+async function pool<T, R>(items: T[], width: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(width, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i]!);
+      }
+    }),
+  );
+  return out;
+}
+
+/** The tokens a workflow's result claims, paired with the step names that produced them. */
+function expectedSteps(kind: StartedKey['kind'], result: unknown): Map<string, unknown> | undefined {
+  const r = result as { tokens?: unknown[]; token?: unknown } | null | undefined;
+  if (kind === 'ten' && Array.isArray(r?.tokens)) return new Map(r.tokens.map((t, i) => [`s${i + 1}`, t]));
+  if (kind === 'sleepy' && Array.isArray(r?.tokens)) return new Map(r.tokens.map((t, i) => [['a', 'b', 'c'][i]!, t]));
+  if (kind === 'emitter' && r?.token !== undefined) return new Map([['prep', r.token]]);
+  if (kind === 'waiter') return new Map();
+  return undefined;
+}
+
+/** The event name an emitter of `key` emits and its waiter waits for: one name per pair, so the log read is exact. */
+export const toldEvent = (key: string): string => `chaos.told.${key}`;
+
+export async function checkInvariants(opts: {
+  base: string;
+  secretKey: string;
+  app: string;
+  started: StartedKey[];
+}): Promise<InvariantReport> {
+  const get = getter(opts.base, opts.secretKey);
+  const ids = await listRunIds(opts.base, opts.secretKey, opts.app);
+  const runs = await pool(ids, 8, async (id) => {
+    const [run, steps] = await Promise.all([get<RunView>(`/v1/runs/${id}`), get<StepView[]>(`/v1/runs/${id}/steps`)]);
+    return { run, steps };
+  });
+
+  const report: InvariantReport = {
+    runs: runs.length,
+    succeeded: 0,
+    failed: [],
+    stranded: [],
+    lostStarts: [],
+    duplicateStarts: [],
+    stepsChecked: 0,
+    duplicateSteps: [],
+    mismatches: [],
+    emits: 0,
+    duplicateEmits: [],
+    missingEmits: [],
+    missedWakes: [],
+    waitTimeouts: [],
+    slowest: [],
+  };
+  const byKey = new Map<string, typeof runs>();
+  for (const r of runs) {
+    const k = r.run.input?.key ?? `?${r.run.id}`;
+    byKey.set(k, [...(byKey.get(k) ?? []), r]);
+  }
+  const kindOf = new Map(opts.started.map((s) => [s.key, s]));
+
+  for (const s of opts.started) {
+    const found = byKey.get(s.key) ?? [];
+    if (found.length === 0) report.lostStarts.push(s.key);
+    if (found.length > 1) report.duplicateStarts.push(`${s.key} x${found.length}`);
+  }
+
+  const emitterTokens = new Map<string, unknown>();
+  for (const [key, found] of byKey) {
+    const started = kindOf.get(key);
+    for (const { run, steps } of found) {
+      if (run.status === 'succeeded') report.succeeded++;
+      else if (run.status === 'failed' || run.status === 'cancelled')
+        report.failed.push({ runId: run.id, key, workflow: run.workflow, error: run.error });
+      else {
+        const last = steps.at(-1);
+        report.stranded.push({
+          runId: run.id,
+          key,
+          workflow: run.workflow,
+          status: run.status,
+          lastStep: last && { name: last.name, status: last.status },
+        });
+      }
+
+      // No step applied twice: one stored step per name.
+      report.stepsChecked += steps.length;
+      const seen = new Set<string>();
+      for (const st of steps) {
+        if (seen.has(st.name)) report.duplicateSteps.push(`${run.id}/${st.name}`);
+        seen.add(st.name);
+      }
+
+      // What the handler returned is what the steps stored: a memo applied twice, or a step re-run
+      // after its result was stored, would hand the handler a token that is not the stored one.
+      if (run.status !== 'succeeded' || !started) continue;
+      const expected = expectedSteps(started.kind, run.result);
+      const runSteps = steps.filter((st) => expected?.has(st.name));
+      const ok =
+        expected !== undefined &&
+        runSteps.length === expected.size &&
+        runSteps.every((st) => st.status === 'succeeded' && JSON.stringify(st.output) === JSON.stringify(expected.get(st.name))) &&
+        (started.kind !== 'ten' || steps.filter((st) => st.status === 'succeeded').length === 10);
+      if (!ok)
+        report.mismatches.push(
+          `${run.id} (${started.kind}): result ${JSON.stringify(run.result)}, steps ${JSON.stringify(steps.map((st) => [st.name, st.status, st.output]))}`,
+        );
+      if (started.kind === 'emitter') emitterTokens.set(key, (run.result as { token?: unknown }).token);
+    }
+  }
+
+  // No emit duplicated: each emitting run's event is in the log exactly once.
+  const emitters = opts.started.filter((s) => s.kind === 'emitter');
+  await pool(emitters, 8, async (s) => {
+    const events = await get<{ data?: { token?: unknown } }[]>(`/v1/events?name=${encodeURIComponent(toldEvent(s.key))}&limit=100`);
+    report.emits += events.length;
+    if (events.length > 1) report.duplicateEmits.push(`${s.key} x${events.length}`);
+    if (events.length === 0 && emitterTokens.has(s.key)) report.missingEmits.push(s.key);
+  });
+
+  for (const s of opts.started) {
+    const waiter = s.kind === 'waiter' ? byKey.get(s.key)?.[0]?.run : undefined;
+    if (waiter?.status === 'succeeded' && !(waiter.result as { got?: boolean }).got) {
+      report.waitTimeouts.push(`${waiter.id} (${s.key}, ${s.waitingBeforeEmit ? 'parked' : 'not seen parked'} before its emit)`);
+    }
+  }
+  const took = (r: RunView) => (r.createdAt && r.endedAt ? Date.parse(r.endedAt) - Date.parse(r.createdAt) : Infinity);
+  report.slowest = runs
+    .map((r) => r.run)
+    .sort((a, b) => took(b) - took(a))
+    .slice(0, 5)
+    .map((r) => ({
+      runId: r.id,
+      key: r.input?.key ?? '?',
+      workflow: r.workflow,
+      status: r.status,
+      createdAt: r.createdAt,
+      endedAt: r.endedAt,
+      tookMs: Number.isFinite(took(r)) ? took(r) : undefined,
+    }));
+
+  // A waiter parked before its emit was sent gets that emit's token.
+  for (const s of opts.started) {
+    if (s.kind !== 'waiter' || !s.waitingBeforeEmit || !s.pairedWith) continue;
+    const token = emitterTokens.get(s.pairedWith);
+    const waiter = byKey.get(s.key)?.[0]?.run;
+    if (token === undefined || waiter?.status !== 'succeeded') continue;
+    const got = waiter.result as { got?: boolean; token?: unknown };
+    if (!got.got || got.token !== token)
+      report.missedWakes.push(`${waiter.id} (${s.key}): ${JSON.stringify(got)}, emitted ${JSON.stringify(token)}`);
+  }
+  return report;
+}
+
+export const isTerminal = (status: string): boolean => TERMINAL.has(status);

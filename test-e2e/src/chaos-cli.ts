@@ -1,0 +1,47 @@
+// `pnpm chaos [--minutes 2] [--seed N] [--invoker] [--in-flight 20] [--settle 60]`: the long chaos
+// run on the six-process fleet (the CI test is test-e2e/test/chaos.e2e.test.ts). Needs real Postgres
+// and NATS (TEST_DATABASE_URL | DATABASE_URL | postgres://postgres@127.0.0.1:5432/test, and
+// TEST_NATS_URL | NATS_URL | nats://127.0.0.1:4222). Exits 1 when an invariant broke.
+import { parseArgs } from 'node:util';
+import { runChaos, violations } from './chaos.js';
+
+const { values } = parseArgs({
+  options: {
+    minutes: { type: 'string', default: '2' },
+    seed: { type: 'string' },
+    invoker: { type: 'boolean', default: false },
+    'in-flight': { type: 'string', default: '20' },
+    settle: { type: 'string', default: '60' },
+  },
+});
+const num = (name: string, v: string | undefined): number | undefined => {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) {
+    console.error(`--${name} must be a non-negative number, got ${v}`);
+    process.exit(2);
+  }
+  return n;
+};
+
+// startDeployment finds the infra where the jest setup publishes it.
+process.env.TEST_DATABASE_URL ||= process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+process.env.TEST_NATS_URL ||= process.env.NATS_URL || 'nats://127.0.0.1:4222';
+
+const report = await runChaos({
+  loadMs: num('minutes', values.minutes)! * 60_000,
+  seed: num('seed', values.seed),
+  forceInvoker: values.invoker,
+  inFlight: num('in-flight', values['in-flight']),
+  settleMs: num('settle', values.settle)! * 1000,
+  log: (line) => console.log(line),
+});
+for (const r of report.slowest)
+  console.log(`slowest: ${r.runId} ${r.workflow} ${r.key} ${r.status} took ${r.tookMs ?? '?'} ms (${r.createdAt} -> ${r.endedAt})`);
+for (const w of report.waitTimeouts) console.log(`wait timed out: ${w}`);
+const broken = violations(report);
+for (const v of broken) console.log(`VIOLATION ${v}`);
+console.log(
+  broken.length === 0 ? 'chaos: every invariant held' : `chaos: ${broken.length} violation(s); replay with --seed ${report.seed}`,
+);
+process.exit(broken.length === 0 ? 0 : 1);

@@ -1,0 +1,328 @@
+import { randomBytes } from 'node:crypto';
+import type { Runner } from '@dws/sdk';
+import { seededRandom } from '@dws/testing';
+import { api } from './api.js';
+import { checkInvariants, isTerminal, toldEvent, type InvariantReport, type StartedKey } from './chaos-check.js';
+import { SERVICES, startDeployment, type Deployment } from './deployment.js';
+import { startRunner, type TestRunner } from './runner.js';
+
+/**
+ * The chaos test (issue 11): the six-process fleet under ~20 runs in flight
+ * (10-step, sleeping, and emit / waitForEvent pairs) while a seeded killer
+ * SIGKILLs a random service every 10 s and restarts it. When the load stops,
+ * every run must be terminal within the settle time, no step stored twice,
+ * no emit logged twice. Everything is driven and read through the public API
+ * and the SDK; see chaos-check.ts for the invariants.
+ */
+
+export interface ChaosOptions {
+  /** How long the load runs and services are killed, in ms. */
+  loadMs: number;
+  /** Runs kept in flight (a pair counts two). @default 20 */
+  inFlight?: number;
+  /** One kill every this many ms while the load runs. @default 10_000 */
+  killEveryMs?: number;
+  /** Seed of the kill order and the workload mix. @default a random one (printed) */
+  seed?: number;
+  /** The first kill is the invoker, and then at least every third. @default false */
+  forceInvoker?: boolean;
+  /** Every run must be terminal this long after the load stops, in ms. @default 60_000 */
+  settleMs?: number;
+  /** Extra environment for every service process. */
+  env?: Record<string, string>;
+  /** Progress lines. @default none */
+  log?: (line: string) => void;
+}
+
+export interface ChaosReport extends InvariantReport {
+  seed: number;
+  loadMs: number;
+  /** Events the load generator sent (each meant to start exactly one run). */
+  sent: number;
+  kills: Record<string, number>;
+  killLog: { atMs: number; service: string; restartMs: number }[];
+  /**
+   * Step executions the runner saw beyond the first for one (run, step): the
+   * step of a pass that died in flight runs again, which is allowed (its
+   * result was never stored); a stored one re-run would show as a mismatch.
+   */
+  reExecutions: number;
+  /** POSTs retried (with the same dedupeId) because the gateway or a service behind it was down. */
+  postRetries: number;
+  /** From the load stopping until no run was active, in ms; undefined when that never happened. */
+  terminalAfterMs?: number;
+  /** Unexpected answers during the load (an event that started no run, a 4xx). */
+  loadErrors: string[];
+}
+
+export const CHAOS_APP = 'chaos';
+/** A waiter gives up after this: long enough for any emit of the run, short enough to end inside the settle time. */
+const WAIT_TIMEOUT_MS = 45_000;
+/** During the load, a worker stops watching a run after this (it is still checked at the end) and starts another. */
+const WATCH_CAP_MS = 30_000;
+const POLL_MS = 500;
+
+const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** A seeded PRNG, so a seed replays the kill order and the mix. */
+const prng = seededRandom;
+
+/** The four workflows; `executed` counts each (run, step) execution to report re-runs. */
+function defineWorkflows(r: Runner, executed: Map<string, number>): void {
+  const token = () => randomBytes(6).toString('hex');
+  // A step takes a few ms, so some pass is nearly always in flight when a process dies.
+  const work = async (runId: string, name: string) => {
+    const k = `${runId}/${name}`;
+    executed.set(k, (executed.get(k) ?? 0) + 1);
+    await delay(5 + Math.floor(Math.random() * 20));
+    return token();
+  };
+
+  r.workflow('chaos.ten', {}, async ({ step, ctx }) => {
+    const tokens: string[] = [];
+    for (let i = 1; i <= 10; i++) tokens.push(await step.run(`s${i}`, () => work(ctx.runId, `s${i}`)));
+    return { tokens };
+  });
+  r.workflow<{ key: string; sleepMs: [number, number] }>('chaos.sleepy', {}, async ({ event, step, ctx }) => {
+    const a = await step.run('a', () => work(ctx.runId, 'a'));
+    await step.sleep('nap-1', event.data.sleepMs[0]);
+    const b = await step.run('b', () => work(ctx.runId, 'b'));
+    await step.sleep('nap-2', event.data.sleepMs[1]);
+    const c = await step.run('c', () => work(ctx.runId, 'c'));
+    return { tokens: [a, b, c] };
+  });
+  // The emit's step id is fixed ('tell') and carries no dedupeId: exactly-once is the service's job.
+  r.workflow<{ key: string }>('chaos.emitter', {}, async ({ event, step, ctx }) => {
+    const t = await step.run('prep', () => work(ctx.runId, 'prep'));
+    await step.emit('tell', { name: toldEvent(event.data.key), data: { key: event.data.key, token: t } });
+    return { token: t };
+  });
+  r.workflow<{ key: string; emitter: string }>('chaos.waiter', {}, async ({ event, step }) => {
+    const ev = await step.waitForEvent<{ token: string }>('told', { event: toldEvent(event.data.emitter), timeout: WAIT_TIMEOUT_MS });
+    return { got: ev !== null, token: ev?.data.token ?? null };
+  });
+}
+
+/** Start the fleet and a runner, run the chaos, check the invariants, stop everything. */
+export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
+  const seed = opts.seed ?? randomBytes(4).readUInt32LE();
+  const log = opts.log ?? (() => undefined);
+  log(
+    `chaos: seed ${seed}, load ${Math.round(opts.loadMs / 1000)} s, ${opts.inFlight ?? 20} in flight, a kill every ${(opts.killEveryMs ?? 10_000) / 1000} s${opts.forceInvoker ? ' (invoker forced)' : ''}`,
+  );
+  const dep = await startDeployment('fleet', { env: opts.env });
+  let runner: TestRunner | undefined;
+  try {
+    const executed = new Map<string, number>();
+    runner = await startRunner(dep, (r) => defineWorkflows(r, executed), { app: CHAOS_APP });
+    const report = await drive(dep, seed, opts, log);
+    report.reExecutions = [...executed.values()].reduce((n, c) => n + c - 1, 0);
+    log(summaryLine(report));
+    return report;
+  } finally {
+    await runner?.close();
+    await dep.stop();
+  }
+}
+
+async function drive(dep: Deployment, seed: number, opts: ChaosOptions, log: (line: string) => void): Promise<ChaosReport> {
+  // Two streams: the workers draw from theirs in whatever order their runs end, so the kill order
+  // replays from the seed only if the killer has its own.
+  const rng = prng(seed);
+  const killRng = prng(seed ^ 0x9e3779b9);
+  const started: StartedKey[] = [];
+  const loadErrors: string[] = [];
+  let postRetries = 0;
+  let seq = 0;
+  const t0 = Date.now();
+  const loadEnd = t0 + opts.loadMs;
+  const loading = () => Date.now() < loadEnd;
+  const at = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
+  const get = (path: string) => api(dep.base, 'GET', path, { key: dep.secretKey });
+
+  /** The run an event of ours started, from the event log: for a retried POST whose first 202 was lost. */
+  const runOfEvent = async (name: string, key: string): Promise<string | undefined> => {
+    const res = await get(`/v1/events?name=${encodeURIComponent(name)}&app=${CHAOS_APP}&limit=1000`).catch(() => undefined);
+    if (res?.status !== 200) return undefined;
+    const ev = (res.body as { data?: { key?: string }; triggered?: { runId?: string }[] }[]).find((e) => e.data?.key === key);
+    return ev?.triggered?.[0]?.runId;
+  };
+
+  /** POST /v1/events until it is answered; a retry reuses the dedupeId, so it never starts a second run. */
+  const send = async (s: StartedKey, name: string, data: Record<string, unknown>): Promise<string | undefined> => {
+    const body = { name, app: CHAOS_APP, data: { ...data, key: s.key }, dedupeId: `chaos-${s.key}` };
+    for (let attempt = 0; ; attempt++) {
+      const res = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body }).catch(() => undefined);
+      if (res?.status === 202) {
+        started.push(s);
+        const b = res.body as { runId?: string; deduped?: boolean; triggered?: unknown[] };
+        if (b.runId) return b.runId;
+        if (b.deduped) return runOfEvent(name, s.key);
+        loadErrors.push(`${at()} ${name} ${s.key}: 202 that started no run: ${JSON.stringify(b)}`);
+        return undefined;
+      }
+      // 5xx or no answer: the gateway, or a service behind it, is down; retry. Another 4xx is ours to report.
+      if (res && res.status < 500 && res.status !== 408 && res.status !== 429) {
+        loadErrors.push(`${at()} ${name} ${s.key}: ${res.status} ${JSON.stringify(res.body)}`);
+        return undefined;
+      }
+      postRetries++;
+      if (attempt >= 300) {
+        loadErrors.push(`${at()} ${name} ${s.key}: gave up after ${attempt} attempts (${res?.status ?? 'no answer'})`);
+        return undefined;
+      }
+      await delay(Math.min(1000, 50 * 2 ** Math.min(attempt, 5)));
+    }
+  };
+
+  /** Poll until `check` holds, the cap passes, or (unless `pastLoad`) the load stops. */
+  const until = async (check: () => Promise<boolean>, capMs: number, pastLoad = false): Promise<boolean> => {
+    const deadline = Date.now() + capMs;
+    while (Date.now() < deadline && (pastLoad || loading())) {
+      if (await check().catch(() => false)) return true;
+      await delay(POLL_MS);
+    }
+    return false;
+  };
+  const terminal = (runId: string) => async () => {
+    const r = await get(`/v1/runs/${runId}`);
+    return r.status === 200 && isTerminal((r.body as { status: string }).status);
+  };
+  const parked = (runId: string) => async () => {
+    const r = await get(`/v1/runs/${runId}/steps`);
+    return r.status === 200 && (r.body as { name: string; status: string }[]).some((st) => st.name === 'told' && st.status === 'waiting');
+  };
+
+  // One worker keeps one run (or one pair) in flight: start it, watch it end, start the next.
+  const worker = async () => {
+    while (loading()) {
+      const pick = rng();
+      const key = `k${++seq}`;
+      if (pick < 0.45) {
+        const id = await send({ key, kind: 'ten' }, 'chaos.ten', {});
+        if (id) await until(terminal(id), WATCH_CAP_MS);
+      } else if (pick < 0.75) {
+        const sleepMs = [1000 + Math.floor(rng() * 2000), 1000 + Math.floor(rng() * 2000)];
+        const id = await send({ key, kind: 'sleepy' }, 'chaos.sleepy', { sleepMs });
+        if (id) await until(terminal(id), WATCH_CAP_MS);
+      } else {
+        // The waiter must be parked before the emit exists: waitForEvent does not look back. Even
+        // when the load stops meanwhile, or an emitter sent too early would leave the waiter to time out.
+        const emitter = `${key}e`;
+        const waiter: StartedKey = { key: `${key}w`, kind: 'waiter', pairedWith: emitter };
+        const wid = await send(waiter, 'chaos.waiter', { emitter });
+        waiter.waitingBeforeEmit = wid !== undefined && (await until(parked(wid), 15_000, true));
+        const eid = await send({ key: emitter, kind: 'emitter' }, 'chaos.emitter', {});
+        await Promise.all([wid && until(terminal(wid), WATCH_CAP_MS), eid && until(terminal(eid), WATCH_CAP_MS)]);
+      }
+    }
+  };
+
+  const kills: Record<string, number> = {};
+  const killLog: ChaosReport['killLog'] = [];
+  const killer = async () => {
+    const every = opts.killEveryMs ?? 10_000;
+    let sinceInvoker = Infinity;
+    for (let k = 1; t0 + k * every < loadEnd; k++) {
+      await delay(Math.max(0, t0 + k * every - Date.now()));
+      const forced = opts.forceInvoker && (k === 1 || sinceInvoker >= 2);
+      const service = forced ? 'invoker' : SERVICES[Math.floor(killRng() * SERVICES.length)]!;
+      sinceInvoker = service === 'invoker' ? 0 : sinceInvoker + 1;
+      const atMs = Date.now() - t0;
+      log(`chaos: ${at()} SIGKILL ${service}`);
+      await dep.crashAndRestart(service);
+      killLog.push({ atMs, service, restartMs: Date.now() - t0 - atMs });
+      kills[service] = (kills[service] ?? 0) + 1;
+      log(`chaos: ${at()} ${service} back (${killLog.at(-1)!.restartMs} ms)`);
+    }
+  };
+
+  // A worker holds 1.25 runs on average (a pair, a quarter of the time, is two).
+  const workers = Math.max(1, Math.round((opts.inFlight ?? 20) / 1.25));
+  const killing = killer();
+  await Promise.all(Array.from({ length: workers }, worker));
+  await killing; // a restart in progress at the end finishes first (its kill was during the load)
+  const stoppedAt = loadEnd;
+  log(`chaos: ${at()} load stopped: ${started.length} events sent, ${postRetries} POST retries; waiting for every run to end`);
+
+  // Every run terminal within the settle time of the load stopping: nothing active in the app's stats.
+  const settleMs = opts.settleMs ?? 60_000;
+  let terminalAfterMs: number | undefined;
+  while (Date.now() < stoppedAt + settleMs) {
+    const s = await get(`/v1/runs/stats?app=${CHAOS_APP}`).catch(() => undefined);
+    const stats = s?.body as { total?: number; active?: number } | undefined;
+    if (s?.status === 200 && stats?.active === 0) {
+      terminalAfterMs = Date.now() - stoppedAt;
+      break;
+    }
+    await delay(POLL_MS);
+  }
+  log(
+    terminalAfterMs === undefined
+      ? `chaos: runs still active ${settleMs / 1000} s after the load stopped`
+      : `chaos: every run ended ${terminalAfterMs} ms after the load stopped`,
+  );
+
+  const inv = await checkInvariants({ base: dep.base, secretKey: dep.secretKey, app: CHAOS_APP, started });
+  return {
+    ...inv,
+    seed,
+    loadMs: opts.loadMs,
+    sent: started.length,
+    kills,
+    killLog,
+    reExecutions: 0,
+    postRetries,
+    terminalAfterMs,
+    loadErrors,
+  };
+}
+
+/** The one line of counts the test and the script print. */
+export function summaryLine(r: ChaosReport): string {
+  const kills =
+    Object.entries(r.kills)
+      .map(([s, n]) => `${s}:${n}`)
+      .join(',') || 'none';
+  return [
+    `chaos summary: seed=${r.seed}`,
+    `runs started=${r.runs} (events ${r.sent})`,
+    `succeeded=${r.succeeded}`,
+    `failed=${r.failed.length}`,
+    `stranded=${r.stranded.length}`,
+    `terminal after=${r.terminalAfterMs === undefined ? 'never' : `${r.terminalAfterMs}ms`}`,
+    `steps checked=${r.stepsChecked}`,
+    `duplicate steps=${r.duplicateSteps.length}`,
+    `result mismatches=${r.mismatches.length}`,
+    `emits=${r.emits}`,
+    `duplicate emits=${r.duplicateEmits.length}`,
+    `missing emits=${r.missingEmits.length}`,
+    `missed wakes=${r.missedWakes.length}`,
+    `wait timeouts=${r.waitTimeouts.length}`,
+    `lost starts=${r.lostStarts.length}`,
+    `duplicate starts=${r.duplicateStarts.length}`,
+    `re-executed steps=${r.reExecutions}`,
+    `POST retries=${r.postRetries}`,
+    `kills=${kills}`,
+  ].join(' ');
+}
+
+/** Everything that broke an invariant, one line each; empty when the run is clean. */
+export function violations(r: ChaosReport): string[] {
+  const out: string[] = [];
+  for (const s of r.stranded)
+    out.push(
+      `stranded: run ${s.runId} (${s.workflow}, ${s.key}) is ${s.status}, last step ${s.lastStep ? `${s.lastStep.name} ${s.lastStep.status}` : 'none'}`,
+    );
+  if (r.terminalAfterMs === undefined) out.push('runs still active when the settle time ran out');
+  for (const f of r.failed) out.push(`failed: run ${f.runId} (${f.workflow}, ${f.key}): ${JSON.stringify(f.error)}`);
+  for (const d of r.duplicateSteps) out.push(`step stored twice: ${d}`);
+  for (const m of r.mismatches) out.push(`result does not match the stored steps: ${m}`);
+  for (const d of r.duplicateEmits) out.push(`emit logged more than once: ${d}`);
+  for (const m of r.missingEmits) out.push(`emit missing from the log: ${m}`);
+  for (const m of r.missedWakes) out.push(`waiter missed its emit: ${m}`);
+  for (const k of r.lostStarts) out.push(`event started no run: ${k}`);
+  for (const k of r.duplicateStarts) out.push(`event started more than one run: ${k}`);
+  for (const e of r.loadErrors) out.push(`during the load: ${e}`);
+  return out;
+}
