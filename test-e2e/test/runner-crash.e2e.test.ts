@@ -14,13 +14,17 @@ import { ROOT } from '../src/processes.js';
  * SIGKILLed while step 5 of 10 runs, another runner of the app started, and
  * the run ends succeeded with steps 1-4 never run again (their results were
  * stored before step 5 began), step 5 run twice (it was in flight), and
- * steps 6-10 once.
+ * steps 6-10 once. With checkpoints (the SDK's default) steps 1-5 ran in ONE
+ * pass, each stored before the next began; over both transports.
  */
 const modes: Mode[] = realInfra() ? ['embedded', 'fleet'] : ['embedded'];
 const tsx = createRequire(path.join(ROOT, 'package.json')).resolve('tsx');
 
-function runnerProcess(dep: Deployment, journal: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', tsx, path.join(ROOT, 'test-e2e/src/runner-process.ts'), dep.base, dep.secretKey, dep.signingKey, journal], {
+type Transport = 'serve' | 'connect';
+
+function runnerProcess(dep: Deployment, journal: string, transport: Transport): Promise<ChildProcess> {
+  const args = [path.join(ROOT, 'test-e2e/src/runner-process.ts'), dep.base, dep.secretKey, dep.signingKey, journal, transport];
+  const child = spawn(process.execPath, ['--import', tsx, ...args], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -32,7 +36,9 @@ function runnerProcess(dep: Deployment, journal: string): Promise<ChildProcess> 
   });
 }
 
-describe.each(modes)('kill -9 of the runner mid-step (%s)', (mode) => {
+const cases = modes.flatMap((m) => (['serve', 'connect'] as const).map((t) => [m, t] as [Mode, Transport]));
+
+describe.each(cases)('kill -9 of the runner mid-step (%s, %s)', (mode, transport) => {
   let dep: Deployment | undefined;
   const children: ChildProcess[] = [];
   let dir = '';
@@ -47,7 +53,7 @@ describe.each(modes)('kill -9 of the runner mid-step (%s)', (mode) => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'dws-runner-crash-'));
     const journal = path.join(dir, 'journal');
     writeFileSync(journal, '');
-    const first = await runnerProcess(dep, journal);
+    const first = await runnerProcess(dep, journal, transport);
     children.push(first);
     const sent = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'ten', data: {} } });
     const runId: string = sent.body.runId;
@@ -56,7 +62,9 @@ describe.each(modes)('kill -9 of the runner mid-step (%s)', (mode) => {
     await eventually('step 5 in flight', async () => (lines().includes(`${runId} 5`) ? true : undefined), 30_000);
     first.kill('SIGKILL');
     await new Promise((r) => first.once('exit', r));
-    children.push(await runnerProcess(dep, journal));
+    // Steps 1-4 were checkpointed in the pass that is now stuck in step 5: one pass so far.
+    expect(lines().filter((l) => l === `${runId} pass`)).toHaveLength(1);
+    children.push(await runnerProcess(dep, journal, transport));
 
     const d = dep;
     const run = await eventually(
@@ -67,5 +75,7 @@ describe.each(modes)('kill -9 of the runner mid-step (%s)', (mode) => {
     expect(run.result).toEqual({ total: 55 });
     const count = (i: number) => lines().filter((l) => l === `${runId} ${i}`).length;
     expect(Array.from({ length: 10 }, (_, i) => count(i + 1))).toEqual([1, 1, 1, 1, 2, 1, 1, 1, 1, 1]);
+    // The retried pass ran steps 5-10 in one go (a transport retry may add one).
+    expect(lines().filter((l) => l === `${runId} pass`).length).toBeLessThanOrEqual(3);
   }, 120_000);
 });

@@ -22,7 +22,7 @@ import type { RegisterBody } from './wire.js';
  */
 export const CONNECT_SUBPROTOCOL = 'service.connect.v0';
 
-export const CONNECT_FRAME_TYPES = ['hello', 'runner.register', 'invoke', 'invoke.result', 'error'] as const;
+export const CONNECT_FRAME_TYPES = ['hello', 'runner.register', 'invoke', 'invoke.result', 'checkpoint', 'checkpoint.result', 'error'] as const;
 export type ConnectFrameType = (typeof CONNECT_FRAME_TYPES)[number];
 
 /** SPEC: the generic envelope `{ type, id, payload }`. */
@@ -93,6 +93,28 @@ export interface ConnectInvokeResult {
   status: number;
   /** The wrapped reply as JSON text (capped at 1 MiB like an HTTP reply). */
   body: string;
+}
+
+/**
+ * Runner -> service, while a pass runs: steps it finished, to be stored
+ * before its handler goes past them (an extension of SPEC's protocol; the
+ * same body as POST /v1/runs/{id}/checkpoint). Sent only when the invoke
+ * carried `ctx.checkpoint`.
+ */
+export interface ConnectCheckpoint {
+  runId: string;
+  /** ctx.checkpoint of the invoke. */
+  token: string;
+  opcodes: unknown[];
+  logs?: unknown[];
+}
+
+/** Service -> runner: `stored` once durable; otherwise the pass is over (end it and reply). */
+export interface ConnectCheckpointResult {
+  stored: boolean;
+  /** Why not stored (pass_not_current, invalid_checkpoint, ...). */
+  code?: string;
+  message?: string;
 }
 
 export interface ConnectErrorPayload {

@@ -63,6 +63,7 @@ function parseContext(v: unknown): Parsed<InvokeContext> {
     ctx.error = error;
   }
   if (v.traceparent !== undefined) ctx.traceparent = v.traceparent;
+  if (typeof v.checkpoint === 'string' && v.checkpoint !== '') ctx.checkpoint = v.checkpoint;
   return { ok: true, value: ctx };
 }
 

@@ -229,6 +229,12 @@ export interface InvokeContext {
   error?: StepError;
   /** W3C trace context of the service's invoke span. */
   traceparent?: string;
+  /**
+   * Extension: the service accepts checkpoints of this pass under this
+   * token (POST /v1/runs/{id}/checkpoint, or a Connect `checkpoint` frame):
+   * steps stored as they finish, so one pass can run many steps durably.
+   */
+  checkpoint?: string;
 }
 
 /** SPEC POST /invoke request body (service to runner). */

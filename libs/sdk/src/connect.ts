@@ -11,6 +11,8 @@ import {
   PROTOCOL_VERSION,
   SIGNATURE_HEADER,
   type ConnectErrorPayload,
+  type ConnectCheckpoint,
+  type ConnectCheckpointResult,
   type ConnectInvoke,
   type ConnectRegister,
   type ConnectRegistered,
@@ -19,6 +21,7 @@ import {
 } from '@dws/protocol';
 import { MAX_REPLY_BYTES } from './json.js';
 import { errorReply, handleInvoke, type InvokeHttpReply, type InvokeTarget } from './serve.js';
+import type { Checkpoint } from './execution.js';
 
 export type ConnectState = 'connecting' | 'open' | 'reconnecting' | 'closed';
 
@@ -57,7 +60,12 @@ export interface ConnectTarget {
   /** The register payload (without url), built fresh per socket. */
   register(): ConnectRegister;
   hello: RunnerHello;
+  /** Send checkpoints over the socket when an invoke offers them. @default true */
+  checkpoints?: boolean;
 }
+
+/** How long a checkpoint may wait for its answer before the pass ends without it. */
+const CHECKPOINT_TIMEOUT_MS = 10_000;
 
 class FatalError extends Error {}
 
@@ -118,6 +126,8 @@ export function openConnection(target: ConnectTarget, options: ConnectOptions = 
     let watchdog: NodeJS.Timeout | undefined;
     let heartbeatMs = 30_000;
     const pending = new Map<string, (payload: unknown, type: string) => void>();
+    // Checkpoints waiting for their answer; a closed socket answers them all "not stored".
+    const checkpointsOut = new Map<string, (stored: boolean) => void>();
     const handshake = setTimeout(() => ws.terminate(), handshakeTimeoutMs);
 
     // Silence for 2.5 heartbeats means the path to the service is dead even
@@ -183,6 +193,10 @@ export function openConnection(target: ConnectTarget, options: ConnectOptions = 
       const frame = parseConnectFrame(data.toString());
       if (!frame.ok) return;
       const { type, id, payload } = frame.value;
+      if (type === 'checkpoint.result') {
+        checkpointsOut.get(id)?.((payload as Partial<ConnectCheckpointResult> | null)?.stored === true);
+        return;
+      }
       const waiter = pending.get(id);
       if (waiter) {
         pending.delete(id);
@@ -192,13 +206,31 @@ export function openConnection(target: ConnectTarget, options: ConnectOptions = 
       if (type === 'invoke') void serveInvoke(id, payload as ConnectInvoke);
     });
 
+    /** A pass's checkpoints over this socket: stored once the service answers `stored`. */
+    function socketCheckpoint(runId: string, token: string): Checkpoint {
+      return (opcodes, logs) =>
+        new Promise<boolean>((resolve) => {
+          if (ws.readyState !== WebSocket.OPEN) return resolve(false);
+          const id = randomUUID();
+          const timer = setTimeout(() => done(false), CHECKPOINT_TIMEOUT_MS);
+          const done = (stored: boolean): void => {
+            clearTimeout(timer);
+            checkpointsOut.delete(id);
+            resolve(stored);
+          };
+          checkpointsOut.set(id, done);
+          send('checkpoint', id, { runId, token, opcodes, logs } satisfies ConnectCheckpoint);
+        });
+    }
+    const invokeTarget: InvokeTarget = target.checkpoints === false ? target.invoke : { ...target.invoke, checkpoint: socketCheckpoint };
+
     async function serveInvoke(id: string, p: ConnectInvoke): Promise<void> {
       let reply: InvokeHttpReply;
       try {
         if (typeof p?.body !== 'string') {
           reply = errorReply(400, 'invalid_invoke_frame', 'The invoke frame carries no body.');
         } else {
-          reply = await handleInvoke(target.invoke, p.body, {
+          reply = await handleInvoke(invokeTarget, p.body, {
             [SIGNATURE_HEADER]: typeof p.signature === 'string' ? p.signature : undefined,
             [PROTOCOL_HEADER]: p.protocolVersion === undefined ? undefined : String(p.protocolVersion),
             traceparent: typeof p.traceparent === 'string' ? p.traceparent : undefined,
@@ -222,6 +254,7 @@ export function openConnection(target: ConnectTarget, options: ConnectOptions = 
       clearTimeout(handshake);
       clearTimeout(watchdog);
       pending.clear();
+      for (const done of [...checkpointsOut.values()]) done(false);
       if (socket === ws) socket = undefined;
       const reason = reasonBuf.toString();
       if (closed) {

@@ -7,6 +7,7 @@ import {
   type InvokeReplyError,
   type InvokeRequestBody,
   type Opcode,
+  type RunnerLogLine,
   type StepRunOpcode,
 } from '@dws/protocol';
 import {
@@ -40,6 +41,21 @@ export const RECOMMENDED_STEP_BUDGET_MS = 250;
 const EAGER_BYTES_LIMIT = 512 * 1024;
 
 /**
+ * With checkpoints, how long one pass keeps starting new steps. A step
+ * already running finishes; the next pass replays the memo once. Well under
+ * the service's invoke timeout (5 minutes by default).
+ */
+export const CHECKPOINT_PASS_MS = 60_000;
+
+/**
+ * Stores finished steps with the service while the pass goes on (and the
+ * log lines since the last call). Resolves true once they are durable;
+ * false (or a rejection) means they are not known to be stored: the pass
+ * then ends and its reply carries them.
+ */
+export type Checkpoint = (opcodes: StepRunOpcode[], logs: RunnerLogLine[]) => Promise<boolean>;
+
+/**
  * The outcome of one pass, already in wire shape. `status` is the HTTP
  * status of the invoke reply (SPEC Errors, invoke reply statuses).
  */
@@ -61,6 +77,16 @@ export interface ExecuteOptions {
   stepBudgetMs?: number;
   /** Clock for the budget and log timestamps. @default Date.now */
   now?: () => number;
+  /**
+   * Checkpoint each successful new step.run before the handler goes past
+   * it; while they are stored, the pass runs on into further steps (up to
+   * `checkpointPassMs`) whatever `stepBudgetMs` says, so a long run costs one
+   * pass instead of one per step, with the same durability. Given by the
+   * transport when the invoke carries `ctx.checkpoint`.
+   */
+  checkpoint?: Checkpoint;
+  /** @default CHECKPOINT_PASS_MS */
+  checkpointPassMs?: number;
 }
 
 // Which pass and which step the running code belongs to. Log lines take
@@ -80,6 +106,8 @@ interface Found {
   bytes: number;
   /** A fresh copy of a successful step.run result. */
   ahead?: () => unknown;
+  /** Stored by a checkpoint: not part of the reply. */
+  stored?: boolean;
 }
 
 // A fresh never-settling promise per call, not a shared one: reactions
@@ -142,6 +170,10 @@ export async function executePass<TData = unknown>(
   // after the last step ends the run in this pass (200 with the step); a new step is not started.
   let closed = false;
   let refused = false;
+  // Checkpoints go one at a time, in the order the steps finished; the first refusal ends them.
+  let checkpoint = options.checkpoint;
+  const checkpointPassMs = options.checkpointPassMs ?? CHECKPOINT_PASS_MS;
+  let checkpoints: Promise<unknown> = Promise.resolve();
   let wake: () => void = () => {};
   const suspended = new Promise<void>((resolve) => (wake = resolve));
 
@@ -184,7 +216,36 @@ export async function executePass<TData = unknown>(
     return onNew(name, hashed);
   }
 
-  const mayRunAhead = (): boolean => !frozen && budgetMs > 0 && now() - startedAt < budgetMs && foundBytes < EAGER_BYTES_LIMIT;
+  const mayRunAhead = (f: Found): boolean =>
+    !frozen &&
+    (f.stored ? now() - startedAt < checkpointPassMs : budgetMs > 0 && now() - startedAt < budgetMs && foundBytes < EAGER_BYTES_LIMIT);
+
+  /** Store a finished step before its result is handed back; a step that failed is not checkpointed (the reply retries it). */
+  function store(f: Found): Promise<Found> {
+    if (!f.ahead) return Promise.resolve(f);
+    const stored = checkpoints.then(async () => {
+      if (!checkpoint || frozen) return f;
+      const lines = logs.take();
+      let ok = false;
+      try {
+        ok = await checkpoint([f.op as StepRunOpcode], lines);
+      } catch {
+        ok = false;
+      }
+      if (ok) {
+        f.stored = true;
+        foundBytes -= f.bytes;
+      } else {
+        // The pass is over: no new step starts, and the reply carries this step and these lines.
+        logs.restore(lines);
+        checkpoint = undefined;
+        closed = true;
+      }
+      return f;
+    });
+    checkpoints = stored;
+    return stored;
+  }
 
   async function runNewStep(name: string, hashed: string, fn: () => unknown, options: StepRunOptions | undefined): Promise<Found> {
     const op: StepRunOpcode = { op: 'StepRun', id: hashed, name };
@@ -225,12 +286,12 @@ export async function executePass<TData = unknown>(
         `step.run("${String(id)}")`,
         id,
         (name, hashed) => {
-          const p = runNewStep(name, hashed, fn as () => unknown, options);
+          const p = runNewStep(name, hashed, fn as () => unknown, options).then(store);
           found.push(p);
           wake();
           return p.then((f) => {
             if (!f.ahead) return suspend();
-            if (!mayRunAhead()) closed = true;
+            if (!mayRunAhead(f)) closed = true;
             return f.ahead();
           });
         },
@@ -296,7 +357,7 @@ export async function executePass<TData = unknown>(
     await nextMacrotask();
   }
   frozen = true;
-  const news = (await Promise.all(found)).map((f) => f.op);
+  const news = (await Promise.all(found)).filter((f) => !f.stored).map((f) => f.op);
   const state = handlerState.current;
 
   if (news.length > 0 && state.kind === 'returned' && !refused && news.every((o) => o.op === 'StepRun' && o.error === undefined)) {

@@ -16,6 +16,10 @@ export interface LogCollector {
   write(level: LogLevel, message: string, fields?: unknown): void;
   /** Stops collecting and returns the lines: code still running after the reply is not reported. */
   freeze(): RunnerLogLine[];
+  /** Takes the lines so far (they ride a checkpoint); collecting goes on. */
+  take(): RunnerLogLine[];
+  /** Puts taken lines back in front (their checkpoint was not stored). */
+  restore(taken: RunnerLogLine[]): void;
 }
 
 /** Lines per pass kept for the reply; the reply as a whole is capped at 1 MiB (SPEC Limits). */
@@ -81,6 +85,12 @@ export function createLogCollector(scopeOf: () => string, now: () => number = Da
       }
       frozen = true;
       return lines;
+    },
+    take(): RunnerLogLine[] {
+      return lines.splice(0);
+    },
+    restore(taken: RunnerLogLine[]): void {
+      lines.unshift(...taken);
     },
   };
 }

@@ -4,10 +4,13 @@ import { request } from 'undici';
 import { keyFingerprint, PROTOCOL_VERSION, type RegisterBody, type WorkflowRegistration } from '@dws/protocol';
 import { openConnection, type ConnectOptions, type Connection } from './connect.js';
 import { NonRetriableError } from './errors.js';
-import { DEFAULT_STEP_BUDGET_MS } from './execution.js';
+import { DEFAULT_STEP_BUDGET_MS, type Checkpoint } from './execution.js';
 import { createInvokeHandler, errorReply, handleInvoke, sendReply, type InvokeHttpHandler, type InvokeHttpReply, type InvokeTarget } from './serve.js';
 import { formatIssues, isStandardSchema, type InferSchemaOutput, type StandardSchemaV1 } from './standard-schema.js';
 import type { Workflow, WorkflowHandler, WorkflowOptions } from './types.js';
+
+/** How long a checkpoint may take before the pass gives up on it (and ends, replying with the step). */
+const CHECKPOINT_TIMEOUT_MS = 10_000;
 
 /** Reported as `version` at registration. */
 export const SDK_VERSION = '0.1.0';
@@ -48,6 +51,15 @@ export interface RunnerOptions {
    * @default `SERVICE_STEP_BUDGET_MS`, else 0
    */
   stepBudgetMs?: number;
+  /**
+   * Checkpoint every finished step.run with the service before the handler
+   * goes past it, and keep the pass running: a long run costs one pass, not
+   * one per step, and a crash re-runs only the step in flight. Used when the
+   * service offers it on an invoke (`ctx.checkpoint`); over serve() it needs
+   * `url`. Off: one pass per step (or per `stepBudgetMs`).
+   * @default true, unless `SERVICE_CHECKPOINTS` is `off`
+   */
+  checkpoints?: boolean;
 }
 
 export interface ListenOptions {
@@ -175,6 +187,7 @@ export function createRunner(options: RunnerOptions = {}): Runner {
   if (!Number.isFinite(stepBudgetMs) || stepBudgetMs < 0) {
     throw new Error('createRunner: stepBudgetMs (or SERVICE_STEP_BUDGET_MS) must be a non-negative number of ms');
   }
+  const checkpoints = options.checkpoints ?? fromEnv(env, 'SERVICE_CHECKPOINTS') !== 'off';
   const onHeartbeatError =
     options.onHeartbeatError ??
     ((err: unknown) => process.emitWarning(`runner heartbeat registration failed: ${(err as Error)?.message ?? String(err)}`));
@@ -215,8 +228,25 @@ export function createRunner(options: RunnerOptions = {}): Runner {
     return wf;
   }
 
-  const target = (key: string | undefined): InvokeTarget => ({
+  /** Checkpoints over HTTP: POST {url}/runs/{id}/checkpoint with the API key; anything but 200 ends the pass. */
+  function httpCheckpoint(runId: string, token: string): Checkpoint {
+    const endpoint = new URL(`runs/${encodeURIComponent(runId)}/checkpoint`, url!.endsWith('/') ? url : `${url}/`);
+    return async (opcodes, logs) => {
+      const res = await request(endpoint, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ token, opcodes, logs }),
+        headersTimeout: CHECKPOINT_TIMEOUT_MS,
+        bodyTimeout: CHECKPOINT_TIMEOUT_MS,
+      });
+      await res.body.dump();
+      return res.statusCode === 200;
+    };
+  }
+
+  const target = (key: string | undefined, checkpoint = checkpoints && url ? httpCheckpoint : undefined): InvokeTarget => ({
     signingKey: key,
+    ...(checkpoint ? { checkpoint } : {}),
     passFor: (name: string) => ({ stepBudgetMs: defined.get(name)?.options.stepBudgetMs ?? stepBudgetMs }),
     resolve(name: string, onFailure: boolean) {
       const wf = defined.get(name);
@@ -362,7 +392,8 @@ export function createRunner(options: RunnerOptions = {}): Runner {
         {
           url: base,
           apiKey,
-          invoke: target(signingKey),
+          invoke: target(signingKey, undefined),
+          checkpoints,
           hello: { protocolVersion: PROTOCOL_VERSION, sdk: `@dws/sdk ${SDK_VERSION}`, runtime: `node ${process.versions.node}` },
           register: () => ({ ...registration(), runner: id }),
         },

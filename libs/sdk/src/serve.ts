@@ -9,7 +9,7 @@ import {
   type InvokeReply,
   type VerifyFailureReason,
 } from '@dws/protocol';
-import { executePass, type ExecuteOptions } from './execution.js';
+import { executePass, type Checkpoint, type ExecuteOptions } from './execution.js';
 import type { WorkflowHandler } from './types.js';
 
 /** An invoke reply ready to be written: status, wrapped body, extra headers. */
@@ -34,6 +34,11 @@ export interface InvokeTarget {
   signingKey: string | undefined;
   /** Options of each pass of a workflow (its run-ahead budget). */
   passFor?(workflow: string): ExecuteOptions | undefined;
+  /**
+   * How this transport reaches the service with a pass's checkpoints
+   * (undefined: it cannot, and each pass reports its steps in its reply).
+   */
+  checkpoint?(runId: string, token: string): Checkpoint;
   /** The handler for a workflow name (the onFailure one when `onFailure`), or a reason it has none. */
   resolve(workflow: string, onFailure: boolean): WorkflowHandler | { error: { code: string; message: string } };
 }
@@ -93,7 +98,9 @@ export async function handleInvoke(
   const handler = target.resolve(ctx.workflow, ctx.onFailure === true);
   if (typeof handler !== 'function') return errorReply(400, handler.error.code, handler.error.message);
 
-  const result = await executePass(handler, parsed.value, target.passFor?.(ctx.workflow));
+  const options: ExecuteOptions = { ...target.passFor?.(ctx.workflow) };
+  if (ctx.checkpoint !== undefined && target.checkpoint) options.checkpoint = target.checkpoint(ctx.runId, ctx.checkpoint);
+  const result = await executePass(handler, parsed.value, options);
   return { status: result.status, body: result.body };
 }
 

@@ -8,6 +8,7 @@ import { Outbox, sealKeyFor, serveApi, streams, subjects, type Infra, type Servi
 import { migrate } from '@dws/db';
 import { fileURLToPath } from 'node:url';
 import { ConnectHub } from './handlers/connect-hub.js';
+import { forwardCheckpoint } from './handlers/checkpoints.js';
 import { serveInvokes } from './handlers/invoke.js';
 import { consumeInferences, providersOf, pruneInferenceCache } from './handlers/infer.js';
 import { invokerApi } from './handlers/api.js';
@@ -79,6 +80,7 @@ export async function startInvoker(cfg: Config, infra: Infra, opts: InvokerOptio
       directory.forget(workspaceId, app);
     },
     touch: (connectionIds) => touchSockets(db, replica, connectionIds),
+    checkpoint: (workspaceId, actor, cp) => forwardCheckpoint(bus, workspaceId, actor, cp),
   });
   const invokes = serveInvokes({
     bus,

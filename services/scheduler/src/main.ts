@@ -9,6 +9,7 @@ import { DirectRoutes } from './engine/direct-routes.js';
 import { consumeDeferredWakes, consumeResolves, consumeStartRuns, consumeWorkflowFacts, serveDirectStarts } from './handlers/commands.js';
 import { schedulerApi } from './handlers/api.js';
 import { controlApi } from './handlers/control-api.js';
+import { checkpointApi, replicaService } from './handlers/checkpoint-api.js';
 import { releaseAllLeases } from './store/runs.js';
 
 const MIGRATIONS = fileURLToPath(new URL('./store/migrations', import.meta.url));
@@ -59,7 +60,10 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
       (await reads['runs.get']!({ caller: { workspaceId, actor: '', keyKind: '', requestId: '' }, params: { id }, query: {}, body: undefined }))
         .body as Record<string, unknown>,
   });
-  const api = serveApi(bus, 'scheduler', log, { ...reads, ...control });
+  const checkpoints = checkpointApi({ bus, engine, owner });
+  const api = serveApi(bus, 'scheduler', log, { ...reads, ...control, ...checkpoints });
+  // Checkpoints relayed by another replica to the one driving the pass.
+  const replicaApi = serveApi(bus, replicaService(owner), log, checkpoints);
   const wakes = await consumeDeferredWakes({ bus, wake: control['waiters.wake']! });
   const resolves = await consumeResolves({ bus, db, nudge: () => engine.nudge() });
 
@@ -68,6 +72,7 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
     ready: async () => true,
     async stop() {
       await api.stop();
+      await replicaApi.stop();
       await directStarts.stop();
       await starts.stop();
       await wakes.stop();

@@ -155,6 +155,7 @@ export const ROUTES: RouteSpec[] = [
   { method: 'get', path: '/mcp', summary: 'No server-initiated stream: the MCP server is stateless (405)', tag: 'mcp', access: 'read', ok: { status: 405 }, errors: [405], target: local('mcpNoStream') },
 
   // Runners and workflows (invoker).
+  { method: 'post', path: '/runs/:id/checkpoint', summary: 'A runner stores steps it finished mid-pass (checkpoint); 409 ends the pass', tag: 'runners', access: 'write', params: s.IdParams, body: { schema: s.CheckpointBody, required: true, errorCode: 'invalid_checkpoint' }, ok: { status: 200, schema: s.CheckpointStored }, errors: [409], target: fwd('scheduler', 'runs.checkpoint') },
   { method: 'post', path: '/register', summary: 'A runner announces itself and its workflows', tag: 'runners', access: 'write', body: { schema: s.RegisterBody, required: true, errorCode: 'invalid_registration' }, ok: { status: 200 }, target: fwd('invoker', 'register') },
   { method: 'get', path: '/runners', summary: 'Registered runners', tag: 'runners', access: 'read', query: s.AppQuery, ok: { status: 200, schema: s.Runner, array: true }, target: fwd('invoker', 'runners.list') },
   { method: 'get', path: '/connect', summary: 'WebSocket upgrade for the Connect transport (subprotocol service.connect.v0); a plain GET answers 426, a malformed handshake 400/405/426 with the error body', tag: 'runners', access: 'write', ok: { status: 101 }, errors: [405, 426], target: local('connectInfo') },

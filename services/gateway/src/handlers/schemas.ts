@@ -425,6 +425,20 @@ export const EventBody = component(
   z.union([EventIn, z.array(z.unknown().meta({ description: 'An event object; an invalid one gets its own error result.' })).min(1).max(100)]),
   'One event, or an array of up to 100.',
 );
+export const CheckpointBody = component(
+  'CheckpointBody',
+  z.object({
+    token: str().max(200).meta({ description: 'ctx.checkpoint of the invoke whose pass finished these steps.' }),
+    opcodes: z
+      .array(z.looseObject({ op: z.literal('StepRun'), id: str().max(64), name: str().max(1024) }))
+      .min(1)
+      .max(1000)
+      .meta({ description: 'Successful StepRun opcodes (SPEC Opcode), each finished in this pass.' }),
+    logs: z.array(z.looseObject({})).max(1000).optional().meta({ description: 'Runner log lines since the previous checkpoint (SPEC Runner log line).' }),
+  }),
+);
+export const CheckpointStored = component('CheckpointStored', z.object({ stored: z.literal(true) }));
+
 export const RegisterBody = component(
   'RegisterBody',
   z.looseObject({

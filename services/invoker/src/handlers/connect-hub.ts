@@ -15,6 +15,8 @@ import {
   parseConnectFrame,
   PROTOCOL_VERSION,
   verifyHop,
+  type ConnectCheckpoint,
+  type ConnectCheckpointResult,
   type ConnectFrameType,
   type ConnectInvoke,
   type ConnectInvokeResult,
@@ -48,6 +50,8 @@ export interface HubOptions {
   detach(workspaceId: string, runnerId: string, app: string, connectionId: string): Promise<void>;
   /** Keep the runners of these sockets live (one statement per heartbeat round). */
   touch(connectionIds: string[]): Promise<void>;
+  /** Hand a runner's checkpoint to the scheduler driving its pass. */
+  checkpoint(workspaceId: string, actor: string, cp: ConnectCheckpoint): Promise<ConnectCheckpointResult>;
 }
 
 interface Conn {
@@ -186,6 +190,9 @@ export class ConnectHub {
           waiter.resolve(resultOf(payload));
           return;
         }
+        case 'checkpoint':
+          if (conn.runnerId === undefined) return this.fail(conn, id, 'register_required', 'Register before sending checkpoints.', CONNECT_CLOSE.invalid);
+          return void this.checkpoint(conn, id, payload);
         default:
           // Unknown frame types are ignored: a newer runner may send more.
           return;
@@ -265,6 +272,22 @@ export class ConnectHub {
       if (conn.runnerId !== undefined) held.push(conn.id);
     }
     this.o.touch(held).catch((err: unknown) => this.o.log.warn({ err }, 'refreshing connect runners failed'));
+  }
+
+  private async checkpoint(conn: Conn, frameId: string, payload: unknown): Promise<void> {
+    const cp = payload as Partial<ConnectCheckpoint> | null;
+    let result: ConnectCheckpointResult;
+    if (!cp || typeof cp.runId !== 'string' || typeof cp.token !== 'string' || !Array.isArray(cp.opcodes)) {
+      result = { stored: false, code: 'invalid_checkpoint', message: 'A checkpoint needs runId, token and opcodes.' };
+    } else {
+      try {
+        result = await this.o.checkpoint(conn.workspaceId, conn.actor, cp as ConnectCheckpoint);
+      } catch (err) {
+        this.o.log.warn({ err, runId: cp.runId }, 'checkpoint not delivered');
+        result = { stored: false, code: 'unavailable', message: 'The checkpoint could not reach the scheduler; end the pass.' };
+      }
+    }
+    this.send(conn, 'checkpoint.result', frameId, result);
   }
 
   private send(conn: Conn, type: ConnectFrameType, id: string, payload: unknown): void {

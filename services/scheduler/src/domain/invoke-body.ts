@@ -18,6 +18,8 @@ export interface InvokeContext {
   inputJson: string;
   /** Set on an onFailure run: the failed run's terminal error. */
   onFailureError?: StepError;
+  /** Token a runner sends finished steps back under while the pass runs (checkpoints; see docs/architecture.md). */
+  checkpoint?: string;
 }
 
 /**
@@ -32,6 +34,7 @@ export function invokeBody(ctx: InvokeContext, memo: Iterable<string>): string {
     `"ctx":{"runId":${JSON.stringify(ctx.runId)},"workflow":${JSON.stringify(ctx.workflow)},"attempt":${ctx.attempt},` +
     `"app":${JSON.stringify(ctx.app)},"runner":${JSON.stringify(ctx.runner)}` +
     (ctx.onFailureError ? `,"onFailure":true,"error":${JSON.stringify(ctx.onFailureError)}` : '') +
+    (ctx.checkpoint ? `,"checkpoint":${JSON.stringify(ctx.checkpoint)}` : '') +
     '}}'
   );
 }

@@ -24,6 +24,8 @@ export interface RunView {
   pendingDeadlines: readonly number[];
   /** True when some step is parked without a deadline (a child, a wait with no timeout). */
   hasOpenPending: boolean;
+  /** Steps the runner checkpointed during this pass: progress even when its reply reports nothing new. */
+  checkpointed?: number;
 }
 
 /** A step result to persist. `memo` marks what the runner will see on the next pass. */
@@ -197,20 +199,30 @@ const hashedIdOf = (raw: RawOpcode | undefined): string | undefined =>
  * at once). Only successful StepRuns belong there: anything else would
  * still need the service, so it is a protocol error (the message).
  */
-function finishedSteps(run: RunView, ops: unknown, nowMs: number, newIds: IdSource, rnd: () => number): StepOutcome[] | string {
+function finishedSteps(run: RunView, ops: unknown, nowMs: number, newIds: IdSource, rnd: () => number, what = 'Runner answered 200 with'): StepOutcome[] | string {
   if (ops === undefined) return [];
-  if (!Array.isArray(ops)) return 'Runner answered 200 with opcodes that are not an array.';
+  if (!Array.isArray(ops)) return `${what} opcodes that are not an array.`;
   const steps: StepOutcome[] = [];
   const seen = new Set<string>();
   for (const raw of ops as RawOpcode[]) {
     const id = hashedIdOf(raw);
     if (!id) return BAD_STEP_ID;
-    if (raw.op !== 'StepRun' || raw.error !== undefined) return 'Runner answered 200 with opcodes other than finished steps.';
+    if (raw.op !== 'StepRun' || raw.error !== undefined) return `${what} opcodes other than finished steps.`;
     if (seen.has(id)) continue;
     seen.add(id);
     steps.push(opcodeOutcome(run, raw, id, nowMs, newIds, rnd).step);
   }
   return steps;
+}
+
+/**
+ * The steps of a checkpoint (a runner reporting finished steps while its
+ * pass goes on): successful StepRuns only, each as it will be stored; a
+ * message when the checkpoint holds anything else.
+ */
+export function checkpointSteps(run: RunView, ops: unknown, nowMs: number, newIds: IdSource): StepOutcome[] | string {
+  if (!Array.isArray(ops) || ops.length === 0) return 'A checkpoint needs a non-empty opcodes array.';
+  return finishedSteps(run, ops, nowMs, newIds, Math.random, 'A checkpoint carries');
 }
 
 function errorFromBody(body: unknown, fallback: string): StepError {
@@ -401,6 +413,7 @@ function decideOpcodes(run: RunView, body: unknown, nowMs: number, newIds: IdSou
     if (r.step.status === 'succeeded' || r.step.status === 'failed') progressed = true;
   }
   if (failure) return { type: 'fail', steps, error: failure };
+  if ((run.checkpointed ?? 0) > 0) progressed = true;
   // Something completed: the handler may go further at once.
   if (progressed && retryAt === undefined) return { type: 'continue', steps };
   const deadlines = [retryAt, ...steps.map((s) => s.wakeAtMs), ...run.pendingDeadlines].filter((d): d is number => d !== undefined);

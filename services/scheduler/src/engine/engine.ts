@@ -1,14 +1,15 @@
 import type { Bus } from '@dws/bus';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
-import { redact, type StepError } from '@dws/protocol';
+import { invalid, redact, type StepError } from '@dws/protocol';
 import { create, fromBinary, InvokeRequestSchema, InvokeResult_Outcome, InvokeResultSchema, toBinary } from '@dws/proto';
 import { counter, ids, subjects, type Outbox, type OutboxMessage, type RunnerHttp } from '@dws/runtime';
-import { decide, logsOf, withParsedBody, type Decision, type PassOutcome, type StepOutcome } from '../domain/reply.js';
+import { checkpointSteps, decide, logsOf, withParsedBody, type Decision, type PassOutcome, type RunView, type StepOutcome } from '../domain/reply.js';
 import { invokeBody, memoEntry } from '../domain/invoke-body.js';
 import { hasStepError } from '../domain/step-errors.js';
 import { handoffMessage, runFinishedMessage, stepFailedMessage } from '../domain/handoffs.js';
-import { appendFrames, applyPass, claimDueRuns, loadClaimedSteps, renewLeases, type ApplyPass, type NewFrame } from '../store/runs.js';
+import { appendFrames, applyCheckpoint, applyPass, claimDueRuns, loadClaimedSteps, renewLeases, type ApplyPass, type NewFrame } from '../store/runs.js';
+import { checkpointToken } from '../domain/checkpoint-token.js';
 import { finishRun, parkSteps } from '../store/effects.js';
 import { admitToSlots } from '../store/flow.js';
 import { heldFromClaim, type HeldRun } from './held-run.js';
@@ -17,6 +18,7 @@ import type { DirectRoutes } from './direct-routes.js';
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
+const NEW_IDS = { run: ids.run, event: ids.event, delivery: () => ids.generic('dlv') };
 const LOG_LEVELS = new Set(['debug', 'info', 'warn', 'error']);
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 /**
@@ -32,6 +34,7 @@ export const INVOKER_SILENCE_MS = 5000;
 
 const passes = counter('dws_scheduler_passes_total', 'Passes applied, by what the reply decided (continue, park, succeed, fail, retry_later).');
 const stepsApplied = counter('dws_scheduler_steps_total', 'Step outcomes applied, by status (succeeded, failed, retrying, sleeping, waiting, child).');
+const checkpoints = counter('dws_scheduler_checkpoints_total', 'Runner checkpoints (steps finished mid-pass), by outcome (stored, refused).');
 const invokes = counter('dws_scheduler_invokes_total', 'Runner calls, by path (direct: the scheduler POSTed to a serve runner; invoker) and outcome (reply, no_runner, transport_error, invoker_unavailable).');
 
 export interface EngineOptions {
@@ -164,34 +167,119 @@ export class Engine {
 
   private async drive(run: HeldRun): Promise<void> {
     for (;;) {
-      const outcome = withParsedBody(await this.invoke(run));
+      run.invoking = true;
+      run.checkpointed = 0;
+      let reply: PassOutcome;
+      try {
+        reply = await this.invoke(run);
+      } finally {
+        run.invoking = false;
+      }
+      // A checkpoint still being stored as the reply came back goes first.
+      await run.applying;
+      const outcome = withParsedBody(reply);
       // SPEC Limits: maxAttempts defaults to 1; the policy is read only when a step failed.
       const maxAttempts = hasStepError(outcome) ? (await this.o.workflows.get(run.workspaceId, run.app, run.workflow)).maxAttempts : 1;
-      const deadlines: number[] = [];
-      let open = false;
-      for (const p of run.pending.values()) {
-        if (p.wakeAtMs !== undefined) deadlines.push(p.wakeAtMs);
-        else open = true;
-      }
-      const decision = decide(
-        {
-          attempt: run.attempt,
-          transportFailures: run.transportFailures,
-          noRunnerSinceMs: run.noRunnerSinceMs,
-          stepAttempts: run.stepAttempts,
-          maxAttempts,
-          workflow: run.workflow,
-          runner: run.runner,
-          pendingDeadlines: deadlines,
-          hasOpenPending: open,
-        },
-        outcome,
-        Date.now(),
-        { run: ids.run, event: ids.event, delivery: () => ids.generic('dlv') },
-      );
+      const decision = decide(this.view(run, maxAttempts), outcome, Date.now(), NEW_IDS);
       const again = await this.apply(run, decision, logsOf(outcome));
       if (!again || this.stopping) return;
     }
+  }
+
+  /** What the pure decision reads of a held run. */
+  private view(run: HeldRun, maxAttempts: number): RunView {
+    const deadlines: number[] = [];
+    let open = false;
+    for (const p of run.pending.values()) {
+      if (p.wakeAtMs !== undefined) deadlines.push(p.wakeAtMs);
+      else open = true;
+    }
+    return {
+      attempt: run.attempt,
+      transportFailures: run.transportFailures,
+      noRunnerSinceMs: run.noRunnerSinceMs,
+      stepAttempts: run.stepAttempts,
+      maxAttempts,
+      workflow: run.workflow,
+      runner: run.runner,
+      pendingDeadlines: deadlines,
+      hasOpenPending: open,
+      checkpointed: run.checkpointed,
+    };
+  }
+
+  /**
+   * Steps a runner finished while its pass goes on (a checkpoint, answered
+   * once they are durable so the runner's handler may go past them). False
+   * when this pass no longer drives the run here: not held, ended, paused or
+   * cancelled meanwhile, or taken over; the runner then ends its pass.
+   *
+   * @throws ServiceError 400 when the checkpoint holds anything but finished steps
+   */
+  async checkpoint(workspaceId: string, runId: string, pass: number, body: { opcodes?: unknown; logs?: unknown }): Promise<boolean> {
+    const run = this.held.get(runId);
+    if (!run || run.workspaceId !== workspaceId || run.pass !== pass || !run.invoking || this.stopping) {
+      checkpoints.inc({ outcome: 'refused' });
+      return false;
+    }
+    const steps = checkpointSteps(this.view(run, 1), body.opcodes, Date.now(), NEW_IDS);
+    if (typeof steps === 'string') throw invalid('invalid_checkpoint', steps);
+    const logs = Array.isArray(body.logs) ? (body.logs as ReturnType<typeof logsOf>) : [];
+    const stored = run.applying.then(() => this.storeCheckpoint(run, pass, steps, logs));
+    run.applying = stored.catch(() => undefined);
+    const ok = await stored;
+    checkpoints.inc({ outcome: ok ? 'stored' : 'refused' });
+    return ok;
+  }
+
+  private async storeCheckpoint(run: HeldRun, pass: number, all: StepOutcome[], logs: ReturnType<typeof logsOf>): Promise<boolean> {
+    if (!run.invoking || run.pass !== pass) return false;
+    // A checkpoint repeated (its answer was lost) stores nothing twice.
+    const steps = all.filter((s) => !this.completed(run, s.id));
+    const pendingFrames = run.pendingFrames.splice(0);
+    const frames: NewFrame[] = [...pendingFrames];
+    const logFrames = this.logFrames(run, logs, run.nextSeq + frames.length);
+    frames.push(...logFrames);
+    let newSteps = 0;
+    const placed = steps.map((s) => ({ ...s, idx: run.known.get(s.id) ?? run.stepCount + newSteps++ }));
+    for (const s of placed) {
+      frames.push({ seq: 0, kind: 'step_status', fields: { name: s.name, status: s.status, attempt: s.attempts, index: s.idx } });
+    }
+    frames.forEach((f, i) => (f.seq = run.nextSeq + i));
+    if (frames.length === 0) return true;
+    const ok = await applyCheckpoint(this.o.db, {
+      runId: run.id,
+      workspaceId: run.workspaceId,
+      pass,
+      owner: this.o.owner,
+      newSteps,
+      nextSeq: run.nextSeq + frames.length,
+      steps: placed,
+      frames,
+    });
+    if (!ok) {
+      // Not stored: the pass's reply (or the next pass) still carries these.
+      run.pendingFrames.unshift(...pendingFrames);
+      for (const f of logFrames) run.logKeys.delete(f.logKey!);
+      return false;
+    }
+    run.stepCount += newSteps;
+    run.nextSeq += frames.length;
+    run.checkpointed += placed.length;
+    for (const s of placed) {
+      run.known.set(s.id, s.idx);
+      run.stepAttempts.delete(s.id);
+      run.memo.set(s.id, memoEntry(s.id, { dataJson: s.dataJson }));
+      stepsApplied.inc({ status: s.status });
+    }
+    this.publishLive(run, frames);
+    return true;
+  }
+
+  /** The memo holds this step's result (not a pending marker). */
+  private completed(run: HeldRun, id: string): boolean {
+    const entry = run.memo.get(id);
+    return entry !== undefined && !entry.endsWith('{"pending":true}');
   }
 
   private async invoke(run: HeldRun): Promise<PassOutcome> {
@@ -205,6 +293,7 @@ export class Engine {
         eventName: run.eventName,
         inputJson: run.inputJson,
         onFailureError: run.onFailure?.error,
+        checkpoint: checkpointToken(this.o.owner, run.pass),
       },
       run.memo.values(),
     );
@@ -288,6 +377,8 @@ export class Engine {
     const steps: (StepOutcome & { idx: number })[] = [];
     let newSteps = 0;
     for (const s of d.steps) {
+      // Already stored by this pass's checkpoint (the runner did not hear the answer).
+      if (s.op === 'StepRun' && s.status === 'succeeded' && this.completed(run, s.id)) continue;
       let idx = run.known.get(s.id);
       if (idx === undefined) idx = run.stepCount + newSteps++;
       steps.push({ ...s, idx });

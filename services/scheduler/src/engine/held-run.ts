@@ -42,10 +42,29 @@ export interface HeldRun {
   logKeys: Set<string>;
   /** Frames to write with the next applied pass (e.g. waiting -> running on a claim); seqs assigned then. */
   pendingFrames: NewFrame[];
+  /** An invoke is out: checkpoints of this pass may be applied. */
+  invoking: boolean;
+  /** Checkpoints applied during the pass in flight. */
+  checkpointed: number;
+  /** The checkpoint being applied, if any: checkpoints and the pass's own reply apply one at a time. */
+  applying: Promise<unknown>;
 }
 
-export function newHeldRun(fields: Omit<HeldRun, 'memo' | 'known' | 'stepAttempts' | 'pending' | 'logKeys' | 'pendingFrames'>): HeldRun {
-  return { ...fields, memo: new Map(), known: new Map(), stepAttempts: new Map(), pending: new Map(), logKeys: new Set(), pendingFrames: [] };
+type Fresh = 'memo' | 'known' | 'stepAttempts' | 'pending' | 'logKeys' | 'pendingFrames' | 'invoking' | 'checkpointed' | 'applying';
+
+export function newHeldRun(fields: Omit<HeldRun, Fresh>): HeldRun {
+  return {
+    ...fields,
+    memo: new Map(),
+    known: new Map(),
+    stepAttempts: new Map(),
+    pending: new Map(),
+    logKeys: new Set(),
+    pendingFrames: [],
+    invoking: false,
+    checkpointed: 0,
+    applying: Promise.resolve(),
+  };
 }
 
 const PENDING = new Set(['sleeping', 'waiting', 'child']);

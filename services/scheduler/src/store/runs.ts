@@ -61,6 +61,70 @@ export async function insertHeldRun(db: Database, run: NewRun, owner: string, le
   return rows.length === 1;
 }
 
+/** Steps travel as one JSON parameter, like frames. */
+function stepsJson(steps: (StepOutcome & { idx: number })[]): string {
+  return JSON.stringify(
+    steps.map((s) => ({
+      step_id: s.id, name: s.name, op: s.op, idx: s.idx, status: s.status, data: s.dataJson ?? null,
+      error: s.error ?? null, input: s.inputJson ?? null, attempts: s.attempts, wake_at: s.wakeAtMs ?? null,
+      child_run_id: s.child?.runId ?? null, usage: s.usageJson ?? null,
+    })),
+  );
+}
+
+/** CTE body: upsert the steps of `stepsParam` for the run CTE `r` (one row when the guard passed). */
+const upsertSteps = (wsParam: string, stepsParam: string): string => `
+       insert into scheduler.steps (run_id, step_id, workspace_id, name, op, idx, status, data, error, input, attempts, wake_at, child_run_id, ended_at, usage)
+       select r.id, x.step_id, ${wsParam}, x.name, x.op, x.idx, x.status, x.data, x.error, x.input, x.attempts,
+              case when x.wake_at is null then null else to_timestamp(x.wake_at / 1000.0) end, x.child_run_id,
+              case when x.status in ('succeeded', 'failed') then now() end, x.usage::jsonb
+         from r, jsonb_to_recordset(${stepsParam}::jsonb)
+              as x(step_id text, name text, op text, idx int, status text, data text, error jsonb, input text, attempts int,
+                   wake_at bigint, child_run_id text, usage text)
+       on conflict (run_id, step_id) do update set status = excluded.status, data = excluded.data, error = excluded.error,
+         attempts = excluded.attempts, wake_at = excluded.wake_at, child_run_id = excluded.child_run_id, ended_at = excluded.ended_at,
+         usage = excluded.usage`;
+
+/** CTE body: append the frames of `framesParam` for the run CTE `r`. */
+const insertFrames = (wsParam: string, framesParam: string): string => `
+       insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, log_key)
+       select r.id, x.seq, ${wsParam}, x.kind, x.payload, x.log_key from r,
+              jsonb_to_recordset(${framesParam}::jsonb) as x(seq int, kind text, payload jsonb, log_key text)`;
+
+export interface ApplyCheckpoint {
+  runId: string;
+  workspaceId: string;
+  /** The pass in flight; the checkpoint is refused once another pass (or no replica) holds the run. */
+  pass: number;
+  owner: string;
+  newSteps: number;
+  nextSeq: number;
+  steps: (StepOutcome & { idx: number })[];
+  frames: NewFrame[];
+}
+
+/**
+ * Store steps a runner finished while its pass goes on, in ONE statement,
+ * guarded like a pass: this replica still holds the run at this pass and it
+ * is running with no pause asked for (a pause or cancel ends the pass at
+ * this step boundary instead). The pass number does not move: the pass's
+ * own reply still applies after its checkpoints. True when stored.
+ */
+export async function applyCheckpoint(db: Database, a: ApplyCheckpoint): Promise<boolean> {
+  const rows = await db.query<{ id: string }>(
+    `with r as (
+       update scheduler.runs set step_count = step_count + $4, next_seq = $5, updated_at = now()
+        where id = $1 and pass = $2 and lease_owner = $3 and status = 'running' and not pause_requested
+        returning id
+     ), s as (${upsertSteps('$6', '$7')}
+     ), f as (${insertFrames('$6', '$8')}
+     )
+     select id from r`,
+    [a.runId, a.pass, a.owner, a.newSteps, a.nextSeq, a.workspaceId, stepsJson(a.steps), framesJson(a.frames)],
+  );
+  return rows.length === 1;
+}
+
 export interface ApplyPass {
   runId: string;
   workspaceId: string;
@@ -121,17 +185,7 @@ export async function applyPass(db: Database, a: ApplyPass): Promise<Applied> {
          ended_at = case when $14::boolean then now() else null end, updated_at = now()
        where id = $1 and pass = $2 and lease_owner = $3
        returning id, status
-     ), s as (
-       insert into scheduler.steps (run_id, step_id, workspace_id, name, op, idx, status, data, error, input, attempts, wake_at, child_run_id, ended_at, usage)
-       select r.id, x.step_id, $15, x.name, x.op, x.idx, x.status, x.data, x.error, x.input, x.attempts,
-              case when x.wake_at is null then null else to_timestamp(x.wake_at / 1000.0) end, x.child_run_id,
-              case when x.status in ('succeeded', 'failed') then now() end, x.usage::jsonb
-         from r, jsonb_to_recordset($16::jsonb)
-              as x(step_id text, name text, op text, idx int, status text, data text, error jsonb, input text, attempts int,
-                   wake_at bigint, child_run_id text, usage text)
-       on conflict (run_id, step_id) do update set status = excluded.status, data = excluded.data, error = excluded.error,
-         attempts = excluded.attempts, wake_at = excluded.wake_at, child_run_id = excluded.child_run_id, ended_at = excluded.ended_at,
-         usage = excluded.usage
+     ), s as (${upsertSteps('$15', '$16')}
      ), sc as (
        -- Score steps write their score row with the memo, once: a replay finds it there.
        insert into scheduler.scores (run_id, step_id, workspace_id, step, name, value, data)
@@ -139,10 +193,7 @@ export async function applyPass(db: Database, a: ApplyPass): Promise<Applied> {
          from r, jsonb_to_recordset($16::jsonb) as x(step_id text, name text, op text, status text, data text)
         where x.op = 'Score' and x.status = 'succeeded'
        on conflict (run_id, step_id) do nothing
-     ), f as (
-       insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, log_key)
-       select r.id, x.seq, $15, x.kind, x.payload, x.log_key from r,
-              jsonb_to_recordset($17::jsonb) as x(seq int, kind text, payload jsonb, log_key text)
+     ), f as (${insertFrames('$15', '$17')}
      ), o as (
        insert into scheduler.outbox (subject, msg_id, payload)
        select x.subject, x.msg_id, decode(x.payload, 'base64') from r,
@@ -153,13 +204,7 @@ export async function applyPass(db: Database, a: ApplyPass): Promise<Applied> {
     [
       a.runId, a.pass, a.owner, a.status, a.resultJson, a.error ? JSON.stringify(a.error) : null, a.attempt, a.transportFailures,
       a.noRunnerSinceMs, a.newSteps, a.nextSeq, leaseOwner, leaseMs, terminal, a.workspaceId,
-      JSON.stringify(
-        a.steps.map((s) => ({
-          step_id: s.id, name: s.name, op: s.op, idx: s.idx, status: s.status, data: s.dataJson ?? null,
-          error: s.error ?? null, input: s.inputJson ?? null, attempts: s.attempts, wake_at: s.wakeAtMs ?? null,
-          child_run_id: s.child?.runId ?? null, usage: s.usageJson ?? null,
-        })),
-      ),
+      stepsJson(a.steps),
       framesJson(a.frames),
       leaseAt,
       JSON.stringify((a.outbox ?? []).map((m) => ({ subject: m.subject, msg_id: m.msgId, payload: Buffer.from(m.payload).toString('base64') }))),

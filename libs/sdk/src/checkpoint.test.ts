@@ -1,0 +1,130 @@
+import { describe, expect, it } from '@jest/globals';
+import type { InvokeRequestBody, Memo, RunnerLogLine, StepRunOpcode } from '@dws/protocol';
+import { executePass, type Checkpoint } from './execution.js';
+import type { WorkflowHandler } from './types.js';
+
+const input = (steps: Memo = {}): InvokeRequestBody => ({
+  event: { name: 'e', data: {} },
+  steps,
+  ctx: { runId: 'run_1', workflow: 'wf', attempt: 0, app: 'default', runner: '', checkpoint: 'scheduler-x.0' },
+});
+
+/** A service that stores every checkpoint until `refuseFrom` (1-based call number). */
+function service(refuseFrom = Infinity) {
+  const stored: StepRunOpcode[] = [];
+  const lines: RunnerLogLine[] = [];
+  let calls = 0;
+  const checkpoint: Checkpoint = async (ops, logs) => {
+    calls++;
+    await new Promise((r) => setImmediate(r));
+    if (calls >= refuseFrom) return false;
+    stored.push(...ops);
+    lines.push(...logs);
+    return true;
+  };
+  return { checkpoint, stored, lines, calls: () => calls };
+}
+
+const chain =
+  (n: number, ran: string[] = [], order: string[] = []): WorkflowHandler =>
+  async ({ step, logger }) => {
+    let total = 0;
+    for (let i = 0; i < n; i++) {
+      total += await step.run(`s${i}`, () => {
+        ran.push(`s${i}`);
+        order.push(`run s${i}`);
+        logger.info('in step', { i });
+        return i;
+      });
+      order.push(`past s${i}`);
+    }
+    return total;
+  };
+
+describe('checkpoints (steps stored while the pass goes on)', () => {
+  it('stores each finished step before the handler goes past it, and ends the run in one pass', async () => {
+    const svc = service();
+    const order: string[] = [];
+    const wrapped: Checkpoint = async (ops, logs) => {
+      const ok = await svc.checkpoint(ops, logs);
+      order.push(`stored ${ops[0]!.name}`);
+      return ok;
+    };
+    // No run-ahead budget: the checkpoints alone carry the pass on.
+    const r = await executePass(chain(4, [], order), input(), { checkpoint: wrapped, stepBudgetMs: 0 });
+    expect(r).toMatchObject({ status: 200, body: { data: 6 } });
+    // Nothing stored twice: the reply carries no step the checkpoints stored.
+    expect((r.body as { opcodes?: unknown }).opcodes).toBeUndefined();
+    expect(svc.stored.map((o) => [o.name, o.data])).toEqual([0, 1, 2, 3].map((i) => [`s${i}`, i]));
+    expect(order.slice(0, 6)).toEqual(['run s0', 'stored s0', 'past s0', 'run s1', 'stored s1', 'past s1']);
+    // The step's log lines rode its checkpoint.
+    expect(svc.lines.filter((l) => l.message === 'in step').map((l) => l.scope)).toEqual(['s0', 's1', 's2', 's3']);
+  });
+
+  it('a refused checkpoint ends the pass: no new step starts, the reply carries the unstored step and its logs', async () => {
+    const svc = service(3);
+    const ran: string[] = [];
+    const r = await executePass(chain(6, ran), input(), { checkpoint: svc.checkpoint });
+    expect(svc.stored.map((o) => o.name)).toEqual(['s0', 's1']);
+    expect(ran).toEqual(['s0', 's1', 's2']);
+    expect(r.status).toBe(206);
+    const body = r.body as { opcodes: StepRunOpcode[]; logs: RunnerLogLine[] };
+    expect(body.opcodes.map((o) => o.name)).toEqual(['s2']);
+    expect(body.logs.some((l) => l.scope === 's2' && l.message === 'in step')).toBe(true);
+    expect(svc.calls()).toBe(3);
+  });
+
+  it('a checkpoint that throws (network) counts as not stored', async () => {
+    const r = await executePass(chain(3), input(), {
+      checkpoint: async () => {
+        throw new Error('ECONNREFUSED');
+      },
+    });
+    expect(r.status).toBe(206);
+    expect((r.body as { opcodes: StepRunOpcode[] }).opcodes.map((o) => o.name)).toEqual(['s0']);
+  });
+
+  it('replays stored steps from the memo on the next pass and runs only what is new', async () => {
+    const svc = service(3);
+    const ran: string[] = [];
+    await executePass(chain(4, ran), input(), { checkpoint: svc.checkpoint });
+    const memo: Memo = {};
+    for (const o of svc.stored) memo[o.id] = { data: o.data };
+    const again = service();
+    const r = await executePass(chain(4, ran), input(memo), { checkpoint: again.checkpoint });
+    expect(r).toMatchObject({ status: 200, body: { data: 6 } });
+    // s0 and s1 ran once; s2 ran again (its checkpoint was refused and this memo lacks it).
+    expect(ran).toEqual(['s0', 's1', 's2', 's2', 's3']);
+  });
+
+  it('stops starting steps after checkpointPassMs: the pass replies 206 with nothing new', async () => {
+    let clock = 0;
+    const svc = service();
+    const handler: WorkflowHandler = async ({ step }) => {
+      for (let i = 0; i < 10; i++) await step.run(`s${i}`, () => (clock += 10));
+    };
+    const r = await executePass(handler, input(), { checkpoint: svc.checkpoint, checkpointPassMs: 25, now: () => clock });
+    expect(svc.stored.map((o) => o.name)).toEqual(['s0', 's1', 's2']);
+    expect(r).toMatchObject({ status: 206, body: { opcodes: [] } });
+  });
+
+  it('never checkpoints a failed step, a parked step or parallel steps twice', async () => {
+    const svc = service();
+    const handler: WorkflowHandler = async ({ step }) => {
+      await Promise.all([step.run('a', () => 1), step.run('b', () => 2)]);
+      await step.sleep('nap', '1s');
+    };
+    const r = await executePass(handler, input(), { checkpoint: svc.checkpoint });
+    expect(svc.stored.map((o) => o.name).sort()).toEqual(['a', 'b']);
+    expect((r.body as { opcodes: { op: string }[] }).opcodes.map((o) => o.op)).toEqual(['Sleep']);
+    const failing: WorkflowHandler = async ({ step }) => {
+      await step.run('boom', () => {
+        throw new Error('no');
+      });
+    };
+    const f = service();
+    const r2 = await executePass(failing, input(), { checkpoint: f.checkpoint });
+    expect(f.calls()).toBe(0);
+    expect((r2.body as { opcodes: StepRunOpcode[] }).opcodes[0]).toMatchObject({ name: 'boom', error: { message: 'no' } });
+  });
+});
