@@ -43,7 +43,8 @@ describe('deploy/helm/dws', () => {
     const count = (kind: string) => objects.filter((o) => o.object.kind === kind).length;
     expect([count('Deployment'), count('Service'), count('PodDisruptionBudget'), count('HorizontalPodAutoscaler')]).toEqual([6, 6, 6, 6]);
     expect([count('ConfigMap'), count('Secret'), count('Ingress')]).toEqual([1, 1, 1]);
-    for (const s of SERVICES) expect(find(objects, 'Deployment', `dws-${s}`).spec.template.spec.containers[0].args).toEqual([`services/${s}/src/bin.ts`]);
+    for (const s of SERVICES)
+      expect(find(objects, 'Deployment', `dws-${s}`).spec.template.spec.containers[0].args).toEqual([`services/${s}/src/bin.ts`]);
   });
 
   it('refuses to render without a sealing key, naming the value to set', () => {
@@ -51,8 +52,12 @@ describe('deploy/helm/dws', () => {
       /execution error at \(dws\/templates\/[a-z]+\.yaml:\d+\): secrets\.sealKey is required \(or name a Secret holding SERVICE_SEAL_KEY in secrets\.existingSecret\)/,
     );
     // Without Postgres or NATS too.
-    expect(() => render({ secrets: TEST_VALUES.secrets, nats: TEST_VALUES.nats })).toThrow(/postgres\.url or postgres\.existingSecret is required/);
-    expect(() => render({ secrets: TEST_VALUES.secrets, postgres: TEST_VALUES.postgres })).toThrow(/nats\.url or nats\.existingSecret is required/);
+    expect(() => render({ secrets: TEST_VALUES.secrets, nats: TEST_VALUES.nats })).toThrow(
+      /postgres\.url or postgres\.existingSecret is required/,
+    );
+    expect(() => render({ secrets: TEST_VALUES.secrets, postgres: TEST_VALUES.postgres })).toThrow(
+      /nats\.url or nats\.existingSecret is required/,
+    );
   });
 
   it('ships no secret value in values.yaml', () => {
@@ -100,7 +105,9 @@ describe('deploy/helm/dws', () => {
     for (const s of SERVICES) {
       const hpa = find(objects, 'HorizontalPodAutoscaler', `dws-${s}`);
       expect(hpa.apiVersion).toBe('autoscaling/v2');
-      expect(hpa.spec.metrics).toEqual([{ type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 70 } } }]);
+      expect(hpa.spec.metrics).toEqual([
+        { type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 70 } } },
+      ]);
       // The HPA owns the replica count.
       expect(find(objects, 'Deployment', `dws-${s}`).spec.replicas).toBeUndefined();
     }
@@ -113,7 +120,9 @@ describe('deploy/helm/dws', () => {
   });
 
   it('lists three NATS servers with values-nats-cluster.yaml', () => {
-    const { objects: cluster } = render({ secrets: TEST_VALUES.secrets, postgres: TEST_VALUES.postgres }, [path.join(CHART_DIR, 'values-nats-cluster.yaml')]);
+    const { objects: cluster } = render({ secrets: TEST_VALUES.secrets, postgres: TEST_VALUES.postgres }, [
+      path.join(CHART_DIR, 'values-nats-cluster.yaml'),
+    ]);
     const servers = (find(cluster, 'ConfigMap', 'dws').data.NATS_URL as string).split(',');
     expect(servers).toHaveLength(3);
     for (const s of servers) expect(s).toMatch(/^nats:\/\/nats-[0-2]\.[a-z.-]+:4222$/);
@@ -130,7 +139,9 @@ describe('deploy/helm/dws', () => {
     expect(find(ext, 'ConfigMap', 'prod-dws').data.NATS_URL).toBeUndefined();
     // Autoscaling off: a fixed replica count and no HPA.
     expect(find(ext, 'Deployment', 'prod-dws-webhook-dispatcher').spec.replicas).toBe(1);
-    expect(ext.some((o) => o.object.kind === 'HorizontalPodAutoscaler' && (o.object.metadata as Dict).name === 'prod-dws-webhook-dispatcher')).toBe(false);
+    expect(
+      ext.some((o) => o.object.kind === 'HorizontalPodAutoscaler' && (o.object.metadata as Dict).name === 'prod-dws-webhook-dispatcher'),
+    ).toBe(false);
   });
 
   it('validates every object of every case the CLI renders', async () => {

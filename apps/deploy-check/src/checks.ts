@@ -28,7 +28,10 @@ export const CASES: Case[] = [
   { name: 'defaults', render: { set: TEST_VALUES } },
   {
     name: 'nats-cluster',
-    render: { valuesFiles: [path.join(CHART_DIR, 'values-nats-cluster.yaml')], set: { secrets: TEST_VALUES.secrets, postgres: TEST_VALUES.postgres } },
+    render: {
+      valuesFiles: [path.join(CHART_DIR, 'values-nats-cluster.yaml')],
+      set: { secrets: TEST_VALUES.secrets, postgres: TEST_VALUES.postgres },
+    },
   },
   {
     // The other branches: secrets kept outside the chart, the queue-depth metric, fixed replicas, TLS.
@@ -43,7 +46,12 @@ export const CASES: Case[] = [
           scheduler: { autoscaling: { queueDepth: { enabled: true } } },
           'webhook-dispatcher': { autoscaling: { enabled: false }, replicas: 1, podDisruptionBudget: { enabled: false } },
         },
-        ingress: { className: 'nginx', host: 'dws.example.com', tls: [{ hosts: ['dws.example.com'], secretName: 'dws-tls' }], annotations: { 'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600' } },
+        ingress: {
+          className: 'nginx',
+          host: 'dws.example.com',
+          tls: [{ hosts: ['dws.example.com'], secretName: 'dws-tls' }],
+          annotations: { 'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600' },
+        },
         imagePullSecrets: [{ name: 'registry' }],
       },
     },
@@ -82,7 +90,11 @@ export async function runChecks(): Promise<Report> {
       else pass(`helm ${c.name}: ${id} (${o.template})`);
     }
     const orphans = problems.filter((p) => !rendered.objects.some((o) => describe(o) === p.object));
-    if (orphans.length) fail(`helm ${c.name}: chart`, orphans.map((p) => `${p.object}: ${p.message}`));
+    if (orphans.length)
+      fail(
+        `helm ${c.name}: chart`,
+        orphans.map((p) => `${p.object}: ${p.message}`),
+      );
   }
 
   // No default secret: without a sealing key the chart must refuse to render.
@@ -114,7 +126,10 @@ export async function runChecks(): Promise<Report> {
   if (defaults.length) fail('compose without SERVICE_SEAL_KEY: refused', defaults);
   else pass('compose without SERVICE_SEAL_KEY: refused');
 
-  const dockerProblems = checkDockerfile(readFileSync(path.join(REPO, 'Dockerfile'), 'utf8'), readFileSync(path.join(REPO, 'pnpm-lock.yaml'), 'utf8'));
+  const dockerProblems = checkDockerfile(
+    readFileSync(path.join(REPO, 'Dockerfile'), 'utf8'),
+    readFileSync(path.join(REPO, 'pnpm-lock.yaml'), 'utf8'),
+  );
   if (dockerProblems.length) fail('Dockerfile: multi-stage, non-root, entrypoint, tsx version', dockerProblems);
   else pass('Dockerfile: multi-stage, non-root, entrypoint, tsx version');
 

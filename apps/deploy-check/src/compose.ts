@@ -24,35 +24,38 @@ const SCHEMA_FILE = new URL('../schema/compose-spec.json', import.meta.url);
 
 /** Compose's interpolation of one string: $X, ${X}, ${X:-d}, ${X-d}, ${X:?e}, ${X?e}, ${X:+r}, ${X+r}, $$. */
 export function interpolate(s: string, env: Record<string, string | undefined>, where: string): string {
-  return s.replace(/\$(\$|[A-Za-z_][A-Za-z0-9_]*|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])((?:[^{}]|\{[^{}]*\})*))?\})/g, (all, simple: string, braced?: string, op?: string, arg?: string) => {
-    if (simple === '$') return '$';
-    if (!all.startsWith('${')) return env[simple] ?? '';
-    const name = braced as string;
-    const value = env[name];
-    const unset = value === undefined;
-    const emptyOrUnset = unset || value === '';
-    const nested = (t: string) => interpolate(t, env, where);
-    switch (op) {
-      case undefined:
-        return value ?? '';
-      case ':-':
-        return emptyOrUnset ? nested(arg ?? '') : (value as string);
-      case '-':
-        return unset ? nested(arg ?? '') : (value as string);
-      case ':?':
-        if (emptyOrUnset) throw new InterpolationError(`${where}: required variable ${name} is missing a value: ${arg ?? ''}`);
-        return value as string;
-      case '?':
-        if (unset) throw new InterpolationError(`${where}: required variable ${name} is missing a value: ${arg ?? ''}`);
-        return value as string;
-      case ':+':
-        return emptyOrUnset ? '' : nested(arg ?? '');
-      case '+':
-        return unset ? '' : nested(arg ?? '');
-      default:
-        throw new InterpolationError(`${where}: unsupported interpolation ${all}`);
-    }
-  });
+  return s.replace(
+    /\$(\$|[A-Za-z_][A-Za-z0-9_]*|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])((?:[^{}]|\{[^{}]*\})*))?\})/g,
+    (all, simple: string, braced?: string, op?: string, arg?: string) => {
+      if (simple === '$') return '$';
+      if (!all.startsWith('${')) return env[simple] ?? '';
+      const name = braced as string;
+      const value = env[name];
+      const unset = value === undefined;
+      const emptyOrUnset = unset || value === '';
+      const nested = (t: string) => interpolate(t, env, where);
+      switch (op) {
+        case undefined:
+          return value ?? '';
+        case ':-':
+          return emptyOrUnset ? nested(arg ?? '') : (value as string);
+        case '-':
+          return unset ? nested(arg ?? '') : (value as string);
+        case ':?':
+          if (emptyOrUnset) throw new InterpolationError(`${where}: required variable ${name} is missing a value: ${arg ?? ''}`);
+          return value as string;
+        case '?':
+          if (unset) throw new InterpolationError(`${where}: required variable ${name} is missing a value: ${arg ?? ''}`);
+          return value as string;
+        case ':+':
+          return emptyOrUnset ? '' : nested(arg ?? '');
+        case '+':
+          return unset ? '' : nested(arg ?? '');
+        default:
+          throw new InterpolationError(`${where}: unsupported interpolation ${all}`);
+      }
+    },
+  );
 }
 
 function interpolateTree(v: unknown, env: Record<string, string | undefined>, at: string): unknown {
@@ -98,11 +101,14 @@ export function checkComposeFleet(doc: Dict): string[] {
     const build = s.build;
     const context = typeof build === 'string' ? build : isDict(build) ? build.context : undefined;
     const dockerfile = isDict(build) ? (build.dockerfile ?? 'Dockerfile') : 'Dockerfile';
-    if (context !== '.' || dockerfile !== 'Dockerfile') out.push(`services.${name}: must be built from the repository's Dockerfile (build.context ".")`);
+    if (context !== '.' || dockerfile !== 'Dockerfile')
+      out.push(`services.${name}: must be built from the repository's Dockerfile (build.context ".")`);
     const command = Array.isArray(s.command) ? s.command : [];
-    if (command[0] !== `services/${name}/src/bin.ts`) out.push(`services.${name}: command must be ["services/${name}/src/bin.ts"] (the image's entrypoint is node --import tsx)`);
+    if (command[0] !== `services/${name}/src/bin.ts`)
+      out.push(`services.${name}: command must be ["services/${name}/src/bin.ts"] (the image's entrypoint is node --import tsx)`);
     const env = isDict(s.environment) ? s.environment : {};
-    for (const v of ['DATABASE_URL', 'NATS_URL', 'SERVICE_SEAL_KEY', 'PORT']) if (!env[v]) out.push(`services.${name}: environment.${v} is not set`);
+    for (const v of ['DATABASE_URL', 'NATS_URL', 'SERVICE_SEAL_KEY', 'PORT'])
+      if (!env[v]) out.push(`services.${name}: environment.${v} is not set`);
     if (typeof env.PORT === 'string') {
       if (ports.has(env.PORT)) out.push(`services.${name}: PORT ${env.PORT} is used twice`);
       ports.add(env.PORT);
@@ -112,7 +118,8 @@ export function checkComposeFleet(doc: Dict): string[] {
     if (!deps.includes('postgres') || !deps.includes('nats')) out.push(`services.${name}: must depend on postgres and nats`);
   }
   const nats = services.nats;
-  if (isDict(nats) && !(Array.isArray(nats.command) && nats.command.some((a) => a === '-js' || a === '--jetstream'))) out.push('services.nats: JetStream is not enabled (-js)');
+  if (isDict(nats) && !(Array.isArray(nats.command) && nats.command.some((a) => a === '-js' || a === '--jetstream')))
+    out.push('services.nats: JetStream is not enabled (-js)');
   return out;
 }
 
@@ -125,7 +132,9 @@ export function secretDefaults(text: string, secrets: string[]): string[] {
   for (const name of secrets) {
     const uses = [...text.matchAll(new RegExp(`\\$\\{${name}((?::?[-?+])[^}]*)?\\}`, 'g'))];
     if (!uses.length) out.push(`${name} is not taken from the environment`);
-    for (const u of uses) if (!(u[1] ?? '').startsWith(':?')) out.push(`${name} is used as \${${name}${u[1] ?? ''}}: it must be \${${name}:?...} so compose refuses to start without it`);
+    for (const u of uses)
+      if (!(u[1] ?? '').startsWith(':?'))
+        out.push(`${name} is used as \${${name}${u[1] ?? ''}}: it must be \${${name}:?...} so compose refuses to start without it`);
   }
   return out;
 }

@@ -44,11 +44,16 @@ export function checkDockerfile(text: string, lockText: string): string[] {
   const user = final.filter((i) => i.op === 'USER').pop();
   if (!user) out.push('the final stage sets no USER: it would run as root');
   else if (/^(root|0)(:|$)/.test(user.args)) out.push(`line ${user.line}: USER ${user.args} is root`);
-  else if (!/^\d+(:\d+)?$/.test(user.args)) out.push(`line ${user.line}: USER ${user.args}: use a numeric uid so Kubernetes can verify runAsNonRoot`);
+  else if (!/^\d+(:\d+)?$/.test(user.args))
+    out.push(`line ${user.line}: USER ${user.args}: use a numeric uid so Kubernetes can verify runAsNonRoot`);
   const entry = final.filter((i) => i.op === 'ENTRYPOINT').pop();
-  if (!entry || entry.args !== '["node", "--import", "tsx"]') out.push('the final stage\'s ENTRYPOINT must be ["node", "--import", "tsx"] (the chart and compose pass the service file as the argument)');
+  if (!entry || entry.args !== '["node", "--import", "tsx"]')
+    out.push(
+      'the final stage\'s ENTRYPOINT must be ["node", "--import", "tsx"] (the chart and compose pass the service file as the argument)',
+    );
   for (const f of froms) if (/:latest\b/.test(f.args)) out.push(`line ${f.line}: FROM ${f.args}: pin the base image`);
-  if (final.some((i) => i.op === 'RUN' && /pnpm install(?![^&]*--prod)/.test(i.args))) out.push('the final stage installs dependencies: do it in a build stage');
+  if (final.some((i) => i.op === 'RUN' && /pnpm install(?![^&]*--prod)/.test(i.args)))
+    out.push('the final stage installs dependencies: do it in a build stage');
   if (!final.some((i) => i.op === 'COPY' && /--from=/.test(i.args))) out.push('the final stage copies nothing from the build stage');
   const arg = ins.find((i) => i.op === 'ARG' && i.args.startsWith('TSX_VERSION='));
   const locked = lockedTsxVersion(lockText);

@@ -58,7 +58,8 @@ export function parseYaml(text: string, where: string): unknown {
 
 export function loadChart(dir: string): Chart {
   const meta = parseYaml(readFileSync(path.join(dir, 'Chart.yaml'), 'utf8'), 'Chart.yaml');
-  if (!isDict(meta) || typeof meta.name !== 'string' || typeof meta.version !== 'string') throw new Error(`${dir}/Chart.yaml: name and version are required`);
+  if (!isDict(meta) || typeof meta.name !== 'string' || typeof meta.version !== 'string')
+    throw new Error(`${dir}/Chart.yaml: name and version are required`);
   const values = parseYaml(readFileSync(path.join(dir, 'values.yaml'), 'utf8'), 'values.yaml') ?? {};
   if (!isDict(values)) throw new Error(`${dir}/values.yaml: not a map`);
   const templates = new Map<string, string>();

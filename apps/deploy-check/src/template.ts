@@ -475,7 +475,8 @@ const FUNCTIONS: Record<string, Fn> = {
   required: (ctx, line, args) => {
     nargs('required', args, 2);
     const v = args[1];
-    if (v === null || v === undefined || v === '') throw new TemplateError(`execution error at (${ctx.file}:${line}): ${str('required', args[0])}`);
+    if (v === null || v === undefined || v === '')
+      throw new TemplateError(`execution error at (${ctx.file}:${line}): ${str('required', args[0])}`);
     return v;
   },
   fail: (ctx, line, args) => {
@@ -626,7 +627,10 @@ class Executor {
     if (v === null || v === undefined) entries = [];
     else if (Array.isArray(v)) entries = v.map((x, i) => [i, x]);
     // Go ranges over a map in sorted key order.
-    else if (isDict(v)) entries = Object.keys(v).sort().map((k) => [k, v[k]]);
+    else if (isDict(v))
+      entries = Object.keys(v)
+        .sort()
+        .map((k) => [k, v[k]]);
     else throw this.err(node.pipeline.line, `range can't iterate over ${goString(v)}`);
     if (!entries.length) return this.list(node.otherwise, dot);
     let out = '';
@@ -681,7 +685,12 @@ class Executor {
         const args = [...rest.map((e) => this.expr(e, dot, line)), ...piped];
         return fn({ ...this.ctx }, line, args);
       } catch (e) {
-        if (e instanceof TemplateError && !e.message.startsWith(this.ctx.file) && !e.message.startsWith('execution error') && !/^\S+:\d+: /.test(e.message))
+        if (
+          e instanceof TemplateError &&
+          !e.message.startsWith(this.ctx.file) &&
+          !e.message.startsWith('execution error') &&
+          !/^\S+:\d+: /.test(e.message)
+        )
           throw this.err(line, `error calling ${name}: ${e.message}`);
         throw e;
       }

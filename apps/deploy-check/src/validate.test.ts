@@ -22,15 +22,20 @@ describe('validation of rendered objects', () => {
     get(objects, 'Deployment', 'dws-gateway').spec.template.spec.containers[0].ports[0].containerPort = '8288';
     get(objects, 'Service', 'dws-invoker').spec.ports[0].port = 'http';
     const problems = await validateObjects(objects, { skipUnknownFields: true });
-    expect(problems).toContainEqual({ object: 'Deployment/dws-gateway', message: expect.stringMatching(/containers\/0\/ports\/0\/containerPort must be integer/) });
+    expect(problems).toContainEqual({
+      object: 'Deployment/dws-gateway',
+      message: expect.stringMatching(/containers\/0\/ports\/0\/containerPort must be integer/),
+    });
     expect(problems).toContainEqual({ object: 'Service/dws-invoker', message: expect.stringMatching(/ports\/0\/port must be integer/) });
   });
 
   it('fails a missing required field and an unknown kind', async () => {
-    expect(await validateSchema({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'x' }, spec: { template: {} } })).toContainEqual(
-      expect.stringMatching(/^\/spec must have required property selector/),
-    );
-    expect(await validateSchema({ apiVersion: 'apps/v1', kind: 'Deploymint', metadata: { name: 'x' } })).toEqual(['no Kubernetes schema for apps/v1 Deploymint']);
+    expect(
+      await validateSchema({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'x' }, spec: { template: {} } }),
+    ).toContainEqual(expect.stringMatching(/^\/spec must have required property selector/));
+    expect(await validateSchema({ apiVersion: 'apps/v1', kind: 'Deploymint', metadata: { name: 'x' } })).toEqual([
+      'no Kubernetes schema for apps/v1 Deploymint',
+    ]);
   });
 
   it('finds every unknown field, at any depth', () => {
@@ -51,7 +56,10 @@ describe('validation of rendered objects', () => {
     get(objects, 'Deployment', 'dws-approvals').spec.template.spec.containers[0].readinessProbe.httpGet.port = 'health';
     const problems = checkReferences(objects.map((o) => o.object));
     expect(problems).toEqual([
-      { object: 'Deployment/dws-approvals', message: 'container approvals: readinessProbe uses port "health", which the container does not name' },
+      {
+        object: 'Deployment/dws-approvals',
+        message: 'container approvals: readinessProbe uses port "health", which the container does not name',
+      },
       { object: 'Service/dws-ingest', message: 'spec.selector matches the pods of no Deployment' },
     ]);
   });
@@ -75,17 +83,30 @@ describe('validation of rendered objects', () => {
     dep.spec.template.spec.containers[0].resources.requests.memory = '2Gi';
     dep.spec.template.spec.containers[0].envFrom[1].secretRef.name = 'elsewhere';
     dep.spec.selector.matchLabels['app.kubernetes.io/component'] = 'gw';
-    const messages = checkReferences(objects.map((o) => o.object)).filter((p) => p.object === 'Deployment/dws-gateway').map((p) => p.message);
+    const messages = checkReferences(objects.map((o) => o.object))
+      .filter((p) => p.object === 'Deployment/dws-gateway')
+      .map((p) => p.message);
     expect(messages).toEqual([
       'spec.selector.matchLabels does not match the pod template labels',
       'container gateway: envFrom Secret "elsewhere" is neither rendered nor declared external',
       'container gateway: requests.memory (2Gi) exceeds limits.memory (1Gi)',
     ]);
     // Declared as managed outside the chart, the Secret is fine.
-    expect(checkReferences(objects.map((o) => o.object), { external: { secrets: ['elsewhere'] } }).map((p) => p.message)).not.toContainEqual(expect.stringMatching(/elsewhere/));
+    expect(
+      checkReferences(
+        objects.map((o) => o.object),
+        { external: { secrets: ['elsewhere'] } },
+      ).map((p) => p.message),
+    ).not.toContainEqual(expect.stringMatching(/elsewhere/));
   });
 
   it('parses quantities', () => {
-    expect([parseQuantity('250m'), parseQuantity('1Gi'), parseQuantity(2), parseQuantity('1e3'), parseQuantity('1 Gi')]).toEqual([0.25, 2 ** 30, 2, 1000, undefined]);
+    expect([parseQuantity('250m'), parseQuantity('1Gi'), parseQuantity(2), parseQuantity('1e3'), parseQuantity('1 Gi')]).toEqual([
+      0.25,
+      2 ** 30,
+      2,
+      1000,
+      undefined,
+    ]);
   });
 });

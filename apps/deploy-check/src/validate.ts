@@ -78,7 +78,8 @@ export function unknownFields(objects: Dict[]): Map<number, string[]> {
   const checked: number[] = [];
   objects.forEach((o, i) => {
     const { apiVersion, kind } = o;
-    if (typeof apiVersion !== 'string' || typeof kind !== 'string' || !/^[a-z0-9./]+$/.test(apiVersion) || !/^[A-Za-z]+$/.test(kind)) return;
+    if (typeof apiVersion !== 'string' || typeof kind !== 'string' || !/^[a-z0-9./]+$/.test(apiVersion) || !/^[A-Za-z]+$/.test(kind))
+      return;
     lines.push(`import type { I${kind} as T${i} } from 'kubernetes-models/${apiVersion}/${kind}';`);
     checked.push(i);
   });
@@ -114,7 +115,11 @@ export function unknownFields(objects: Dict[]): Map<number, string[]> {
     if (ts.isObjectLiteralExpression(node)) {
       const contextual = checker.getContextualType(node);
       const type = contextual ? checker.getNonNullableType(contextual) : undefined;
-      const open = !type || type.flags & ts.TypeFlags.Any || checker.getIndexInfosOfType(type).length > 0 || (type.isUnion() && type.types.some((t) => !(t.flags & ts.TypeFlags.Object)));
+      const open =
+        !type ||
+        type.flags & ts.TypeFlags.Any ||
+        checker.getIndexInfosOfType(type).length > 0 ||
+        (type.isUnion() && type.types.some((t) => !(t.flags & ts.TypeFlags.Object)));
       for (const prop of node.properties) {
         if (!ts.isPropertyAssignment(prop)) continue;
         const key = ts.isStringLiteral(prop.name) ? prop.name.text : prop.name.getText();
@@ -150,13 +155,28 @@ function labelProblems(labels: unknown, where: string): string[] {
     const name = slash === -1 ? k : k.slice(slash + 1);
     if ((prefix !== undefined && (prefix.length > 253 || !DNS1123_SUBDOMAIN.test(prefix))) || name.length > 63 || !LABEL_NAME.test(name))
       out.push(`${where}: invalid label key "${k}"`);
-    if (typeof v !== 'string' || v.length > 63 || (v !== '' && !LABEL_NAME.test(v))) out.push(`${where}: invalid value of label "${k}": ${JSON.stringify(v)}`);
+    if (typeof v !== 'string' || v.length > 63 || (v !== '' && !LABEL_NAME.test(v)))
+      out.push(`${where}: invalid value of label "${k}": ${JSON.stringify(v)}`);
   }
   return out;
 }
 
 const QUANTITY = /^([+-]?\d+(\.\d+)?|[+-]?\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+)?$/;
-const FACTORS: Record<string, number> = { m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
+const FACTORS: Record<string, number> = {
+  m: 1e-3,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
+};
 
 /** A Kubernetes quantity ("250m", "1Gi", 2) as a number, or undefined when malformed. */
 export function parseQuantity(q: unknown): number | undefined {
@@ -192,7 +212,8 @@ export function checkReferences(objects: Dict[], opts: ValidateOptions = {}): Pr
     seen.add(id);
     const name = dict(o.metadata).name;
     const nameRule = o.kind === 'Service' ? DNS1035_LABEL : DNS1123_SUBDOMAIN;
-    if (typeof name !== 'string' || !nameRule.test(name) || name.length > (o.kind === 'Service' ? 63 : 253)) add(o, `invalid metadata.name ${JSON.stringify(name)}`);
+    if (typeof name !== 'string' || !nameRule.test(name) || name.length > (o.kind === 'Service' ? 63 : 253))
+      add(o, `invalid metadata.name ${JSON.stringify(name)}`);
     for (const p of labelProblems(dict(o.metadata).labels, 'metadata.labels')) add(o, p);
   }
 
@@ -222,8 +243,10 @@ export function checkReferences(objects: Dict[], opts: ValidateOptions = {}): Pr
           add(d, `container ${cname}: invalid port name ${JSON.stringify(p.name)}`);
       for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
         const port = dict(dict(c[probe]).httpGet).port;
-        if (typeof port === 'string' && !portNames.has(port)) add(d, `container ${cname}: ${probe} uses port "${port}", which the container does not name`);
-        if (typeof port === 'number' && !ports.some((p) => p.containerPort === port)) add(d, `container ${cname}: ${probe} uses port ${port}, which the container does not expose`);
+        if (typeof port === 'string' && !portNames.has(port))
+          add(d, `container ${cname}: ${probe} uses port "${port}", which the container does not name`);
+        if (typeof port === 'number' && !ports.some((p) => p.containerPort === port))
+          add(d, `container ${cname}: ${probe} uses port ${port}, which the container does not expose`);
       }
       const names = new Set<string>();
       for (const e of list(c.env).map(dict)) {
@@ -235,14 +258,18 @@ export function checkReferences(objects: Dict[], opts: ValidateOptions = {}): Pr
         const sk = dict(from.secretKeyRef);
         if (sk.name !== undefined && sk.optional !== true) {
           const data = secrets.get(String(sk.name));
-          if (!data && !externalSecrets.has(String(sk.name))) add(d, `container ${cname}: env ${n} reads Secret "${String(sk.name)}", which is neither rendered nor declared external`);
-          if (data && !(String(sk.key) in data)) add(d, `container ${cname}: env ${n} reads key "${String(sk.key)}", which Secret "${String(sk.name)}" does not hold`);
+          if (!data && !externalSecrets.has(String(sk.name)))
+            add(d, `container ${cname}: env ${n} reads Secret "${String(sk.name)}", which is neither rendered nor declared external`);
+          if (data && !(String(sk.key) in data))
+            add(d, `container ${cname}: env ${n} reads key "${String(sk.key)}", which Secret "${String(sk.name)}" does not hold`);
         }
         const ck = dict(from.configMapKeyRef);
         if (ck.name !== undefined && ck.optional !== true) {
           const data = configMaps.get(String(ck.name));
-          if (!data && !externalConfigMaps.has(String(ck.name))) add(d, `container ${cname}: env ${n} reads ConfigMap "${String(ck.name)}", which is neither rendered nor declared external`);
-          if (data && !(String(ck.key) in data)) add(d, `container ${cname}: env ${n} reads key "${String(ck.key)}", which ConfigMap "${String(ck.name)}" does not hold`);
+          if (!data && !externalConfigMaps.has(String(ck.name)))
+            add(d, `container ${cname}: env ${n} reads ConfigMap "${String(ck.name)}", which is neither rendered nor declared external`);
+          if (data && !(String(ck.key) in data))
+            add(d, `container ${cname}: env ${n} reads key "${String(ck.key)}", which ConfigMap "${String(ck.name)}" does not hold`);
         }
       }
       for (const ef of list(c.envFrom).map(dict)) {
@@ -253,15 +280,18 @@ export function checkReferences(objects: Dict[], opts: ValidateOptions = {}): Pr
         if (cm.name !== undefined && cm.optional !== true && !configMaps.has(String(cm.name)) && !externalConfigMaps.has(String(cm.name)))
           add(d, `container ${cname}: envFrom ConfigMap "${String(cm.name)}" is neither rendered nor declared external`);
       }
-      for (const m of list(c.volumeMounts).map(dict)) if (!volumes.has(m.name)) add(d, `container ${cname}: volumeMount "${String(m.name)}" names no volume`);
+      for (const m of list(c.volumeMounts).map(dict))
+        if (!volumes.has(m.name)) add(d, `container ${cname}: volumeMount "${String(m.name)}" names no volume`);
       const res = dict(c.resources);
       for (const [r, limit] of Object.entries(dict(res.limits))) {
         const request = dict(res.requests)[r];
         const l = parseQuantity(limit);
         const q = request === undefined ? undefined : parseQuantity(request);
         if (l === undefined) add(d, `container ${cname}: limits.${r} ${JSON.stringify(limit)} is not a quantity`);
-        if (request !== undefined && q === undefined) add(d, `container ${cname}: requests.${r} ${JSON.stringify(request)} is not a quantity`);
-        if (l !== undefined && q !== undefined && q > l) add(d, `container ${cname}: requests.${r} (${String(request)}) exceeds limits.${r} (${String(limit)})`);
+        if (request !== undefined && q === undefined)
+          add(d, `container ${cname}: requests.${r} ${JSON.stringify(request)} is not a quantity`);
+        if (l !== undefined && q !== undefined && q > l)
+          add(d, `container ${cname}: requests.${r} (${String(request)}) exceeds limits.${r} (${String(limit)})`);
       }
     }
   }
@@ -288,7 +318,10 @@ export function checkReferences(objects: Dict[], opts: ValidateOptions = {}): Pr
 
   for (const ing of byKind('Ingress')) {
     const spec = dict(ing.spec);
-    const backends = [dict(spec.defaultBackend), ...list(spec.rules).flatMap((r) => list(dict(dict(r).http).paths).map((p) => dict(dict(p).backend)))];
+    const backends = [
+      dict(spec.defaultBackend),
+      ...list(spec.rules).flatMap((r) => list(dict(dict(r).http).paths).map((p) => dict(dict(p).backend))),
+    ];
     for (const b of backends) {
       const svc = dict(b.service);
       if (svc.name === undefined) continue;
@@ -310,15 +343,18 @@ export function checkReferences(objects: Dict[], opts: ValidateOptions = {}): Pr
     const ref = dict(spec.scaleTargetRef);
     const target = ref.kind === 'Deployment' ? deployments.get(String(ref.name)) : undefined;
     if (!target) add(h, `scaleTargetRef ${String(ref.kind)}/${String(ref.name)} is not a rendered Deployment`);
-    if (typeof spec.minReplicas === 'number' && typeof spec.maxReplicas === 'number' && spec.minReplicas > spec.maxReplicas) add(h, 'minReplicas exceeds maxReplicas');
+    if (typeof spec.minReplicas === 'number' && typeof spec.maxReplicas === 'number' && spec.minReplicas > spec.maxReplicas)
+      add(h, 'minReplicas exceeds maxReplicas');
     for (const m of list(spec.metrics).map(dict)) {
       const r = dict(m.resource);
       // A utilization target is a share of the request: without one the HPA cannot compute it.
       if (m.type === 'Resource' && dict(r.target).type === 'Utilization' && target)
         for (const c of target.containers)
-          if (dict(dict(c.resources).requests)[String(r.name)] === undefined) add(h, `targets ${String(r.name)} utilization but container ${String(c.name)} requests no ${String(r.name)}`);
+          if (dict(dict(c.resources).requests)[String(r.name)] === undefined)
+            add(h, `targets ${String(r.name)} utilization but container ${String(c.name)} requests no ${String(r.name)}`);
     }
-    if (target && dict(target.deployment.spec).replicas !== undefined) add(h, `${nameOf(target.deployment)} also sets spec.replicas, which each upgrade would reset`);
+    if (target && dict(target.deployment.spec).replicas !== undefined)
+      add(h, `${nameOf(target.deployment)} also sets spec.replicas, which each upgrade would reset`);
   }
 
   for (const pdb of byKind('PodDisruptionBudget')) {
