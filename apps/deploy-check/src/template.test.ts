@@ -68,6 +68,10 @@ describe('template engine', () => {
     expect(render('{{ index .m "a-b" }}', { m: { 'a-b': 7 } })).toBe('7');
     expect(render('{{ "x" | sha256sum | trunc 8 }}')).toBe('2d711642');
     expect(render('{{ 8291 | toString | quote }}')).toBe('"8291"');
+    // Values are float64 in helm: large ones print with an exponent, as helm prints them.
+    expect(render('{{ .a }} {{ .b }} {{ .c }} {{ .d }}', { a: 999999, b: 1000000, c: 123456789, d: 0.5 })).toBe(
+      '999999 1e+06 1.23456789e+08 0.5',
+    );
   });
 
   it('evaluates and / or lazily, like Go 1.18+', () => {

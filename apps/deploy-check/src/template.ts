@@ -373,7 +373,8 @@ export function truthy(v: unknown): boolean {
 function goString(v: unknown): string {
   if (v === null || v === undefined) return '<nil>';
   if (typeof v === 'string') return v;
-  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  if (typeof v === 'number') return goFloat(v);
+  if (typeof v === 'boolean') return String(v);
   if (Array.isArray(v)) return `[${v.map(goString).join(' ')}]`;
   if (isDict(v))
     return `map[${Object.keys(v)
@@ -381,6 +382,19 @@ function goString(v: unknown): string {
       .map((k) => `${k}:${goString(v[k])}`)
       .join(' ')}]`;
   return String(v);
+}
+
+/**
+ * fmt's %v of a float64, which every number in helm's values is: shortest digits, and
+ * an exponent from 1e+06 up (helm renders a value of 1000000 as "1e+06").
+ */
+function goFloat(n: number): string {
+  if (!Number.isFinite(n)) return Number.isNaN(n) ? 'NaN' : n > 0 ? '+Inf' : '-Inf';
+  if (n === 0) return '0';
+  const [mantissa, e] = n.toExponential().split('e') as [string, string];
+  const exp = Number(e);
+  if (exp >= -4 && exp < 6) return String(n);
+  return `${mantissa}e${exp < 0 ? '-' : '+'}${String(Math.abs(exp)).padStart(2, '0')}`;
 }
 
 /** strconv.Quote for the characters YAML and JSON care about. */
