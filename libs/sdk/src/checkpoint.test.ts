@@ -42,23 +42,30 @@ const chain =
   };
 
 describe('checkpoints (steps stored while the pass goes on)', () => {
-  it('stores each finished step before the handler goes past it, and ends the run in one pass', async () => {
+  it('stores the finished steps before the next one starts, and ends the run in one pass', async () => {
     const svc = service();
     const order: string[] = [];
     const wrapped: Checkpoint = async (ops, logs) => {
       const ok = await svc.checkpoint(ops, logs);
-      order.push(`stored ${ops[0]!.name}`);
+      order.push(`stored ${ops.map((o) => o.name).join(',')}`);
       return ok;
     };
     // No run-ahead budget: the checkpoints alone carry the pass on.
     const r = await executePass(chain(4, [], order), input(), { checkpoint: wrapped, stepBudgetMs: 0 });
     expect(r).toMatchObject({ status: 200, body: { data: 6 } });
-    // Nothing stored twice: the reply carries no step the checkpoints stored.
-    expect((r.body as { opcodes?: unknown }).opcodes).toBeUndefined();
-    expect(svc.stored.map((o) => [o.name, o.data])).toEqual([0, 1, 2, 3].map((i) => [`s${i}`, i]));
-    expect(order.slice(0, 6)).toEqual(['run s0', 'stored s0', 'past s0', 'run s1', 'stored s1', 'past s1']);
-    // The step's log lines rode its checkpoint.
-    expect(svc.lines.filter((l) => l.message === 'in step').map((l) => l.scope)).toEqual(['s0', 's1', 's2', 's3']);
+    expect(svc.stored.map((o) => [o.name, o.data])).toEqual([0, 1, 2].map((i) => [`s${i}`, i]));
+    expect(order.slice(0, 6)).toEqual(['run s0', 'past s0', 'stored s0', 'run s1', 'past s1', 'stored s1']);
+    // The last step rides the 200 (no round trip for it); nothing stored is repeated there.
+    expect((r.body as { opcodes?: StepRunOpcode[] }).opcodes?.map((o) => o.name)).toEqual(['s3']);
+    // Each step's log lines rode the checkpoint that stored it.
+    expect(svc.lines.filter((l) => l.message === 'in step').map((l) => l.scope)).toEqual(['s0', 's1', 's2']);
+  });
+
+  it('a one-step run makes no checkpoint at all', async () => {
+    const svc = service();
+    const r = await executePass(chain(1), input(), { checkpoint: svc.checkpoint });
+    expect(svc.calls()).toBe(0);
+    expect(r).toMatchObject({ status: 200, body: { data: 0, opcodes: [{ name: 's0' }] } });
   });
 
   it('a refused checkpoint ends the pass: no new step starts, the reply carries the unstored step and its logs', async () => {
@@ -104,19 +111,21 @@ describe('checkpoints (steps stored while the pass goes on)', () => {
       for (let i = 0; i < 10; i++) await step.run(`s${i}`, () => (clock += 10));
     };
     const r = await executePass(handler, input(), { checkpoint: svc.checkpoint, checkpointPassMs: 25, now: () => clock });
-    expect(svc.stored.map((o) => o.name)).toEqual(['s0', 's1', 's2']);
-    expect(r).toMatchObject({ status: 206, body: { opcodes: [] } });
+    expect(svc.stored.map((o) => o.name)).toEqual(['s0', 's1']);
+    expect(r).toMatchObject({ status: 206, body: { opcodes: [{ name: 's2' }] } });
   });
 
-  it('never checkpoints a failed step, a parked step or parallel steps twice', async () => {
+  it('stores parallel steps in one checkpoint, and never a failed or a parked step', async () => {
     const svc = service();
     const handler: WorkflowHandler = async ({ step }) => {
       await Promise.all([step.run('a', () => 1), step.run('b', () => 2)]);
+      await step.run('c', () => 3);
       await step.sleep('nap', '1s');
     };
     const r = await executePass(handler, input(), { checkpoint: svc.checkpoint });
+    expect(svc.calls()).toBe(1);
     expect(svc.stored.map((o) => o.name).sort()).toEqual(['a', 'b']);
-    expect((r.body as { opcodes: { op: string }[] }).opcodes.map((o) => o.op)).toEqual(['Sleep']);
+    expect((r.body as { opcodes: { op: string; name: string }[] }).opcodes.map((o) => `${o.op} ${o.name}`)).toEqual(['StepRun c', 'Sleep nap']);
     const failing: WorkflowHandler = async ({ step }) => {
       await step.run('boom', () => {
         throw new Error('no');

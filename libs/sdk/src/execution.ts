@@ -78,11 +78,12 @@ export interface ExecuteOptions {
   /** Clock for the budget and log timestamps. @default Date.now */
   now?: () => number;
   /**
-   * Checkpoint each successful new step.run before the handler goes past
-   * it; while they are stored, the pass runs on into further steps (up to
+   * Checkpoint successful new step.runs before the next new step starts;
+   * while they are stored, the pass runs on into further steps (up to
    * `checkpointPassMs`) whatever `stepBudgetMs` says, so a long run costs one
-   * pass instead of one per step, with the same durability. Given by the
-   * transport when the invoke carries `ctx.checkpoint`.
+   * pass instead of one per step, with the same durability: a crash re-runs
+   * only the step in flight. Given by the transport when the invoke carries
+   * `ctx.checkpoint`.
    */
   checkpoint?: Checkpoint;
   /** @default CHECKPOINT_PASS_MS */
@@ -163,7 +164,7 @@ export async function executePass<TData = unknown>(
   const memo = input.steps;
   const allocator = createStepIdAllocator();
   const visited = new Set<string>();
-  const found: Array<Promise<Found>> = [];
+  const found: Array<Promise<Found | undefined>> = [];
   let foundBytes = 0;
   let frozen = false;
   // Out of budget after a finished step: the handler still gets its result, so a return right
@@ -173,7 +174,9 @@ export async function executePass<TData = unknown>(
   // Checkpoints go one at a time, in the order the steps finished; the first refusal ends them.
   let checkpoint = options.checkpoint;
   const checkpointPassMs = options.checkpointPassMs ?? CHECKPOINT_PASS_MS;
-  let checkpoints: Promise<unknown> = Promise.resolve();
+  // Successful new steps not yet checkpointed, and the checkpoint in flight.
+  const unstored: Found[] = [];
+  let flushing: Promise<boolean> = Promise.resolve(true);
   let wake: () => void = () => {};
   const suspended = new Promise<void>((resolve) => (wake = resolve));
 
@@ -216,35 +219,44 @@ export async function executePass<TData = unknown>(
     return onNew(name, hashed);
   }
 
-  const mayRunAhead = (f: Found): boolean =>
-    !frozen &&
-    (f.stored ? now() - startedAt < checkpointPassMs : budgetMs > 0 && now() - startedAt < budgetMs && foundBytes < EAGER_BYTES_LIMIT);
+  // With checkpoints the pass runs on (up to checkpointPassMs); without, only within the run-ahead budget.
+  const mayRunAhead = (): boolean =>
+    !frozen && (checkpoint ? now() - startedAt < checkpointPassMs : budgetMs > 0 && now() - startedAt < budgetMs && foundBytes < EAGER_BYTES_LIMIT);
 
-  /** Store a finished step before its result is handed back; a step that failed is not checkpointed (the reply retries it). */
-  function store(f: Found): Promise<Found> {
-    if (!f.ahead) return Promise.resolve(f);
-    const stored = checkpoints.then(async () => {
-      if (!checkpoint || frozen) return f;
+  /**
+   * Store the steps finished since the last checkpoint, with the log lines
+   * so far. Called before a new step starts: the finished ones are durable
+   * before any further step's code runs, and finished steps followed by the
+   * handler's return (or a park) ride the reply instead, at no extra round
+   * trip. One checkpoint at a time; the first refusal ends them (false).
+   */
+  function flush(): Promise<boolean> {
+    const next = flushing.then(async () => {
+      const batch = unstored.splice(0);
+      if (!checkpoint) return false;
+      if (batch.length === 0) return true;
       const lines = logs.take();
       let ok = false;
       try {
-        ok = await checkpoint([f.op as StepRunOpcode], lines);
+        ok = await checkpoint(batch.map((f) => f.op as StepRunOpcode), lines);
       } catch {
         ok = false;
       }
       if (ok) {
-        f.stored = true;
-        foundBytes -= f.bytes;
-      } else {
-        // The pass is over: no new step starts, and the reply carries this step and these lines.
-        logs.restore(lines);
-        checkpoint = undefined;
-        closed = true;
+        for (const f of batch) {
+          f.stored = true;
+          foundBytes -= f.bytes;
+        }
+        return true;
       }
-      return f;
+      // The pass is over: no new step starts, and the reply carries these steps and lines.
+      logs.restore(lines);
+      checkpoint = undefined;
+      closed = true;
+      return false;
     });
-    checkpoints = stored;
-    return stored;
+    flushing = next;
+    return next;
   }
 
   async function runNewStep(name: string, hashed: string, fn: () => unknown, options: StepRunOptions | undefined): Promise<Found> {
@@ -286,12 +298,19 @@ export async function executePass<TData = unknown>(
         `step.run("${String(id)}")`,
         id,
         (name, hashed) => {
-          const p = runNewStep(name, hashed, fn as () => unknown, options).then(store);
+          const run = (): Promise<Found> =>
+            runNewStep(name, hashed, fn as () => unknown, options).then((f) => {
+              if (f.ahead && checkpoint) unstored.push(f);
+              return f;
+            });
+          // Steps finished before this one are stored before it starts; refused, it does not start.
+          const p: Promise<Found | undefined> =
+            checkpoint && unstored.length > 0 ? flush().then((ok) => (ok ? run() : ((refused = true), undefined))) : run();
           found.push(p);
           wake();
           return p.then((f) => {
-            if (!f.ahead) return suspend();
-            if (!mayRunAhead(f)) closed = true;
+            if (!f?.ahead) return suspend();
+            if (!mayRunAhead()) closed = true;
             return f.ahead();
           });
         },
@@ -357,7 +376,7 @@ export async function executePass<TData = unknown>(
     await nextMacrotask();
   }
   frozen = true;
-  const news = (await Promise.all(found)).filter((f) => !f.stored).map((f) => f.op);
+  const news = (await Promise.all(found)).filter((f): f is Found => f !== undefined && !f.stored).map((f) => f.op);
   const state = handlerState.current;
 
   if (news.length > 0 && state.kind === 'returned' && !refused && news.every((o) => o.op === 'StepRun' && o.error === undefined)) {
