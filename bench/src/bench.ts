@@ -1,13 +1,21 @@
 /**
- * `pnpm bench [workloads] [modes] [reps]`: W1-W4 of ../shared/BENCH.md
+ * `pnpm bench [workloads] [modes] [reps]`: W1-W7 of ../shared/BENCH.md
  * against `pnpm dev` (embedded) and the fleet on Postgres + NATS (six
- * processes), each figure the median of `reps` repetitions with min-max.
+ * processes), each figure the median of `reps` repetitions with min-max
+ * (W5 and W7 run once: they are long and start their own deployment).
  * Prints a table and writes bench/results/<utc>.json.
  *
- *   pnpm bench                      # w1,w2,w3,w4,w4ra on embedded,fleet, 3 reps (w4ra: W4 with run-ahead)
+ *   pnpm bench                      # w1,w2,w2spec,w3,w4,w4spec,w5,w7 on embedded,fleet, 3 reps
  *   pnpm bench w1,w4 fleet 1
  *   pnpm bench w2,w6 fleet 1        # W6: W2 with 100,000 sleeping runs (Postgres modes only)
+ *
+ * The SDK checkpoints each step (one pass per run); `w2spec` and `w4spec` run
+ * the same workflows on a runner with checkpoints off, i.e. one that speaks
+ * only SPEC.md's protocol (one new step per pass, the full memo each time).
+ * `w4ra` is W4 with the SDK's run-ahead budget (several steps per pass, no
+ * checkpoints).
  */
+import { execFile } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -20,7 +28,7 @@ import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/s
 import { api, eventually, startDeployment, type Deployment, type Mode } from '@dws/test-e2e';
 
 const [wlArg, modeArg, repsArg] = process.argv.slice(2);
-const WORKLOADS = (wlArg ?? 'w1,w2,w3,w4,w4ra').split(',');
+const WORKLOADS = (wlArg ?? 'w1,w2,w2spec,w3,w4,w4spec,w5,w7').split(',');
 const MODES = (modeArg ?? 'embedded,fleet').split(',') as Mode[];
 const REPS = Number(repsArg ?? 3);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -159,14 +167,28 @@ interface Stamp {
   t: number;
 }
 
-async function setup(dep: Deployment) {
-  const stamps = new Map<string, Stamp[]>();
+/** A serve runner of the bench's workflows on its own HTTP server, registered with the deployment. */
+async function benchRunner(dep: Deployment, app: string, checkpoints: boolean, define: (r: ReturnType<typeof createRunner>) => void) {
   let handler: (req: never, res: never) => void = () => undefined;
   const server = createServer((req, res) => handler(req as never, res as never));
   server.keepAliveTimeout = 60_000;
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/invoke`;
-  const runner = createRunner({ app: 'bench', url: `${dep.base}/v1`, apiKey: dep.secretKey, signingKey: dep.signingKey, publicUrl: url });
+  const runner = createRunner({ app, url: `${dep.base}/v1`, apiKey: dep.secretKey, signingKey: dep.signingKey, publicUrl: url, checkpoints });
+  define(runner);
+  const serve = runner.serve();
+  handler = (req, res) => void serve(req, res);
+  await runner.register();
+  // Runners heartbeat (SPEC: live for 90 s after the last one); a benchmark outlives that.
+  runner.startHeartbeat();
+  return () => {
+    runner.stop();
+    return new Promise<void>((r) => server.close(() => r()));
+  };
+}
+
+async function setup(dep: Deployment) {
+  const stamps = new Map<string, Stamp[]>();
   const noop = (runId: string, i: number) => {
     const t = performance.now();
     if (runId) {
@@ -176,40 +198,54 @@ async function setup(dep: Deployment) {
     }
     return { ok: true, i, t: Date.now() };
   };
-  runner.workflow('w1', async ({ step }) => step.run('only', () => noop('', 0)));
-  runner.workflow('w2', async ({ step }) => {
+  const w2 = async ({ step }: { step: StepTools }) => {
     let last = 0;
     for (let i = 0; i < 10; i++) last = (await step.run(`s${i}`, () => noop('', i))).i;
     return { last };
-  });
-  runner.workflow('w3', async ({ step }) => {
-    const all = await Promise.all(Array.from({ length: 100 }, (_, i) => step.run(`p${i}`, () => noop('', i))));
-    return { n: all.length };
-  });
+  };
   const w4 = async ({ step, ctx }: { step: StepTools; ctx: { runId: string } }) => {
     let last = 0;
     for (let i = 0; i < 500; i++) last = (await step.run(`s${i}`, () => noop(ctx.runId, i))).i;
     return { last };
   };
-  runner.workflow('w4', w4);
-  // The same run with the SDK's run-ahead budget: several steps per pass.
-  runner.workflow('w4ra', { stepBudgetMs: RECOMMENDED_STEP_BUDGET_MS }, w4);
-  const serve = runner.serve();
-  handler = (req, res) => void serve(req, res);
-  await runner.register();
-  // Runners heartbeat (SPEC: live for 90 s after the last one); a benchmark outlives that.
-  runner.startHeartbeat();
+  const closeSdk = await benchRunner(dep, 'bench', true, (runner) => {
+    runner.workflow('w1', async ({ step }) => step.run('only', () => noop('', 0)));
+    runner.workflow('w2', w2);
+    runner.workflow('w3', async ({ step }) => {
+      const all = await Promise.all(Array.from({ length: 100 }, (_, i) => step.run(`p${i}`, () => noop('', i))));
+      return { n: all.length };
+    });
+    runner.workflow('w4', w4);
+    // The same run with the SDK's run-ahead budget: several steps per pass.
+    runner.workflow('w4ra', { stepBudgetMs: RECOMMENDED_STEP_BUDGET_MS }, w4);
+  });
+  // SPEC.md's protocol only: one new step per pass, the whole memo sent every time.
+  const closeSpec = await benchRunner(dep, 'bench-spec', false, (runner) => {
+    runner.workflow('w2spec', w2);
+    runner.workflow('w4spec', w4);
+  });
   await eventually('trigger index', async () => {
     const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'w1', data: {} } });
     return r.body?.runId ? awaitRunEnd(dep, r.body.runId as string) : undefined;
   });
   return {
     stamps,
-    close: () => {
-      runner.stop();
-      return new Promise<void>((r) => server.close(() => r()));
+    close: async () => {
+      await closeSdk();
+      await closeSpec();
     },
   };
+}
+
+/** W5 and W7 are scripts of their own (they start their own deployment); run one and read its RESULT line. */
+function script(file: string, args: string[]): Promise<Figures> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench/src', file), ...args], { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+      const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
+      if (err || !line) return reject(new Error(`${file} failed: ${err?.message ?? 'no RESULT line'}\n${stderr.slice(-2000)}`));
+      resolve(JSON.parse(line.slice('RESULT '.length)) as Figures);
+    });
+  });
 }
 
 async function start(dep: Deployment, workflow: string): Promise<string> {
@@ -231,7 +267,7 @@ async function w1(dep: Deployment): Promise<Figures> {
   return { p50_ms: r1(pct(lat, 50)), p99_ms: r1(pct(lat, 99)) };
 }
 
-async function w2(dep: Deployment): Promise<Figures> {
+async function w2(dep: Deployment, workflow = 'w2'): Promise<Figures> {
   const RUNS = 1000;
   const INFLIGHT = 50;
   const lat: number[] = [];
@@ -244,7 +280,7 @@ async function w2(dep: Deployment): Promise<Figures> {
       while (next < RUNS) {
         next++;
         const s = performance.now();
-        await awaitRunEnd(dep, await start(dep, 'w2'));
+        await awaitRunEnd(dep, await start(dep, workflow));
         lat.push(performance.now() - s);
       }
     }),
@@ -329,11 +365,34 @@ async function main(): Promise<void> {
   for (const mode of MODES) {
     const dep = await startDeployment(mode, { env: { LOG_LEVEL: 'warn' } });
     const rig = await setup(dep);
+    const run = async (wl: string): Promise<Figures> => {
+      switch (wl) {
+        case 'w1':
+          return w1(dep);
+        case 'w2':
+        case 'w2spec':
+          return w2(dep, wl);
+        case 'w3':
+          return w3(dep);
+        case 'w4':
+        case 'w4ra':
+        case 'w4spec':
+          return w4(dep, rig.stamps, wl);
+        case 'w6':
+          return w6(dep);
+        case 'w5':
+          return script('w5-ingest.ts', [mode, '10', '32']);
+        case 'w7':
+          return script('w7-streams.ts', ['1000', '200', mode]);
+        default:
+          throw new Error(`unknown workload ${wl}`);
+      }
+    };
     try {
       for (const wl of WORKLOADS) {
         const reps: Figures[] = [];
-        for (let r = 0; r < REPS; r++) {
-          const f = wl === 'w1' ? await w1(dep) : wl === 'w2' ? await w2(dep) : wl === 'w3' ? await w3(dep) : wl === 'w6' ? await w6(dep) : wl === 'w4ra' ? await w4(dep, rig.stamps, 'w4ra') : await w4(dep, rig.stamps);
+        for (let r = 0; r < (wl === 'w5' || wl === 'w7' ? 1 : REPS); r++) {
+          const f = await run(wl);
           reps.push(f);
           process.stderr.write(`${mode} ${wl} rep ${r + 1}: ${JSON.stringify(f)}\n`);
         }

@@ -119,6 +119,14 @@ async function main(): Promise<void> {
     process.stdout.write(`\nW5 ingest, mode ${MODE}, ${SECONDS}s per phase, ${CLIENTS} clients; ${cpu.length} x ${cpu[0]?.model ?? '?'}, Node ${process.version}\n`);
     console.table(rows);
     console.table([lagRow]);
+    // One machine-readable line for `pnpm bench` (bench.ts runs this script as W5).
+    const key = (label: string) => label.replace(/[^a-z0-9]+/g, '_');
+    const figures: Record<string, number> = { ...lagRow };
+    for (const r of rows) {
+      figures[`${key(String(r.phase))}_events_per_s`] = r.events_per_s as number;
+      figures[`${key(String(r.phase))}_p99_ms`] = r.p99_ms as number;
+    }
+    process.stdout.write(`RESULT ${JSON.stringify(figures)}\n`);
   } finally {
     runner.stop();
     await pool.close();

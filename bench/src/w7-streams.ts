@@ -121,6 +121,16 @@ async function main(): Promise<void> {
       'wall (s)': (wall / 1000).toFixed(1),
     };
     for (const [k, v] of Object.entries(rows)) console.log(`${k.padEnd(32)} ${String(v)}`);
+    // One machine-readable line for `pnpm bench` (bench.ts runs this script as W7).
+    const figures = {
+      clients_complete: ok,
+      frames_per_s: Math.round(frames / (wall / 1000)),
+      lag_p99_ms: steady.length ? pct(steady, 99) : -1,
+      lag_max_ms: steady.length ? Math.max(...steady) : -1,
+      lag_max_ms_connecting: lags.length ? Math.max(...lags) : -1,
+      gateway_peak_rss_mib: peakRss,
+    };
+    process.stdout.write(`RESULT ${JSON.stringify(figures)}\n`);
   } finally {
     await runner.close();
     await dep.stop();
