@@ -8,6 +8,7 @@
  *   pnpm bench                      # w1,w2,w2spec,w3,w4,w4spec,w5,w7 on embedded,fleet, 3 reps
  *   pnpm bench w1,w4 fleet 1
  *   pnpm bench w2,w6 fleet 1        # W6: W2 with 100,000 sleeping runs (Postgres modes only)
+ *   pnpm bench soak fleet 1         # W2 for SOAK_MINUTES (default 10), RSS per service first vs last third
  *
  * The SDK checkpoints each step (one pass per run); `w2spec` and `w4spec` run
  * the same workflows on a runner with checkpoints off, i.e. one that speaks
@@ -332,6 +333,33 @@ async function w4(dep: Deployment, stamps: Map<string, Stamp[]>, workflow = 'w4'
 }
 
 /**
+ * Soak: W2 back to back for SOAK_MINUTES (env, default 10), each service's
+ * RSS sampled after every round. Growth is the last third's mean RSS over
+ * the first third's, per service (BENCH.md: no growth over a 10-minute W2).
+ */
+async function soak(dep: Deployment): Promise<Figures> {
+  const minutes = Number(process.env.SOAK_MINUTES ?? 10);
+  const until = performance.now() + minutes * 60_000;
+  const samples: Record<string, number>[] = [];
+  let steps = 0;
+  const t0 = performance.now();
+  while (performance.now() < until) {
+    const f = await w2(dep);
+    steps += 10_000;
+    samples.push(rssByService(dep));
+    process.stderr.write(`  soak ${((performance.now() - t0) / 60_000).toFixed(1)} min: ${f.steps_per_s} steps/s, rss ${JSON.stringify(samples.at(-1))}\n`);
+  }
+  const third = Math.max(1, Math.floor(samples.length / 3));
+  const mean = (xs: Record<string, number>[], k: string) => xs.reduce((a, x) => a + (x[k] ?? 0), 0) / xs.length;
+  const out: Figures = { minutes, rounds: samples.length, steps_per_s: r1(steps / ((performance.now() - t0) / 1000)) };
+  for (const k of Object.keys(samples[0] ?? {})) {
+    out[`${k}_rss_first_mib`] = r1(mean(samples.slice(0, third), k));
+    out[`${k}_rss_last_mib`] = r1(mean(samples.slice(-third), k));
+  }
+  return out;
+}
+
+/**
  * W6: W2 again with 100,000 runs parked in a 1 h sleep, written straight into
  * the scheduler's tables (starting them through the API would take longer
  * than the benchmark). Sleeping runs should cost nothing.
@@ -380,6 +408,8 @@ async function main(): Promise<void> {
           return w4(dep, rig.stamps, wl);
         case 'w6':
           return w6(dep);
+        case 'soak':
+          return soak(dep);
         case 'w5':
           return script('w5-ingest.ts', [mode, '10', '32']);
         case 'w7':
@@ -391,7 +421,7 @@ async function main(): Promise<void> {
     try {
       for (const wl of WORKLOADS) {
         const reps: Figures[] = [];
-        for (let r = 0; r < (wl === 'w5' || wl === 'w7' ? 1 : REPS); r++) {
+        for (let r = 0; r < (['w5', 'w7', 'soak'].includes(wl) ? 1 : REPS); r++) {
           const f = await run(wl);
           reps.push(f);
           process.stderr.write(`${mode} ${wl} rep ${r + 1}: ${JSON.stringify(f)}\n`);
