@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
-import type { InvokeRequestBody, Memo, RunnerLogLine, StepRunOpcode } from '@dws/protocol';
+import { signInvoke, type InvokeRequestBody, type Memo, type RunnerLogLine, type StepRunOpcode } from '@dws/protocol';
 import { executePass, type Checkpoint } from './execution.js';
+import { handleInvoke, type InvokeTarget } from './serve.js';
 import type { WorkflowHandler } from './types.js';
 
 const input = (steps: Memo = {}): InvokeRequestBody => ({
@@ -135,5 +136,39 @@ describe('checkpoints (steps stored while the pass goes on)', () => {
     const r2 = await executePass(failing, input(), { checkpoint: f.checkpoint });
     expect(f.calls()).toBe(0);
     expect((r2.body as { opcodes: StepRunOpcode[] }).opcodes[0]).toMatchObject({ name: 'boom', error: { message: 'no' } });
+  });
+});
+
+describe('handleInvoke and checkpoints', () => {
+  const KEY = 'signkey_checkpoint_test';
+  const body = (workflow: string, checkpoint?: string) =>
+    JSON.stringify({ event: { name: 'e', data: {} }, steps: {}, ctx: { runId: 'run_1', workflow, attempt: 0, app: 'a', runner: '', ...(checkpoint ? { checkpoint } : {}) } });
+  const calls: string[] = [];
+  const target = (budget: number): InvokeTarget => ({
+    signingKey: KEY,
+    passFor: () => ({ stepBudgetMs: budget }),
+    checkpoint: (runId, token) => async (ops) => {
+      calls.push(`${runId} ${token} ${ops.map((o) => o.name).join(',')}`);
+      return true;
+    },
+    resolve: () => chain(3),
+  });
+  const invoke = (t: InvokeTarget, raw: string) => handleInvoke(t, raw, { 'x-service-signature': signInvoke(KEY, raw) });
+
+  it('checkpoints under the invoke token only when the invoke offers it', async () => {
+    calls.length = 0;
+    const r = await invoke(target(0), body('wf', 'scheduler-a.7'));
+    expect(r.status).toBe(200);
+    expect(calls).toEqual(['run_1 scheduler-a.7 s0', 'run_1 scheduler-a.7 s1']);
+    calls.length = 0;
+    expect((await invoke(target(0), body('wf'))).status).toBe(206);
+    expect(calls).toEqual([]);
+  });
+
+  it('a workflow with a run-ahead budget runs ahead without checkpoints', async () => {
+    calls.length = 0;
+    const r = await invoke(target(250), body('wf', 'scheduler-a.7'));
+    expect(r).toMatchObject({ status: 200, body: { data: 3 } });
+    expect(calls).toEqual([]);
   });
 });

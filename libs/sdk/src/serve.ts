@@ -99,7 +99,10 @@ export async function handleInvoke(
   if (typeof handler !== 'function') return errorReply(400, handler.error.code, handler.error.message);
 
   const options: ExecuteOptions = { ...target.passFor?.(ctx.workflow) };
-  if (ctx.checkpoint !== undefined && target.checkpoint) options.checkpoint = target.checkpoint(ctx.runId, ctx.checkpoint);
+  // A run-ahead budget is the workflow's explicit choice of fewer round trips over per-step storage: it wins.
+  if (ctx.checkpoint !== undefined && target.checkpoint && !((options.stepBudgetMs ?? 0) > 0)) {
+    options.checkpoint = target.checkpoint(ctx.runId, ctx.checkpoint);
+  }
   const result = await executePass(handler, parsed.value, options);
   return { status: result.status, body: result.body };
 }
