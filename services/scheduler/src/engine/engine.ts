@@ -8,7 +8,7 @@ import { checkpointSteps, decide, logsOf, withParsedBody, type Decision, type Pa
 import { invokeBody, memoEntry } from '../domain/invoke-body.js';
 import { hasStepError } from '../domain/step-errors.js';
 import { handoffMessage, runFinishedMessage, stepFailedMessage } from '../domain/handoffs.js';
-import { appendFrames, applyCheckpoint, applyPass, claimDueRuns, loadClaimedSteps, renewLeases, type ApplyPass, type NewFrame } from '../store/runs.js';
+import { appendFrames, applyCheckpoint, applyPass, claimDueRuns, loadClaimedSteps, releaseLeases, renewLeases, type ApplyPass, type NewFrame } from '../store/runs.js';
 import { checkpointToken } from '../domain/checkpoint-token.js';
 import { finishRun, parkSteps } from '../store/effects.js';
 import { admitToSlots } from '../store/flow.js';
@@ -31,6 +31,9 @@ const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
  * again, as after any lost reply; the pass guard drops the late reply).
  */
 export const INVOKER_SILENCE_MS = 5000;
+
+/** How long stop() waits for passes in flight: within a 30 s termination grace period, with room for the rest of shutdown. */
+export const STOP_DRAIN_MS = 20_000;
 
 const passes = counter('dws_scheduler_passes_total', 'Passes applied, by what the reply decided (continue, park, succeed, fail, retry_later).');
 const stepsApplied = counter('dws_scheduler_steps_total', 'Step outcomes applied, by status (succeeded, failed, retrying, sleeping, waiting, child).');
@@ -92,12 +95,20 @@ export class Engine {
     }, Math.max(500, Math.floor(this.o.leaseMs / 3)));
   }
 
-  /** Stop claiming, let passes in flight finish and be applied. */
-  async stop(): Promise<void> {
+  /**
+   * Stop claiming, let passes in flight finish and be applied (for up to
+   * `drainMs`: a rolling restart must not wait out a long step), then hand
+   * every run still held back, so another replica takes it at once instead
+   * of after its lease.
+   */
+  async stop(drainMs = STOP_DRAIN_MS): Promise<void> {
     this.stopping = true;
     clearTimeout(this.pollTimer);
     clearInterval(this.renewTimer);
-    await Promise.allSettled([...this.active]);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.allSettled([...this.active]), new Promise((r) => (timer = setTimeout(r, drainMs)))]);
+    clearTimeout(timer);
+    await releaseLeases(this.o.db, this.o.owner).catch((err: unknown) => this.o.log.warn({ err }, 'handing back leases failed; they lapse'));
   }
 
   /**

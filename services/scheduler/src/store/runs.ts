@@ -320,6 +320,15 @@ export async function renewLeases(db: Database, owner: string, runIds: string[],
   );
 }
 
+/** A replica going away hands its runs back: due at once for any other replica (its late replies are dropped by the pass guard). */
+export async function releaseLeases(db: Database, owner: string): Promise<void> {
+  await db.query(
+    `update scheduler.runs set lease_owner = null, lease_until = now()
+      where lease_owner = $1 and status in ('queued', 'running', 'waiting')`,
+    [owner],
+  );
+}
+
 /** Embedded mode only (one scheduler per data directory): leases of a previous process are void. */
 export async function releaseAllLeases(db: Database): Promise<void> {
   await db.query(
