@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import type { Config } from '@dws/config';
+import { consoleHandler } from '@dws/console';
 import { migrate } from '@dws/db';
 import type { Socket } from 'node:net';
 import { createHttpApp, errorMiddleware, healthRoutes, listen, notFoundHandler, type HttpListener } from '@dws/http';
@@ -89,6 +90,8 @@ export async function startGateway(
   gauge('dws_gateway_live_subscriptions', 'Bus subjects this gateway listens on for its SSE streams.', () => hub.size);
   app.get('/metrics', (_req, res, next) => void metricsText().then((body) => res.type(METRICS_CONTENT_TYPE).send(body), next));
   app.use('/v1', apiRouter(ROUTES, { bus, auth, admin, streams: sse, openapi: () => openapi, mcp }));
+  // CONTRACT Addresses: the web console at `/` (its client routes fall back to index.html; /v1, /healthz, /readyz, /metrics never do).
+  app.use(consoleHandler());
   app.use(notFoundHandler);
   app.use(errorMiddleware(log));
   const http: HttpListener = await listen(app, cfg.HOST, cfg.PORT ?? 8288);

@@ -1,0 +1,123 @@
+import type { JSX } from 'preact';
+import { get } from '../api';
+import { Link } from '../router';
+import type { Runner, Workflow } from '../types';
+import { Badge, Empty, ErrorBox, JsonView, PageHead, Spinner, Time, useAsync } from '../ui';
+
+/** Connected runners: liveness, whether their signing key matches, runtime and version, last heartbeat. */
+export function RunnersPage(): JSX.Element {
+  const list = useAsync(() => get<Runner[]>('/runners'), []);
+  return (
+    <div class="page">
+      <PageHead title="Runners" sub="Processes serving your workflows. A runner is live while it heartbeats (every 30 s; stale after 90 s).">
+        <button class="btn" onClick={list.reload}>Refresh</button>
+      </PageHead>
+      <div class="card table-card">
+        {list.error && <ErrorBox error={list.error} retry={list.reload} />}
+        {!list.data && !list.error && <Spinner label="Loading runners" />}
+        {list.data && list.data.length === 0 && <Empty title="No runner has registered">Start a runner with the SDK: it registers at start and heartbeats while it lives.</Empty>}
+        {list.data && list.data.length > 0 && (
+          <table class="table">
+            <thead>
+              <tr>
+                <th>State</th>
+                <th>Runner</th>
+                <th>App</th>
+                <th>Address</th>
+                <th>Runtime</th>
+                <th>Signing key</th>
+                <th>Last seen</th>
+              </tr>
+            </thead>
+            <tbody>
+              {list.data.map((r) => (
+                <tr key={`${r.app}/${r.id}`}>
+                  <td><Badge status={r.live ? 'live' : 'stale'} label={r.live ? 'live' : 'stale'} /></td>
+                  <td class="mono small">{r.id}</td>
+                  <td>{r.app}</td>
+                  <td class="mono small">{r.url}</td>
+                  <td>{[r.runtime, r.language, r.version].filter(Boolean).join(' · ') || <span class="muted">—</span>}</td>
+                  <td>{r.keyMatch ? <Badge status="succeeded" label="matches" /> : <Badge status="failed" label="mismatch" />}</td>
+                  <td><Time at={r.lastSeen} /></td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </div>
+    </div>
+  );
+}
+
+/** Registered workflows: triggers, cron schedules, retry policy and the declared step manifest. */
+export function WorkflowsPage(): JSX.Element {
+  const list = useAsync(() => get<Workflow[]>('/workflows'), []);
+  return (
+    <div class="page">
+      <PageHead title="Workflows" sub="What your runners registered: triggers, schedules, retry policy and steps." />
+      {list.error && <ErrorBox error={list.error} retry={list.reload} />}
+      {!list.data && !list.error && <Spinner label="Loading workflows" />}
+      {list.data && list.data.length === 0 && (
+        <div class="card">
+          <Empty title="No workflows registered" />
+        </div>
+      )}
+      <div class="wf-cards">
+        {list.data?.map((w) => (
+          <article key={`${w.app}/${w.name}`} class="card wf-card" aria-label={w.name}>
+            <header class="wf-card-head">
+              <div>
+                <h3>{w.name}</h3>
+                <div class="muted small">app {w.app}</div>
+              </div>
+              <Link class="btn btn-sm" href={`/runs?q=${encodeURIComponent(w.name)}${w.app ? `&app=${encodeURIComponent(w.app)}` : ''}`}>Runs →</Link>
+            </header>
+            <div class="kv">
+              <div>Triggers</div>
+              <div>
+                {(w.triggers ?? []).length === 0 ? (
+                  <span class="tag">event {w.name}</span>
+                ) : (
+                  w.triggers!.map((t, i) => (
+                    <span key={i} class="tag" title={t.if ? `if ${t.if}` : undefined}>
+                      {t.cron ? `cron ${t.cron}` : `event ${t.event}`}
+                      {t.if ? ' (if …)' : ''}
+                    </span>
+                  ))
+                )}
+              </div>
+              {w.scheduled && (
+                <>
+                  <div>Schedules</div>
+                  <div>{w.schedules.map((s) => <code key={s}>{s}</code>)}</div>
+                </>
+              )}
+              <div>Retry</div>
+              <div class="mono small">{w.retry ? JSON.stringify(w.retry) : 'no retries'}</div>
+              {typeof w.updatedAt === 'string' && (
+                <>
+                  <div>Registered</div>
+                  <div><Time at={w.updatedAt} /></div>
+                </>
+              )}
+            </div>
+            {w.steps && w.steps.length > 0 && (
+              <ol class="steps-manifest">
+                {w.steps.filter((s) => !s.hidden).map((s) => (
+                  <li key={s.name}>
+                    <span class="strong">{s.name}</span>
+                    {s.description && <span class="muted"> — {s.description}</span>}
+                  </li>
+                ))}
+              </ol>
+            )}
+            <details>
+              <summary class="small muted">Definition</summary>
+              <JsonView value={w} />
+            </details>
+          </article>
+        ))}
+      </div>
+    </div>
+  );
+}

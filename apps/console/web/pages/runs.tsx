@@ -1,0 +1,369 @@
+import type { JSX } from 'preact';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { get, page, qs, send, session, stream, type Page } from '../api';
+import { navigate, setQuery, useLocation } from '../router';
+import { RUN_STATUSES, type Run, type RunStats } from '../types';
+import { Badge, Confirm, dur, Empty, ErrorBox, LiveDot, num, PageHead, RunLink, Spinner, Time, toast, useAsync, useThrottle } from '../ui';
+
+const SORTS = ['started', 'workflow', 'status', 'app', 'duration'] as const;
+const SINCE: Record<string, number> = { '15m': 15 * 60e3, '1h': 3600e3, '24h': 86400e3, '7d': 7 * 86400e3, '30d': 30 * 86400e3 };
+const FILTERS = ['q', 'deep', 'status', 'app', 'runType', 'eventId', 'replayOf', 'since', 'sort', 'dir'] as const;
+type Filters = Partial<Record<(typeof FILTERS)[number], string>>;
+
+const sinceIso = (v: string | undefined) => (v && SINCE[v] ? new Date(Date.now() - SINCE[v]!).toISOString() : undefined);
+
+/**
+ * Runs: the stats header, every filter, sort and search of GET /v1/runs
+ * (deep search included) in the URL, keyset pages (never more than one page
+ * of runs in memory), and live status changes from GET /v1/runs/stream.
+ */
+export function RunsPage(): JSX.Element {
+  const loc = useLocation();
+  const f: Filters = {};
+  for (const k of FILTERS) f[k] = loc.query.get(k) ?? undefined;
+  const key = FILTERS.map((k) => f[k] ?? '').join('|');
+  const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
+  const [limit, setLimit] = useState(50);
+  useEffect(() => setCursors([undefined]), [key, limit]);
+  const cursor = cursors[cursors.length - 1];
+  const sort = (f.sort as (typeof SORTS)[number]) ?? 'started';
+  const dir = f.dir === 'asc' ? 'asc' : 'desc';
+
+  const runs = useAsync<Page<Run>>(
+    () =>
+      page<Run>(
+        '/runs' +
+          qs({ q: f.q, deep: f.deep === '1' && f.q ? '1' : undefined, status: f.status, app: f.app, runType: f.runType, eventId: f.eventId, replayOf: f.replayOf, since: sinceIso(f.since), sort, dir, limit, cursor }),
+      ),
+    [key, cursor, limit],
+  );
+  const stats = useAsync<RunStats>(() => get<RunStats>('/runs/stats' + qs({ app: f.app, since: sinceIso(f.since) })), [f.app, f.since]);
+
+  // Live: patch the status of rows on screen; on the first page, new runs refetch it (throttled).
+  const [patch, setPatch] = useState<Record<string, string>>({});
+  const [live, setLive] = useState(false);
+  useEffect(() => setPatch({}), [runs.data]);
+  const refetchPage = useThrottle(runs.reload, 1000);
+  const refetchStats = useThrottle(stats.reload, 2000);
+  const onScreen = useRef(new Set<string>());
+  onScreen.current = new Set(runs.data?.items.map((r) => r.id));
+  const firstPage = cursors.length === 1;
+  const firstRef = useRef(firstPage);
+  firstRef.current = firstPage;
+  useEffect(() => {
+    const ctl = new AbortController();
+    stream(
+      '/runs/stream',
+      (fr) => {
+        const d = fr.data as { runId?: string; status?: string };
+        if (!d.runId || !d.status) return;
+        if (onScreen.current.has(d.runId)) setPatch((p) => ({ ...p, [d.runId!]: d.status! }));
+        else if (firstRef.current) refetchPage();
+        refetchStats();
+      },
+      { signal: ctl.signal, onState: setLive },
+    );
+    return () => ctl.abort();
+  }, []);
+
+  const set = (patchF: Filters) => setQuery({ ...f, ...patchF });
+  const [qDraft, setQDraft] = useState(f.q ?? '');
+  useEffect(() => setQDraft(f.q ?? ''), [f.q]);
+  const [bulk, setBulk] = useState(false);
+  const canWrite = session()?.canWrite;
+
+  const header = (col: (typeof SORTS)[number], label: string) => {
+    const active = sort === col;
+    return (
+      <th aria-sort={active ? (dir === 'asc' ? 'ascending' : 'descending') : 'none'}>
+        <button class={`th-sort ${active ? 'active' : ''}`} onClick={() => set({ sort: col === 'started' ? undefined : col, dir: active && dir === 'desc' ? 'asc' : undefined })}>
+          {label}
+          <span aria-hidden="true">{active ? (dir === 'asc' ? ' ↑' : ' ↓') : ''}</span>
+        </button>
+      </th>
+    );
+  };
+
+  const anyFilter = FILTERS.some((k) => k !== 'sort' && k !== 'dir' && f[k]);
+  return (
+    <div class="page">
+      <PageHead title="Runs" sub="Every run of the workspace, newest first." >
+        <LiveDot live={live} />
+        {canWrite && (
+          <button class="btn" onClick={() => setBulk(true)}>
+            Bulk replay…
+          </button>
+        )}
+      </PageHead>
+
+      <section class="stats" aria-label="Run stats">
+        <Stat label="Total" value={num(stats.data?.total)} />
+        <Stat label="Active" value={num(stats.data?.active)} tone="run" />
+        <Stat label="Succeeded" value={num(stats.data?.succeeded)} tone="ok" />
+        <Stat label="Failed" value={num(stats.data?.failed)} tone="bad" />
+        <Stat label="Success rate" value={stats.data ? `${stats.data.successRate}%` : '—'} meter={stats.data?.successRate} />
+      </section>
+
+      <form
+        class="filters"
+        role="search"
+        onSubmit={(e) => {
+          e.preventDefault();
+          set({ q: qDraft.trim() || undefined });
+        }}
+      >
+        <div class="search">
+          <input
+            type="search"
+            aria-label="Search runs"
+            placeholder={f.deep === '1' ? 'Search id, workflow, app, input, result, error…' : 'Search run id, workflow or app…'}
+            value={qDraft}
+            onInput={(e) => setQDraft((e.target as HTMLInputElement).value)}
+          />
+          <label class="check" title="Also search run input, result and error (slower)">
+            <input type="checkbox" checked={f.deep === '1'} onChange={(e) => set({ deep: (e.target as HTMLInputElement).checked ? '1' : undefined })} />
+            Deep
+          </label>
+          <button class="btn" type="submit">
+            Search
+          </button>
+        </div>
+        <div class="filter-row">
+          <Select label="Status" value={f.status} onChange={(v) => set({ status: v })} options={RUN_STATUSES.map((s) => [s, s === 'running' ? 'running (+waiting)' : s])} />
+          <Select label="Trigger" value={f.runType} onChange={(v) => set({ runType: v })} options={[['event', 'event'], ['cron', 'cron']]} />
+          <Select label="Started" value={f.since} onChange={(v) => set({ since: v })} options={Object.keys(SINCE).map((k) => [k, `last ${k}`])} anyLabel="any time" />
+          <TextFilter label="App" value={f.app} onChange={(v) => set({ app: v })} />
+          <TextFilter label="Event id" value={f.eventId} onChange={(v) => set({ eventId: v })} />
+          <TextFilter label="Replay of" value={f.replayOf} onChange={(v) => set({ replayOf: v })} />
+          {anyFilter && (
+            <button type="button" class="btn btn-ghost btn-sm" onClick={() => setQuery({ sort: f.sort, dir: f.dir })}>
+              Clear filters
+            </button>
+          )}
+        </div>
+      </form>
+
+      <div class="card table-card">
+        {runs.error && <ErrorBox error={runs.error} retry={runs.reload} />}
+        {!runs.data && !runs.error && <Spinner label="Loading runs" />}
+        {runs.data && runs.data.items.length === 0 && (
+          <Empty title={anyFilter ? 'No runs match these filters' : 'No runs yet'}>
+            {anyFilter ? 'Try a wider time range or clear the filters.' : 'Send an event whose name matches a workflow trigger to start one.'}
+          </Empty>
+        )}
+        {runs.data && runs.data.items.length > 0 && (
+          <table class={`table runs-table ${runs.loading ? 'is-loading' : ''}`}>
+            <thead>
+              <tr>
+                {header('status', 'Status')}
+                <th>Run</th>
+                {header('workflow', 'Workflow')}
+                {header('app', 'App')}
+                <th>Trigger</th>
+                {header('started', 'Started')}
+                {header('duration', 'Duration')}
+                <th class="num">Steps</th>
+              </tr>
+            </thead>
+            <tbody>
+              {runs.data.items.map((r) => {
+                const status = patch[r.id] ?? r.status;
+                return (
+                  <tr key={r.id} class="row-link" data-run={r.id} onClick={(e) => !(e.target as HTMLElement).closest('a,button') && navigate(`/runs/${r.id}`)}>
+                    <td>
+                      <Badge status={r.needsAttention && status === 'waiting' ? 'needs_attention' : status} />
+                    </td>
+                    <td>
+                      <RunLink id={r.id} />
+                      {r.replayOf && <span class="tag" title={`Replay of ${r.replayOf}`}>replay</span>}
+                    </td>
+                    <td class="strong">{r.workflow}</td>
+                    <td>{r.app}</td>
+                    <td>
+                      {r.eventName ? (
+                        <span class="mono small" title={r.eventId}>
+                          {r.eventName}
+                        </span>
+                      ) : (
+                        <span class="muted">{r.triggerKind}</span>
+                      )}
+                    </td>
+                    <td>
+                      <Time at={r.createdAt} />
+                    </td>
+                    <td class="num">{dur(r.durationMs)}</td>
+                    <td class="num">{r.stepCount}</td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+        )}
+        <div class="pager">
+          <div class="muted small">
+            Page {cursors.length}
+            {runs.data ? ` · ${runs.data.items.length} runs` : ''}
+          </div>
+          <label class="small">
+            Per page{' '}
+            <select value={limit} onChange={(e) => setLimit(Number((e.target as HTMLSelectElement).value))}>
+              {[30, 50, 100, 200].map((n) => (
+                <option key={n} value={n}>
+                  {n}
+                </option>
+              ))}
+            </select>
+          </label>
+          <div class="pager-buttons">
+            <button class="btn btn-sm" disabled={cursors.length === 1} onClick={() => setCursors((c) => c.slice(0, -1))}>
+              ← Newer
+            </button>
+            <button class="btn btn-sm" disabled={!runs.data?.next} onClick={() => setCursors((c) => [...c, runs.data!.next])}>
+              Older →
+            </button>
+          </div>
+        </div>
+      </div>
+      {bulk && <BulkReplay onClose={() => setBulk(false)} defaults={{ app: f.app }} />}
+    </div>
+  );
+}
+
+function Stat({ label, value, tone, meter }: { label: string; value: string; tone?: string; meter?: number }): JSX.Element {
+  return (
+    <div class={`stat ${tone ? `tone-${tone}` : ''}`}>
+      <div class="stat-label">{label}</div>
+      <div class="stat-value">{value}</div>
+      {meter !== undefined && (
+        <div class="meter" aria-hidden="true">
+          <span style={{ width: `${meter}%` }} />
+        </div>
+      )}
+    </div>
+  );
+}
+
+function Select({ label, value, onChange, options, anyLabel = 'any' }: { label: string; value?: string; onChange: (v: string | undefined) => void; options: [string, string][]; anyLabel?: string }): JSX.Element {
+  return (
+    <label class="filter">
+      <span>{label}</span>
+      <select value={value ?? ''} onChange={(e) => onChange((e.target as HTMLSelectElement).value || undefined)}>
+        <option value="">{anyLabel}</option>
+        {options.map(([v, l]) => (
+          <option key={v} value={v}>
+            {l}
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
+/** A text filter applied on Enter or blur, so typing does not fire a query per key. */
+function TextFilter({ label, value, onChange }: { label: string; value?: string; onChange: (v: string | undefined) => void }): JSX.Element {
+  const [draft, setDraft] = useState(value ?? '');
+  useEffect(() => setDraft(value ?? ''), [value]);
+  const apply = () => draft.trim() !== (value ?? '') && onChange(draft.trim() || undefined);
+  return (
+    <label class="filter">
+      <span>{label}</span>
+      <input
+        value={draft}
+        placeholder="any"
+        onInput={(e) => setDraft((e.target as HTMLInputElement).value)}
+        onBlur={apply}
+        onKeyDown={(e) => {
+          if (e.key === 'Enter') {
+            e.preventDefault();
+            apply();
+          }
+        }}
+      />
+    </label>
+  );
+}
+
+interface BulkResult {
+  matched: number;
+  replayed: number;
+  skipped: number;
+  failed: number;
+  capped: boolean;
+}
+
+/** POST /v1/runs/bulk-replay: replays finished runs matching a filter (at least one field), and shows its counts. */
+function BulkReplay({ onClose, defaults }: { onClose: () => void; defaults: { app?: string } }): JSX.Element {
+  const [b, setB] = useState<{ app?: string; workflow?: string; status?: string; runType?: string; since?: string }>({ app: defaults.app, status: 'failed' });
+  const [result, setResult] = useState<BulkResult>();
+  const body = useMemo(() => {
+    const o: Record<string, string> = {};
+    for (const [k, v] of Object.entries(b)) if (v) o[k] = k === 'since' ? sinceIso(v)! : v;
+    return o;
+  }, [b]);
+  if (result) {
+    return (
+      <Confirm
+        title="Bulk replay done"
+        confirm="Show replays"
+        onClose={onClose}
+        onConfirm={async () => navigate('/runs')}
+        body={
+          <div class="kv">
+            <div>Matched</div>
+            <div>{result.matched}</div>
+            <div>Replayed</div>
+            <div>{result.replayed}</div>
+            <div>Skipped</div>
+            <div>{result.skipped}</div>
+            <div>Failed</div>
+            <div>{result.failed}</div>
+            <div>Capped</div>
+            <div>{result.capped ? 'yes: run it again for the rest' : 'no'}</div>
+          </div>
+        }
+      />
+    );
+  }
+  const field = (k: keyof typeof b, label: string, opts?: [string, string][]) => (
+    <div class="field">
+      <label for={`bulk-${k}`}>{label}</label>
+      {opts ? (
+        <select id={`bulk-${k}`} value={b[k] ?? ''} onChange={(e) => setB({ ...b, [k]: (e.target as HTMLSelectElement).value || undefined })}>
+          <option value="">any</option>
+          {opts.map(([v, l]) => (
+            <option key={v} value={v}>
+              {l}
+            </option>
+          ))}
+        </select>
+      ) : (
+        <input id={`bulk-${k}`} value={b[k] ?? ''} onInput={(e) => setB({ ...b, [k]: (e.target as HTMLInputElement).value || undefined })} />
+      )}
+    </div>
+  );
+  return (
+    <Confirm
+      title="Bulk replay"
+      confirm="Replay matching runs"
+      disabled={Object.keys(body).length === 0}
+      keepOpen
+      onClose={onClose}
+      onConfirm={async () => {
+        const r = await send<BulkResult>('POST', '/runs/bulk-replay', body);
+        setResult(r);
+        toast(`Replayed ${r?.replayed ?? 0} runs`);
+      }}
+      body={
+        <div class="grid2">
+          <p class="span2 muted">Replays finished runs matching every field below as new runs (newest first, up to the per-call ceiling). At least one field is required.</p>
+          {field('status', 'Status', [['failed', 'failed'], ['succeeded', 'succeeded'], ['cancelled', 'cancelled']])}
+          {field('runType', 'Trigger', [['event', 'event'], ['cron', 'cron']])}
+          {field('app', 'App')}
+          {field('workflow', 'Workflow')}
+          {field('since', 'Started', Object.keys(SINCE).map((k) => [k, `last ${k}`]))}
+        </div>
+      }
+    />
+  );
+}
+
