@@ -48,7 +48,13 @@ describe.each(modes)('metrics (%s)', (mode) => {
     }
     const after = await scrape(schedulerUrl);
     expect(sum(after, 'dws_scheduler_steps_total{status="succeeded"}') - sum(before, 'dws_scheduler_steps_total{status="succeeded"}')).toBeGreaterThanOrEqual(6);
-    expect(sum(after, 'dws_scheduler_passes_total') - sum(before, 'dws_scheduler_passes_total')).toBeGreaterThanOrEqual(6);
+    // With checkpoints a two-step run is one pass: step a is checkpointed, b rides the reply.
+    expect(sum(after, 'dws_scheduler_passes_total') - sum(before, 'dws_scheduler_passes_total')).toBeGreaterThanOrEqual(3);
+    expect(sum(after, 'dws_scheduler_checkpoints_total{outcome="stored"}') - sum(before, 'dws_scheduler_checkpoints_total{outcome="stored"}')).toBeGreaterThanOrEqual(3);
+    expect(sum(after, 'dws_scheduler_invoke_seconds_count') - sum(before, 'dws_scheduler_invoke_seconds_count')).toBeGreaterThanOrEqual(3);
+    expect(after.has('dws_scheduler_timers_due')).toBe(true);
+    expect(after.get('dws_db_up')).toBe(1);
+    expect(after.get('dws_bus_up')).toBe(1);
     expect(sum(after, 'dws_scheduler_invokes_total{outcome="reply",path="direct"}')).toBeGreaterThan(0);
     expect(after.has('dws_scheduler_held_runs')).toBe(true);
 

@@ -35,7 +35,8 @@ maybe('two invoker replicas, one Connect socket', () => {
   beforeAll(async () => {
     // A short invoke timeout bounds how long a pass waits on a replica killed while holding it.
     dep = await startRunnersFleet({ invokers: 2, env: { SERVICE_INVOKE_TIMEOUT_MS: '10000' } });
-    const runner = createRunner({ url: `${dep.base}/v1`, apiKey: dep.secretKey, signingKey: dep.signingKey, app: 'rep', runnerId: 'rep-1', stepBudgetMs: 0 });
+    const runner = createRunner({ url: `${dep.base}/v1`, apiKey: dep.secretKey, signingKey: dep.signingKey, app: 'rep', runnerId: 'rep-1', stepBudgetMs: 0, checkpoints: false });
+    // Checkpoints off: one invoke per step, so invokes land on both replicas (what this suite is about).
     runner.workflow<{ n: number }>('hops', { triggers: [{ event: 'rep/go' }] }, async ({ event, step }) => {
       let total = 0;
       for (let i = 0; i < 4; i++) total += await step.run(`s${i}`, () => event.data.n + i);

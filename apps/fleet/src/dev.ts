@@ -1,6 +1,6 @@
 import { loadConfig } from '@dws/config';
 import { createLogger } from '@dws/log';
-import { onShutdown, openInfra } from '@dws/runtime';
+import { infraGauges, onShutdown, openInfra } from '@dws/runtime';
 import { credentialsBanner } from '@dws/gateway';
 import { startFleet } from './fleet.js';
 
@@ -17,6 +17,7 @@ const log = createLogger({ level: cfg.LOG_LEVEL });
 try {
   const infra = await openInfra(cfg, log, { standalone: false, name: 'dev' });
   const fleet = await startFleet(cfg, infra);
+  infraGauges(infra);
   log.info({ db: infra.mode.db, bus: infra.mode.bus, port: fleet.gateway.port }, 'all six services started');
   process.stdout.write(credentialsBanner(`http://${cfg.HOST}:${fleet.gateway.port}`, fleet.gateway.credentials, cfg.SERVICE_AUTH === 'on') + '\n');
   onShutdown(log, async () => {

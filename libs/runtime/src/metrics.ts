@@ -21,8 +21,10 @@ const key = (labels: Labels) =>
 interface Metric {
   name: string;
   help: string;
-  type: 'counter' | 'gauge';
+  type: 'counter' | 'gauge' | 'histogram';
   samples(): Promise<Map<string, number>> | Map<string, number>;
+  /** Exposition lines, for metrics whose samples are not `name{labels} value` (histograms). */
+  lines?(): string[];
 }
 
 const metrics = new Map<string, Metric>();
@@ -48,6 +50,47 @@ export function counter(name: string, help: string): Counter {
   };
   metrics.set(name, c);
   return c;
+}
+
+export interface Histogram {
+  observe(value: number, labels?: Labels): void;
+}
+
+/** Latency buckets in seconds: 1 ms to 60 s. */
+const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/** A cumulative histogram (Prometheus `_bucket`, `_sum`, `_count`), shared like counters. */
+export function histogram(name: string, help: string, buckets: number[] = SECONDS_BUCKETS): Histogram {
+  const existing = metrics.get(name) as (Metric & Histogram) | undefined;
+  if (existing) return existing;
+  const series = new Map<string, { labels: Labels; counts: number[]; sum: number; count: number }>();
+  const h: Metric & Histogram = {
+    name,
+    help,
+    type: 'histogram',
+    samples: () => new Map(),
+    observe(value, labels = {}) {
+      const k = key(labels);
+      let s = series.get(k);
+      if (!s) series.set(k, (s = { labels, counts: buckets.map(() => 0), sum: 0, count: 0 }));
+      for (let i = 0; i < buckets.length; i++) if (value <= buckets[i]!) s.counts[i]!++;
+      s.sum += value;
+      s.count++;
+    },
+    lines() {
+      const out: string[] = [];
+      for (const s of series.values()) {
+        const with_ = (extra: Labels) => `{${key({ ...s.labels, ...extra })}}`;
+        buckets.forEach((b, i) => out.push(`${name}_bucket${with_({ le: String(b) })} ${s.counts[i]}`));
+        out.push(`${name}_bucket${with_({ le: '+Inf' })} ${s.count}`);
+        const plain = key(s.labels);
+        out.push(`${name}_sum${plain ? `{${plain}}` : ''} ${s.sum}`, `${name}_count${plain ? `{${plain}}` : ''} ${s.count}`);
+      }
+      return out;
+    },
+  };
+  metrics.set(name, h);
+  return h;
 }
 
 /** A gauge read when scraped: `read` returns its value, or its values by label set. */
@@ -84,6 +127,12 @@ gauge('dws_process_heap_used_bytes', 'V8 heap in use.', () => process.memoryUsag
 gauge('dws_process_uptime_seconds', 'Seconds since the process loaded its metrics.', () => (Date.now() - started) / 1000);
 gauge('dws_process_event_loop_lag_seconds', 'How late the last 500 ms timer fired.', () => lastLag / 1000);
 
+/** Health of the process's own storage and bus, read when scraped (1 up, 0 down). */
+export function infraGauges(infra: { db: { healthy(): Promise<boolean> }; bus: { healthy(): Promise<boolean> } }): void {
+  gauge('dws_db_up', 'The database answers (1) or not (0).', async () => ((await infra.db.healthy().catch(() => false)) ? 1 : 0));
+  gauge('dws_bus_up', 'The bus answers (1) or not (0).', async () => ((await infra.bus.healthy().catch(() => false)) ? 1 : 0));
+}
+
 /** Content type of the exposition. */
 export const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
@@ -92,6 +141,10 @@ export async function metricsText(): Promise<string> {
   const out: string[] = [];
   for (const m of metrics.values()) {
     out.push(`# HELP ${m.name} ${m.help}`, `# TYPE ${m.name} ${m.type}`);
+    if (m.lines) {
+      out.push(...m.lines());
+      continue;
+    }
     for (const [labels, value] of await m.samples()) out.push(`${m.name}${labels ? `{${labels}}` : ''} ${Number.isFinite(value) ? value : 0}`);
   }
   return `${out.join('\n')}\n`;

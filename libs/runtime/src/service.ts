@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { METRICS_CONTENT_TYPE, metricsText } from './metrics.js';
+import { infraGauges, METRICS_CONTENT_TYPE, metricsText } from './metrics.js';
 import { loadConfig, type Config } from '@dws/config';
 import { createLogger, type Logger } from '@dws/log';
 import { createHttpApp, errorMiddleware, healthRoutes, listen, notFoundHandler } from '@dws/http';
@@ -45,6 +45,7 @@ export async function runStandalone(name: string, defaultPort: number, start: St
   try {
     infra = await openInfra(cfg, log, { standalone: true, name });
     handle = await start(cfg, infra);
+    infraGauges(infra);
   } catch (err) {
     log.fatal({ err }, 'service failed to start');
     process.exit(1);

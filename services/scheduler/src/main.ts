@@ -49,6 +49,10 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
       (r) => ({ labels: { status: r.status }, value: Number(r.n) }),
     ),
   );
+  // Runs whose time has come (sleeps over, backoffs done, leases lapsed) and no replica holds yet: a backlog when it stays high.
+  gauge('dws_scheduler_timers_due', 'Runs due now that no replica has claimed yet.', async () =>
+    Number((await db.query<{ n: number }>(`select count(*)::int as n from scheduler.runs where status in ('queued', 'running', 'waiting') and lease_until <= now()`))[0]?.n ?? 0),
+  );
   const reads = schedulerApi(db);
   const control = controlApi({
     db,

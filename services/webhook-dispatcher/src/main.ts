@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import type { Config } from '@dws/config';
 import { migrate } from '@dws/db';
-import { sealKeyringFor, serveApi, streams, type Infra, type ServiceHandle } from '@dws/runtime';
+import { gauge, sealKeyringFor, serveApi, streams, type Infra, type ServiceHandle } from '@dws/runtime';
 import { dispatcherApi } from './handlers/api.js';
 import { consumeSends } from './handlers/commands.js';
 import { consumeLifecycle } from './handlers/lifecycle.js';
@@ -28,6 +28,12 @@ export async function startWebhookDispatcher(cfg: Config, infra: Infra, opts: We
   const kick = () => sender.kick();
   const sends = await consumeSends(bus, db, kick);
   const lifecycle = await consumeLifecycle(bus, db, kick);
+  gauge('dws_webhook_deliveries', 'Outbound deliveries by status (pending, delivering, succeeded, failed, exhausted, dead), read when scraped.', async () =>
+    (await db.query<{ status: string; n: number }>('select status, count(*)::int as n from webhook_dispatcher.deliveries group by status')).map((r) => ({
+      labels: { status: r.status },
+      value: Number(r.n),
+    })),
+  );
   const api = serveApi(bus, 'webhook-dispatcher', log, dispatcherApi({ db, secrets, allowPrivate, onQueued: kick }));
   return {
     name: 'webhook-dispatcher',

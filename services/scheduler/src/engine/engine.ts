@@ -3,7 +3,7 @@ import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { invalid, redact, type StepError } from '@dws/protocol';
 import { create, fromBinary, InvokeRequestSchema, InvokeResult_Outcome, InvokeResultSchema, toBinary } from '@dws/proto';
-import { counter, ids, subjects, type Outbox, type OutboxMessage, type RunnerHttp } from '@dws/runtime';
+import { counter, histogram, ids, subjects, type Outbox, type OutboxMessage, type RunnerHttp } from '@dws/runtime';
 import { checkpointSteps, decide, logsOf, withParsedBody, type Decision, type PassOutcome, type RunView, type StepOutcome } from '../domain/reply.js';
 import { invokeBody, memoEntry } from '../domain/invoke-body.js';
 import { hasStepError } from '../domain/step-errors.js';
@@ -38,6 +38,7 @@ export const STOP_DRAIN_MS = 20_000;
 const passes = counter('dws_scheduler_passes_total', 'Passes applied, by what the reply decided (continue, park, succeed, fail, retry_later).');
 const stepsApplied = counter('dws_scheduler_steps_total', 'Step outcomes applied, by status (succeeded, failed, retrying, sleeping, waiting, child).');
 const checkpoints = counter('dws_scheduler_checkpoints_total', 'Runner checkpoints (steps finished mid-pass), by outcome (stored, refused).');
+const invokeSeconds = histogram('dws_scheduler_invoke_seconds', 'How long a pass took as the scheduler waited for it (checkpoints included), by outcome (reply, no_runner, transport_error, invoker_unavailable).');
 const invokes = counter('dws_scheduler_invokes_total', 'Runner calls, by path (direct: the scheduler POSTed to a serve runner; invoker) and outcome (reply, no_runner, transport_error, invoker_unavailable).');
 
 export interface EngineOptions {
@@ -181,11 +182,13 @@ export class Engine {
       run.invoking = true;
       run.checkpointed = 0;
       let reply: PassOutcome;
+      const t0 = performance.now();
       try {
         reply = await this.invoke(run);
       } finally {
         run.invoking = false;
       }
+      invokeSeconds.observe((performance.now() - t0) / 1000, { outcome: reply.kind });
       // A checkpoint still being stored as the reply came back goes first.
       await run.applying;
       const outcome = withParsedBody(reply);

@@ -1,0 +1,31 @@
+import { describe, expect, it } from '@jest/globals';
+import { counter, gauge, histogram, metricsText } from './metrics.js';
+
+const lines = async (prefix: string) => (await metricsText()).split('\n').filter((l) => l.startsWith(prefix));
+
+describe('metrics exposition', () => {
+  it('renders counters and gauges with their labels, and shares a counter by name', async () => {
+    const c = counter('t_requests_total', 'Requests.');
+    c.inc({ kind: 'a' });
+    counter('t_requests_total', 'Requests.').inc({ kind: 'a' }, 2);
+    gauge('t_depth', 'Depth.', () => [{ labels: { q: 'x"y' }, value: 3 }]);
+    expect(await lines('t_requests_total')).toEqual(['t_requests_total{kind="a"} 3']);
+    expect(await lines('t_depth')).toEqual(['t_depth{q="x\\"y"} 3']);
+  });
+
+  it('renders a histogram as cumulative buckets, sum and count per label set', async () => {
+    const h = histogram('t_latency_seconds', 'Latency.', [0.01, 0.1, 1]);
+    h.observe(0.005, { path: 'a' });
+    h.observe(0.05, { path: 'a' });
+    h.observe(5, { path: 'a' });
+    expect(await lines('t_latency_seconds')).toEqual([
+      't_latency_seconds_bucket{le="0.01",path="a"} 1',
+      't_latency_seconds_bucket{le="0.1",path="a"} 2',
+      't_latency_seconds_bucket{le="1",path="a"} 2',
+      't_latency_seconds_bucket{le="+Inf",path="a"} 3',
+      't_latency_seconds_sum{path="a"} 5.055',
+      't_latency_seconds_count{path="a"} 3',
+    ]);
+    expect(await metricsText()).toContain('# TYPE t_latency_seconds histogram');
+  });
+});
