@@ -58,6 +58,8 @@ export function consoleHandler(opts: ConsoleOptions = {}): RequestHandler {
     if ((req.method !== 'GET' && req.method !== 'HEAD') || isReserved(req.path)) return next();
     // A missing asset is a 404, not the page: a stale tab must not parse HTML as JavaScript.
     if (req.path.startsWith('/assets/') || /\.[a-z0-9]{1,8}$/i.test(req.path)) return next();
+    // Only a browser navigation gets the page: an API client's unknown path (/v2/runs) keeps its JSON 404.
+    if (!String(req.headers.accept ?? '').includes('text/html')) return next();
     if (!existsSync(index)) {
       return next(
         new ServiceError(503, 'console_not_built', 'The web console is not built: run `pnpm install` (or `node apps/console/ensure-built.mjs`).'),

@@ -261,20 +261,29 @@ export class Engine {
     }
     frames.forEach((f, i) => (f.seq = run.nextSeq + i));
     if (frames.length === 0) return true;
-    const ok = await applyCheckpoint(this.o.db, {
-      runId: run.id,
-      workspaceId: run.workspaceId,
-      pass,
-      owner: this.o.owner,
-      newSteps,
-      nextSeq: run.nextSeq + frames.length,
-      steps: placed,
-      frames,
-    });
-    if (!ok) {
+    const undo = () => {
       // Not stored: the pass's reply (or the next pass) still carries these.
       run.pendingFrames.unshift(...pendingFrames);
       for (const f of logFrames) run.logKeys.delete(f.logKey!);
+    };
+    let ok: boolean;
+    try {
+      ok = await applyCheckpoint(this.o.db, {
+        runId: run.id,
+        workspaceId: run.workspaceId,
+        pass,
+        owner: this.o.owner,
+        newSteps,
+        nextSeq: run.nextSeq + frames.length,
+        steps: placed,
+        frames,
+      });
+    } catch (err) {
+      undo();
+      throw err;
+    }
+    if (!ok) {
+      undo();
       return false;
     }
     run.stepCount += newSteps;
