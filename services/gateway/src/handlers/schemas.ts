@@ -92,6 +92,32 @@ const usageTotals = {
   tokensOut: z.number(),
   cost: z.number().optional().meta({ description: 'Present when some call was priced.' }),
 };
+const stepError = z.object({ message: z.string(), stack: z.string().optional() });
+/** "Why is it not moving?" (services/scheduler/src/domain/waiting-for.ts): one variant per reason a run can wait. */
+export const WaitingFor = component(
+  'WaitingFor',
+  z.discriminatedUnion('kind', [
+    z.object({ kind: z.literal('paused'), by: z.string().optional().meta({ description: 'Actor of the last pause in the control audit.' }), since: timestamp().optional() }),
+    z.object({
+      kind: z.literal('no_runner'),
+      since: timestamp('Since when no live runner could take it.'),
+      failsAt: timestamp('When it fails unless a runner registers (5 minutes after since).'),
+      runner: z.string().optional().meta({ description: 'The pinned runner id, for a pinned run.' }),
+    }),
+    z.object({ kind: z.literal('retry'), step: z.string(), attempt: z.number().int().meta({ description: 'Attempts made so far.' }), nextTryAt: timestamp().optional(), error: stepError.optional() }),
+    z.object({ kind: z.literal('approval'), step: z.string().meta({ description: 'Approval step; GET /approvals?runId= lists it.' }) }),
+    z.object({ kind: z.literal('event'), step: z.string(), event: z.string(), if: z.string().optional().meta({ description: 'CEL the event must satisfy.' }), timeoutAt: timestamp().optional() }),
+    z.object({ kind: z.literal('child'), step: z.string(), childRunId: z.string().optional(), workflow: z.string().optional() }),
+    z.object({ kind: z.literal('model'), step: z.string().meta({ description: 'An AI step whose model call the service is making.' }) }),
+    z.object({ kind: z.literal('sleep'), step: z.string(), until: timestamp() }),
+    z.object({ kind: z.literal('transport_retry'), failures: z.number().int(), nextTryAt: timestamp().optional() }),
+    z.object({ kind: z.literal('concurrency'), key: z.string(), limit: z.number().int(), holding: z.number().int().meta({ description: 'Runs holding a slot of the key now.' }) }),
+    z.object({ kind: z.literal('throttle'), until: timestamp('Not before this time.') }),
+    z.object({ kind: z.literal('scheduler'), since: timestamp().meta({ description: 'Due, waiting for a scheduler replica with room.' }) }),
+    z.object({ kind: z.literal('running') }),
+  ]),
+  'What a non-terminal run waits for, from the scheduler\'s own data.',
+);
 export const RunDetail = component(
   'RunDetail',
   z.object({
@@ -99,6 +125,7 @@ export const RunDetail = component(
     input: json('The triggering payload.'),
     result: json('What the handler returned, once succeeded.'),
     usage: z.object(usageTotals).optional().meta({ description: 'Totals of the model calls its steps recorded (absent when none).' }),
+    waitingFor: WaitingFor.optional().meta({ description: 'Why it is not moving: present on a non-terminal run only.' }),
   }),
   'One run, with input and result.',
 );
@@ -119,6 +146,7 @@ export const Step = component(
       .partial()
       .optional()
       .meta({ description: 'SPEC Usage of the model call an AI step made (cacheHit only when the inference cache was engaged).' }),
+    childRunId: z.string().optional().meta({ description: 'The child run of a RunWorkflow step.' }),
     startedAt: timestamp(),
     endedAt: timestamp().optional(),
   }),

@@ -20,6 +20,8 @@ import {
   type RunSummaryRow,
   type UsageTotals,
 } from '../store/reads.js';
+import { waitFacts } from '../store/wait-facts.js';
+import { waitingFor } from '../domain/waiting-for.js';
 
 const iso = (d: Date | string | null): string | undefined => (d === null ? undefined : (d instanceof Date ? d : new Date(d)).toISOString());
 const json = (text: string | null): unknown => (text === null ? undefined : JSON.parse(text));
@@ -168,7 +170,14 @@ export function runReadsApi(db: Database): Record<string, ApiHandler> {
       const run = plausible(params.id) ? await runById(db, caller.workspaceId, params.id) : undefined;
       if (!run) throw notFound('run');
       if (run.status === 'waiting') run.needs_attention = (await parkedOnApproval(db, [run.id])).has(run.id);
-      return { body: runRecord(run, true) };
+      const body = runRecord(run, true);
+      // "Why is it not moving?": only a run that can still move has an answer (a second, small read).
+      if (!TERMINAL.has(run.status)) {
+        const facts = await waitFacts(db, caller.workspaceId, run.id);
+        const w = facts && waitingFor(facts.run, facts.steps, Date.now());
+        if (w) body.waitingFor = w;
+      }
+      return { body };
     },
 
     async 'runs.steps'({ caller, params }) {
@@ -186,6 +195,7 @@ export function runReadsApi(db: Database): Record<string, ApiHandler> {
           output: json(s.data),
           error: s.error ?? undefined,
           usage: s.usage ?? undefined,
+          childRunId: s.child_run_id ?? undefined,
           startedAt: iso(s.created_at),
           endedAt: iso(s.ended_at),
         })),

@@ -106,6 +106,8 @@ export interface StepRow {
   attempts: number;
   /** SPEC Usage of a model call, when the step made one. */
   usage: Record<string, unknown> | null;
+  /** The child run of a RunWorkflow step. */
+  child_run_id: string | null;
   created_at: Date | string;
   ended_at: Date | string | null;
 }
@@ -185,7 +187,7 @@ export async function scoresOfRun(db: Database, workspaceId: string, runId: stri
 /** A run's steps in discovery order (SPEC: unpaged). */
 export async function stepsOfRun(db: Database, workspaceId: string, runId: string): Promise<StepRow[]> {
   return db.query<StepRow>(
-    `select step_id, name, op, idx, status, data, error, input, attempts, usage, created_at, ended_at
+    `select step_id, name, op, idx, status, data, error, input, attempts, usage, child_run_id, created_at, ended_at
        from scheduler.steps where run_id = $1 and workspace_id = $2 order by idx, step_id`,
     [runId, workspaceId],
   );

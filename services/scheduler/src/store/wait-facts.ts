@@ -1,0 +1,79 @@
+import type { Database } from '@dws/db';
+import type { OpenStep, RunWaitFacts } from '../domain/waiting-for.js';
+
+interface Row {
+  status: string;
+  runner: string;
+  created_ms: string | number;
+  lease_owner: string | null;
+  lease_until_ms: string | number | null;
+  no_runner_since_ms: string | number | null;
+  transport_failures: number;
+  admitted: boolean;
+  concurrency_key: string | null;
+  concurrency_limit: number;
+  slot_holders: number;
+  paused_by: string | null;
+  paused_at_ms: string | number | null;
+  steps: OpenStep[] | null;
+}
+
+const ms = (v: string | number | null): number | null => (v === null ? null : Number(v));
+const epochMs = (col: string) => `(extract(epoch from ${col}) * 1000)::bigint`;
+
+/**
+ * What `waitingFor` needs about one run, in one statement: the run's lease,
+ * no-runner stamp, transport failures and flow-control columns; the holders
+ * of its concurrency key while it waits for a slot; the last pause in the
+ * control audit while it is paused; and its unfinished steps with their
+ * waiter (event name, CEL) or child run. Undefined for another workspace's run.
+ */
+export async function waitFacts(db: Database, workspaceId: string, runId: string): Promise<{ run: RunWaitFacts; steps: OpenStep[] } | undefined> {
+  const rows = await db.query<Row>(
+    `select r.status, r.runner, ${epochMs('r.created_at')} as created_ms, r.lease_owner,
+            ${epochMs('r.lease_until')} as lease_until_ms, ${epochMs('r.no_runner_since')} as no_runner_since_ms,
+            r.transport_failures, r.admitted, r.concurrency_key, r.concurrency_limit,
+            case when r.status = 'queued' and not r.admitted and r.concurrency_limit > 0 then
+              (select count(*)::int from scheduler.runs h
+                where h.workspace_id = r.workspace_id and h.app = r.app and h.workflow = r.workflow and h.concurrency_key = r.concurrency_key
+                  and h.concurrency_limit > 0 and h.admitted and h.status in ('queued', 'running', 'waiting', 'paused'))
+            else 0 end as slot_holders,
+            pa.actor as paused_by, ${epochMs('pa.created_at')} as paused_at_ms,
+            (select json_agg(json_build_object(
+                      'name', s.name, 'op', s.op, 'idx', s.idx, 'status', s.status, 'attempts', s.attempts,
+                      'wakeAtMs', ${epochMs('s.wake_at')}, 'error', s.error, 'childRunId', s.child_run_id, 'childWorkflow', c.workflow,
+                      'eventName', w.event_name, 'eventIf', w.if_expr) order by s.idx)
+               from scheduler.steps s
+               left join scheduler.runs c on c.id = s.child_run_id and c.workspace_id = s.workspace_id
+               left join scheduler.waiters w on w.run_id = s.run_id and w.step_id = s.step_id
+              where s.run_id = r.id and s.status in ('sleeping', 'waiting', 'child', 'retrying')) as steps
+       from scheduler.runs r
+       left join lateral (
+         select ca.actor, ca.created_at from scheduler.control_actions ca
+          where r.status = 'paused' and ca.workspace_id = r.workspace_id and ca.run_id = r.id and ca.action = 'pause'
+          order by ca.id desc limit 1
+       ) pa on true
+      where r.workspace_id = $1 and r.id = $2`,
+    [workspaceId, runId],
+  );
+  const r = rows[0];
+  if (!r) return undefined;
+  return {
+    run: {
+      status: r.status,
+      runner: r.runner,
+      createdAtMs: Number(r.created_ms),
+      leaseOwner: r.lease_owner,
+      leaseUntilMs: ms(r.lease_until_ms),
+      noRunnerSinceMs: ms(r.no_runner_since_ms),
+      transportFailures: r.transport_failures,
+      admitted: r.admitted,
+      concurrencyKey: r.concurrency_key,
+      concurrencyLimit: r.concurrency_limit,
+      slotHolders: r.slot_holders,
+      pausedBy: r.paused_by,
+      pausedAtMs: ms(r.paused_at_ms),
+    },
+    steps: (r.steps ?? []).map((s) => ({ ...s, wakeAtMs: ms(s.wakeAtMs) })),
+  };
+}
