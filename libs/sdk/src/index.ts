@@ -15,6 +15,9 @@ export {
   isStepFailedError,
   retryAfterMsOf,
 } from './errors.js';
+export { AiOutputError, DEFAULT_REASKS, isAiOutputError } from './ai-output.js';
+export { DEFAULT_EMBED_BATCH_SIZE } from './ai-embed.js';
+export { EVAL_MAX_ITEMS } from './ai-eval.js';
 export { executePass, DEFAULT_STEP_BUDGET_MS, RECOMMENDED_STEP_BUDGET_MS, type ExecuteOptions, type PassResult } from './execution.js';
 export { testWorkflow, type ChildOutcome, type TestWorkflowOptions, type TestWorkflowResult } from './testing.js';
 export type { ApprovalScript, ApprovalScripts, ApprovalTestRequest } from './testing-approvals.js';
@@ -27,7 +30,13 @@ export type { WorkflowLogger } from './logger.js';
 export type { InvokeHttpHandler, InvokeHttpReply, InvokeRequest } from './serve.js';
 export type {
   AiEmbedRequest,
+  AiEmbedResult,
+  AiEvalGenerateOptions,
+  AiEvalScore,
+  AiEvalSummary,
+  AiEvalTaskOptions,
   AiGenerateRequest,
+  AiGenerateResult,
   AiRequest,
   AiResult,
   AiSteps,
@@ -36,6 +45,7 @@ export type {
   ApprovalOptions,
   ApprovalRisk,
   EmitOptions,
+  JsonSchema,
   RunWorkflowOptions,
   ScoreOptions,
   StepRunOptions,

@@ -30,13 +30,13 @@ export function isStandardSchema(v: unknown): v is StandardSchemaV1 {
   return typeof std === 'object' && std !== null && std.version === 1 && typeof std.validate === 'function';
 }
 
-/** One line per issue: `data.user.email: Invalid email`. */
-export function formatIssues(issues: ReadonlyArray<StandardIssue>): string {
+/** One line per issue: `data.user.email: Invalid email` (`root` names what was validated). */
+export function formatIssues(issues: ReadonlyArray<StandardIssue>, root = 'data'): string {
   return issues
     .slice(0, 10)
     .map((i) => {
       const path = (i.path ?? []).map((p) => String(typeof p === 'object' && p !== null ? p.key : p));
-      return path.length ? `data.${path.join('.')}: ${i.message}` : i.message;
+      return path.length ? `${root}.${path.join('.')}: ${i.message}` : i.message;
     })
     .join('; ');
 }

@@ -70,7 +70,7 @@ describe('step opcodes', () => {
       },
       { op: 'Infer', ...id('write'), data: { kind: 'generate', model: 'm', prompt: 'hi', temperature: 0 } },
       { op: 'Infer', ...id('raw'), data: { kind: 'infer', model: 'm', body: { x: 1 } } },
-      { op: 'Infer', ...id('vec'), data: { kind: 'embed', model: 'e', inputs: ['a', 'b'] } },
+      { op: 'Infer', ...id('vec:batch-0'), data: { kind: 'embed', model: 'e', inputs: ['a', 'b'] } },
       { op: 'Score', ...id('quality'), data: { name: 'accuracy', value: 0.9, comment: 'fine' } },
       { op: 'StepRun', ...id('work'), data: 42 },
     ]);

@@ -1,8 +1,13 @@
 import type { InferOpcode, Opcode, Usage } from '@dws/protocol';
+import { embedInBatches } from './ai-embed.js';
+import { runEval } from './ai-eval.js';
+import { generateChecked } from './ai-output.js';
 import { approvalOpcode } from './approval.js';
 import { toMs } from './duration.js';
 import { normalise } from './json.js';
 import type {
+  AiEmbedRequest,
+  AiGenerateRequest,
   AiRequest,
   ApprovalOptions,
   EmitOptions,
@@ -62,16 +67,25 @@ function optionalFields<T extends object>(target: T, source: Record<string, unkn
 export function createStepTools(core: StepCore): { step: StepTools; webhook: WorkflowCtx['webhook'] } {
   const label = (kind: string, id: unknown) => `${kind}("${String(id)}")`;
 
-  const infer = (kind: 'generate' | 'infer' | 'embed') =>
-    ((id: string, request: AiRequest) =>
-      core.park(label(`step.ai.${kind}`, id), id, () => {
-        if (typeof request !== 'object' || request === null) throw new TypeError(`${label(`step.ai.${kind}`, id)} needs a request object`);
-        const op: Omit<InferOpcode, 'id' | 'name'> = {
-          op: 'Infer',
-          data: json({ kind, ...request }, `request of ${label(`step.ai.${kind}`, id)}`),
-        };
-        return op;
-      })) as StepTools['ai']['generate'];
+  /** One Infer step: `data` is the model request as the service takes it (CONTRACT.md, "AI steps"). */
+  const ask = (kind: 'generate' | 'infer' | 'embed', id: unknown, request: unknown): Promise<unknown> =>
+    core.park(label(`step.ai.${kind}`, id), id, () => {
+      if (typeof request !== 'object' || request === null) throw new TypeError(`${label(`step.ai.${kind}`, id)} needs a request object`);
+      const op: Omit<InferOpcode, 'id' | 'name'> = {
+        op: 'Infer',
+        data: json({ kind, ...request }, `request of ${label(`step.ai.${kind}`, id)}`),
+      };
+      return op;
+    });
+
+  const generate = ((id: string, request: AiGenerateRequest) => {
+    if (typeof request !== 'object' || request === null || request.output === undefined) {
+      // reasks means nothing without a schema; it is ours, not the provider's.
+      const { reasks: _reasks, output: _output, ...rest } = (request ?? {}) as AiGenerateRequest;
+      return ask('generate', id, request === null || typeof request !== 'object' ? request : rest);
+    }
+    return generateChecked(id, request, (stepId, data) => ask('generate', stepId, data));
+  }) as StepTools['ai']['generate'];
 
   const step: StepTools = {
     run: ((id: string, fn: () => unknown, options?: StepRunOptions) => core.run(id, fn, options)) as StepTools['run'],
@@ -146,9 +160,15 @@ export function createStepTools(core: StepCore): { step: StepTools; webhook: Wor
       }),
 
     ai: {
-      generate: infer('generate'),
-      infer: infer('infer'),
-      embed: infer('embed'),
+      generate,
+      infer: ((id: string, request: AiRequest) => ask('infer', id, request)) as StepTools['ai']['infer'],
+      embed: (id: string, request: AiEmbedRequest) => embedInBatches(id, request, (stepId, data) => ask('embed', stepId, data)),
+      eval: ((id: string, options: unknown) =>
+        runEval(id, options, {
+          run: (stepId, fn) => step.run(stepId, fn),
+          generate: (stepId, request) => step.ai.generate(stepId, request),
+          score: (stepId, options) => step.score(stepId, options),
+        })) as StepTools['ai']['eval'],
       wrap: ((id: string, call: () => unknown, usage: (result: unknown) => Usage | undefined) => {
         if (typeof usage !== 'function') throw new TypeError(`${label('step.ai.wrap', id)} needs a usage function (result => { model, tokensIn, tokensOut, ... })`);
         return core.run(id, call, { usage });

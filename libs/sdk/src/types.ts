@@ -7,7 +7,7 @@ import type {
 } from '@dws/protocol';
 import type { Duration } from './duration.js';
 import type { WorkflowLogger } from './logger.js';
-import type { StandardSchemaV1 } from './standard-schema.js';
+import type { InferSchemaOutput, StandardSchemaV1 } from './standard-schema.js';
 
 export interface StepRunOptions {
   /** Declared step input, recorded with the step (JSON). */
@@ -120,22 +120,57 @@ export interface AiRequest {
   [key: string]: unknown;
 }
 
+/** A JSON Schema (draft-07 by default; draft 2019-09 or 2020-12 when its `$schema` says so). */
+export type JsonSchema = { [key: string]: unknown };
+
 export interface AiGenerateRequest extends AiRequest {
   prompt?: string;
   system?: string;
-  messages?: unknown[];
+  messages?: { role: 'user' | 'assistant'; content: string }[];
   temperature?: number;
   maxTokens?: number;
-  /** JSON Schema the output must satisfy; invalid output is re-asked once. */
-  output?: unknown;
+  /**
+   * The shape the answer must have: a JSON Schema, or a Standard Schema
+   * (zod, valibot, ...). The model is told to answer with JSON only (the
+   * schema goes into the system prompt); its text must parse as JSON and
+   * validate, else the SDK re-asks (`reasks`). Checked in the runner: it is
+   * never sent to the provider as a field.
+   */
+  output?: JsonSchema | StandardSchemaV1;
+  /** Further durable calls (`<id>:reask-1`, ...) when the answer does not fit `output`. @default 1 (only with `output`) */
+  reasks?: number;
   /** Inference cache TTL in ms. @default 24 h (only with temperature <= 0.2) */
   ttlMs?: number;
 }
 
+/** What `step.ai.generate` with an `output` schema resolves with. */
+export interface AiGenerateResult<O = unknown> {
+  /** The model's text of the call that passed. */
+  text: string;
+  /** The provider's whole answer to that call. */
+  response: unknown;
+  /** The parsed, validated answer (a Standard Schema's output value). */
+  output: O;
+  /** Re-asks it took (0: the first answer fitted). */
+  reasks: number;
+}
+
 export interface AiEmbedRequest extends AiRequest {
+  model: string;
+  /** Texts to embed, in order. */
   inputs: string[];
-  /** Inputs per durable batch. @default 100 */
+  /** Inputs per durable batch (one Infer step each: `<id>:batch-0`, `<id>:batch-1`, ...). @default 100 */
   batchSize?: number;
+}
+
+/** What `step.ai.embed` resolves with. */
+export interface AiEmbedResult {
+  /** One vector per input, in the order of `inputs`. */
+  embeddings: number[][];
+  /** The model the provider reports (first batch). */
+  model?: string;
+  /** Durable batches (Infer steps) it took. */
+  batches: number;
 }
 
 /** The model response as the service completes the step. */
@@ -150,11 +185,68 @@ export interface ScoreOptions {
   [key: string]: unknown;
 }
 
+/** What an eval's `score` returns per item: a number, or one with fields stored on the score row. */
+export type AiEvalScore = number | { value: number; [key: string]: unknown };
+
+interface AiEvalCommon<I> {
+  /** Score name written for every item (the score row's `name`). */
+  name: string;
+  /** Items to evaluate; only the first 200 run (SPEC Limits: eval fan-out), the rest are reported as truncated. */
+  dataset: readonly I[];
+}
+
+/** An eval whose task runs in the runner: `task` is a durable step per item (`<id>:task-<i>`, like step.run). */
+export interface AiEvalTaskOptions<I, O> extends AiEvalCommon<I> {
+  task: (item: I, index: number) => O | Promise<O>;
+  /**
+   * Scores one item's output. Runs in the handler on every pass (not in a
+   * step), so keep it a deterministic function of its arguments; the score
+   * is written once per item (Score opcode, `<id>:score-<i>`).
+   */
+  score: (item: I, output: Awaited<O>, index: number) => AiEvalScore | Promise<AiEvalScore>;
+}
+
+/** An eval whose task is a model call the service makes: `step.ai.generate` per item (`<id>:generate-<i>`). */
+export interface AiEvalGenerateOptions<I, O = unknown> extends AiEvalCommon<I> {
+  generate: (item: I, index: number) => AiGenerateRequest;
+  /** As for a task eval; `output` is the generate result (`output` parsed when the request set a schema). */
+  score: (item: I, output: { text: string; response: unknown; output?: O; reasks?: number }, index: number) => AiEvalScore | Promise<AiEvalScore>;
+}
+
+/** What `step.ai.eval` resolves with. */
+export interface AiEvalSummary {
+  name: string;
+  /** Items evaluated (at most 200). */
+  count: number;
+  /** Items in the dataset. */
+  total: number;
+  /** True when the dataset had more than 200 items and only the first 200 ran. */
+  truncated: boolean;
+  /** Mean of the scores; null for an empty dataset. */
+  mean: number | null;
+  /** Each item's score value, in dataset order. */
+  scores: number[];
+}
+
 /** AI steps: the runner states the request, the service makes the call (Infer opcode) and memoizes it. */
 export interface AiSteps {
+  /**
+   * A model call the service makes. With `output`, the answer is parsed and
+   * validated (re-asked up to `reasks` times) and the result carries
+   * `output`; once the re-asks are spent it rejects with an AiOutputError.
+   */
+  generate<S extends StandardSchemaV1>(id: string, request: AiGenerateRequest & { output: S }): Promise<AiGenerateResult<InferSchemaOutput<S>>>;
+  generate<O = unknown>(id: string, request: AiGenerateRequest & { output: JsonSchema }): Promise<AiGenerateResult<O>>;
   generate<T = AiResult>(id: string, request: AiGenerateRequest): Promise<T>;
   infer<T = AiResult>(id: string, request: AiRequest): Promise<T>;
-  embed<T = AiResult>(id: string, request: AiEmbedRequest): Promise<T>;
+  /** Embeddings of `inputs`, one durable Infer step per `batchSize` inputs (openai-kind providers). */
+  embed(id: string, request: AiEmbedRequest): Promise<AiEmbedResult>;
+  /**
+   * Runs a task over a dataset (the first 200 items, in parallel), writes
+   * one score per item and resolves with a summary.
+   */
+  eval<I, O>(id: string, options: AiEvalTaskOptions<I, O>): Promise<AiEvalSummary>;
+  eval<I, O = unknown>(id: string, options: AiEvalGenerateOptions<I, O>): Promise<AiEvalSummary>;
   /**
    * A model call the runner makes itself, as a durable step: `call` runs like
    * step.run's function, and `usage` reads the call's SPEC Usage off its
