@@ -11,8 +11,9 @@ export interface ProviderConfig {
   apiKey: string | undefined;
 }
 
-/** A runner's model request, checked. */
+/** A runner's chat request (step.ai.generate / infer), checked. */
 export interface InferRequest {
+  kind?: undefined;
   provider: ProviderKind;
   model: string;
   messages: { role: 'user' | 'assistant'; content: string }[];
@@ -25,6 +26,21 @@ export interface InferRequest {
   extra: Record<string, unknown>;
 }
 
+/** A runner's embeddings request (step.ai.embed, one durable batch), checked: openai-kind only. */
+export interface EmbedRequest {
+  kind: 'embed';
+  provider: 'openai';
+  model: string;
+  inputs: string[];
+  /** Never cached (no temperature), so no cache lifetime. */
+  ttlMs?: undefined;
+  /** Fields the runner added (dimensions, encoding_format, user, ...) that go to the provider as they are. */
+  extra: Record<string, unknown>;
+}
+
+/** What an Infer opcode asks for: a chat call or an embeddings call. */
+export type ModelRequest = InferRequest | EmbedRequest;
+
 /** Fields of the opcode's data that are ours, not the provider's. */
 const OURS = new Set(['provider', 'model', 'messages', 'prompt', 'system', 'temperature', 'maxTokens', 'ttlMs', 'kind', 'output']);
 /** Anthropic's Messages API requires max_tokens; the runner may leave it out. */
@@ -33,12 +49,15 @@ const DEFAULT_MAX_TOKENS = 1024;
 export class InferRequestError extends Error {}
 
 /** The opcode's `data` as a request, or an InferRequestError saying what is wrong (the step fails; no retry helps). */
-export function parseInferRequest(data: unknown): InferRequest {
+export function parseInferRequest(data: unknown): ModelRequest {
   if (typeof data !== 'object' || data === null || Array.isArray(data)) throw new InferRequestError('Infer needs data: an object with model and messages.');
   const d = data as Record<string, unknown>;
-  if (d.kind === 'embed') throw new InferRequestError('step.ai.embed is not available yet: this service makes chat calls only (Messages, Chat Completions).');
-  // Checking the answer against a schema (and re-asking) is not built: refuse rather than return unchecked output.
-  if (d.output !== undefined) throw new InferRequestError('An output schema (checked output with re-asks) is not available yet: leave output out and validate the text yourself.');
+  if (d.kind === 'embed') return parseEmbedRequest(d);
+  // The service never checks an answer against a schema: the runner does (step.ai.generate's output, re-asks included).
+  // Refused rather than passed on, so an unchecked answer is never taken for a checked one.
+  if (d.output !== undefined) {
+    throw new InferRequestError('The service does not check output schemas: step.ai.generate checks output in the runner (and re-asks); leave output out of the Infer request.');
+  }
   const provider = d.provider ?? 'anthropic';
   if (provider !== 'anthropic' && provider !== 'openai') throw new InferRequestError(`Infer provider must be "anthropic" or "openai", not ${JSON.stringify(provider)}.`);
   if (typeof d.model !== 'string' || d.model === '') throw new InferRequestError('Infer needs a model (a non-empty string).');
@@ -75,6 +94,26 @@ export function parseInferRequest(data: unknown): InferRequest {
   };
 }
 
+/** Fields of an embeddings request that are ours. */
+const EMBED_OURS = new Set(['kind', 'provider', 'model', 'inputs']);
+
+function parseEmbedRequest(d: Record<string, unknown>): EmbedRequest {
+  const provider = d.provider ?? 'anthropic';
+  if (provider === 'anthropic') {
+    throw new InferRequestError('The anthropic provider kind has no embeddings API: step.ai.embed needs provider "openai" (an OpenAI-compatible POST /embeddings).');
+  }
+  if (provider !== 'openai') throw new InferRequestError(`Infer provider must be "anthropic" or "openai", not ${JSON.stringify(provider)}.`);
+  if (typeof d.model !== 'string' || d.model === '') throw new InferRequestError('Infer needs a model (a non-empty string).');
+  if (!Array.isArray(d.inputs) || d.inputs.length === 0) throw new InferRequestError('An embeddings request needs inputs: a non-empty array of strings.');
+  d.inputs.forEach((x, i) => {
+    // OpenAI refuses an empty string input; say which one here rather than relay a 400.
+    if (typeof x !== 'string' || x === '') throw new InferRequestError(`Embeddings inputs[${i}] must be a non-empty string.`);
+  });
+  const extra: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(d)) if (!EMBED_OURS.has(k)) extra[k] = v;
+  return { kind: 'embed', provider, model: d.model, inputs: d.inputs as string[], extra };
+}
+
 /** SPEC Limits: the inference cache keeps an answer 24 hours unless ttlMs says otherwise. */
 export const CACHE_TTL_MS = 24 * 60 * 60 * 1000;
 /** SPEC Limits: only a request with a temperature, at most 0.2, may be answered from the cache. */
@@ -85,8 +124,9 @@ export const CACHE_MAX_TEMPERATURE = 0.2;
  * sorted at every depth), so the same request in another key order hits;
  * undefined when the request is not eligible (no temperature, or above 0.2).
  */
-export function cacheKey(r: InferRequest, sha256: (text: string) => string): string | undefined {
-  if (r.temperature === undefined || r.temperature > CACHE_MAX_TEMPERATURE) return undefined;
+export function cacheKey(r: ModelRequest, sha256: (text: string) => string): string | undefined {
+  // An embeddings request states no temperature: never eligible (SPEC Limits).
+  if (r.kind === 'embed' || r.temperature === undefined || r.temperature > CACHE_MAX_TEMPERATURE) return undefined;
   const { ttlMs: _ttl, ...request } = r;
   return sha256(canonicalJson(request));
 }
@@ -103,8 +143,16 @@ function canonicalJson(v: unknown): string {
 }
 
 /** The provider's HTTP request for `r`: path under the base URL, headers, JSON body. */
-export function providerRequest(r: InferRequest, cfg: ProviderConfig): { url: string; headers: Record<string, string>; body: string } {
+export function providerRequest(r: ModelRequest, cfg: ProviderConfig): { url: string; headers: Record<string, string>; body: string } {
   const base = cfg.baseUrl.replace(/\/+$/, '');
+  if (r.kind === 'embed') {
+    // OpenAI Embeddings API: POST /embeddings { model, input: string[] } (base URL ends in /v1).
+    return {
+      url: `${base}/embeddings`,
+      headers: { 'content-type': 'application/json', ...(cfg.apiKey ? { authorization: `Bearer ${cfg.apiKey}` } : {}) },
+      body: JSON.stringify({ ...r.extra, model: r.model, input: r.inputs }),
+    };
+  }
   if (r.provider === 'anthropic') {
     return {
       url: `${base}/v1/messages`,
@@ -142,8 +190,19 @@ export interface Usage {
   cacheHit?: boolean;
 }
 
-/** A provider's 2xx body as the step's result `{ text, response }` and its usage. */
-export function readResponse(provider: ProviderKind, body: unknown, latencyMs: number): { result: { text: string; response: unknown }; usage: Usage } {
+/** Thrown for a 2xx answer the step cannot use: the step fails with its message. */
+export class ProviderAnswerError extends Error {}
+
+/**
+ * A provider's 2xx body as the step's result and its usage: `{ text,
+ * response }` for a chat call; `{ embeddings, response }` for an embeddings
+ * call, one vector per input in input order, `response` without its `data`
+ * (the vectors are in `embeddings`, stored once).
+ * @throws ProviderAnswerError when an embeddings answer carries no usable vectors
+ */
+export function readResponse(r: ModelRequest, body: unknown, latencyMs: number): { result: Record<string, unknown>; usage: Usage } {
+  if (r.kind === 'embed') return readEmbeddings(r, body, latencyMs);
+  const provider = r.provider;
   const b = (body ?? {}) as Record<string, any>;
   const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
   let text = '';
@@ -168,6 +227,37 @@ export function readResponse(provider: ProviderKind, body: unknown, latencyMs: n
   if (tokensIn !== undefined) usage.tokensIn = tokensIn;
   if (tokensOut !== undefined) usage.tokensOut = tokensOut;
   return { result: { text, response: body }, usage };
+}
+
+function readEmbeddings(r: EmbedRequest, body: unknown, latencyMs: number): { result: Record<string, unknown>; usage: Usage } {
+  const { data, ...rest } = (body ?? {}) as Record<string, unknown>;
+  const bad = (why: string) => new ProviderAnswerError(`The ${r.provider} provider answered embeddings ${why}.`);
+  if (!Array.isArray(data)) throw bad('without a data array');
+  if (data.length !== r.inputs.length) throw bad(`for ${data.length} inputs, not ${r.inputs.length}`);
+  const embeddings: number[][] = new Array<number[]>(r.inputs.length);
+  data.forEach((item, pos) => {
+    const e = item as { index?: unknown; embedding?: unknown };
+    // Each item says which input it embeds; an answer out of order is put back in order.
+    const at = typeof e.index === 'number' ? e.index : pos;
+    if (!Number.isInteger(at) || at < 0 || at >= r.inputs.length || embeddings[at] !== undefined) throw bad(`with a bad or repeated index ${JSON.stringify(e.index)}`);
+    if (Array.isArray(e.embedding) && e.embedding.every((x) => typeof x === 'number')) embeddings[at] = e.embedding as number[];
+    else if (typeof e.embedding === 'string') embeddings[at] = fromBase64(e.embedding);
+    else throw bad(`without a vector at index ${at}`);
+  });
+  const usage: Usage = { latencyMs };
+  const model = rest.model;
+  if (typeof model === 'string') usage.model = model;
+  const tokens = (rest.usage as { prompt_tokens?: unknown } | undefined)?.prompt_tokens;
+  if (typeof tokens === 'number' && Number.isFinite(tokens)) usage.tokensIn = tokens;
+  return { result: { embeddings, response: rest }, usage };
+}
+
+/** `encoding_format: "base64"`: little-endian float32s. */
+function fromBase64(s: string): number[] {
+  const bytes = Buffer.from(s, 'base64');
+  const out: number[] = [];
+  for (let i = 0; i + 4 <= bytes.length; i += 4) out.push(bytes.readFloatLE(i));
+  return out;
 }
 
 /** What a provider's status means: done, retry later (429, 5xx), or a step error (another 4xx: no retry helps). */

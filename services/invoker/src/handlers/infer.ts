@@ -12,11 +12,12 @@ import {
   classifyStatus,
   InferRequestError,
   parseInferRequest,
+  ProviderAnswerError,
   providerError,
   providerRequest,
   readResponse,
   retryAfterMs,
-  type InferRequest,
+  type ModelRequest,
   type ProviderConfig,
   type ProviderKind,
   type Usage,
@@ -35,7 +36,8 @@ const ACK_WAIT_MS = 30_000;
 
 const inferences = counter('dws_invoker_inferences_total', 'Infer steps answered, by outcome (called, cached, stored: a redelivery resent, failed).');
 
-type Outcome = { data: { text: string; response: unknown }; usage: Usage } | { error: string };
+/** A chat call's `{ text, response }`, an embeddings call's `{ embeddings, response }`, or the step error. */
+type Outcome = { data: Record<string, unknown>; usage: Usage } | { error: string };
 
 export interface InferDeps {
   bus: Bus;
@@ -154,7 +156,7 @@ async function call(d: InferDeps, h: StepHandoff): Promise<Outcome> {
 }
 
 /** The provider's answer to `req`, retried over 429 / 5xx / transport errors. */
-async function callProvider(d: InferDeps, h: StepHandoff, req: InferRequest, cfg: ProviderConfig): Promise<Outcome> {
+async function callProvider(d: InferDeps, h: StepHandoff, req: ModelRequest, cfg: ProviderConfig): Promise<Outcome> {
   const http = providerRequest(req, cfg);
   let last = '';
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
@@ -166,9 +168,10 @@ async function callProvider(d: InferDeps, h: StepHandoff, req: InferRequest, cfg
       const kind = classifyStatus(res.statusCode);
       if (kind === 'ok') {
         try {
-          const { result, usage } = readResponse(req.provider, JSON.parse(text), Date.now() - t0);
+          const { result, usage } = readResponse(req, JSON.parse(text), Date.now() - t0);
           return { data: result, usage: { model: req.model, ...usage } };
-        } catch {
+        } catch (err) {
+          if (err instanceof ProviderAnswerError) return { error: err.message };
           return { error: `The ${req.provider} provider answered ${res.statusCode} with a body that is not JSON.` };
         }
       }
