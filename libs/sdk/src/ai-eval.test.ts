@@ -79,6 +79,23 @@ describe('step.ai.eval', () => {
     });
   });
 
+  it('shares the 200 items among the evals of one run, in call order, the same on every pass', async () => {
+    const wf = newRunner().workflow('eval', async ({ step }) => {
+      const first = await step.ai.eval('a', { name: 'n', dataset: numbers(150), task: (x) => x.q, score: () => 1 });
+      const second = await step.ai.eval('b', { name: 'n', dataset: numbers(100), task: (x) => x.q, score: () => 0 });
+      const third = await step.ai.eval('c', { name: 'n', dataset: numbers(1), task: (x) => x.q, score: () => 0 });
+      return [first, second, third].map(({ count, total, truncated }) => ({ count, total, truncated }));
+    });
+    const out = await testWorkflow(wf);
+    expect(out.result).toEqual([
+      { count: 150, total: 150, truncated: false },
+      { count: 50, total: 100, truncated: true },
+      { count: 0, total: 1, truncated: true },
+    ]);
+    expect(scoresOf(out.opcodes)).toHaveLength(200);
+    expect(out.stepsRun.filter((n) => n.startsWith('b:'))).toHaveLength(50);
+  });
+
   it('can make each task a model call the service makes (step.ai.generate per item, output schema included)', async () => {
     const wf = newRunner().workflow('eval', ({ step }) =>
       step.ai.eval('qa', {

@@ -1,8 +1,13 @@
 import { NonRetriableError } from './errors.js';
 import type { AiEvalGenerateOptions, AiEvalScore, AiEvalSummary, AiEvalTaskOptions, AiGenerateRequest, ScoreOptions } from './types.js';
 
-/** SPEC Limits, AI-step defaults: an eval fans out over at most 200 items per run; a larger dataset is truncated. */
+/** SPEC Limits, AI-step defaults: evals fan out over at most 200 items per run; a larger dataset is truncated. */
 export const EVAL_MAX_ITEMS = 200;
+
+/** What is left of a run's eval fan-out: one per pass, spent in call order, so every replay cuts the same items. */
+export interface EvalBudget {
+  left: number;
+}
 
 /** SPEC Limits: names are at most 256 characters. */
 const NAME_MAX = 256;
@@ -28,14 +33,15 @@ function scoreOf(scored: AiEvalScore, what: string): { value: number; fields: Re
 }
 
 /**
- * step.ai.eval: the first 200 items of the dataset, all in parallel; per
+ * step.ai.eval: the first items of the dataset, up to what is left of the
+ * run's 200 (a second eval in the same run gets the rest), all in parallel; per
  * item a durable task step (`<id>:task-<i>`: step.run, or step.ai.generate
  * as `<id>:generate-<i>`), its score computed by `score` and written once
  * (`<id>:score-<i>`, Score opcode: `{ name, value, eval: <id>, index: <i>, ... }`).
  * Resolves with the count, the mean and whether the dataset was truncated.
  * A task step that fails for good rejects the eval with its StepFailedError.
  */
-export async function runEval(id: string, options: unknown, tools: EvalTools): Promise<AiEvalSummary> {
+export async function runEval(id: string, options: unknown, tools: EvalTools, budget: EvalBudget): Promise<AiEvalSummary> {
   const what = `step.ai.eval("${id}")`;
   if (typeof options !== 'object' || options === null)
     throw new NonRetriableError(`${what} needs { name, dataset, task | generate, score }`);
@@ -49,7 +55,8 @@ export async function runEval(id: string, options: unknown, tools: EvalTools): P
     );
   if (typeof o.score !== 'function')
     throw new NonRetriableError(`${what}.score must be a function (item, output, index) => number | { value }`);
-  const items = o.dataset.slice(0, EVAL_MAX_ITEMS);
+  const items = o.dataset.slice(0, Math.max(0, budget.left));
+  budget.left -= items.length;
   const name = o.name;
   const scores = await Promise.all(
     items.map(async (item: unknown, i) => {
@@ -69,7 +76,7 @@ export async function runEval(id: string, options: unknown, tools: EvalTools): P
     name,
     count: items.length,
     total: o.dataset.length,
-    truncated: o.dataset.length > EVAL_MAX_ITEMS,
+    truncated: items.length < o.dataset.length,
     mean: scores.length === 0 ? null : sum / scores.length,
     scores,
   };

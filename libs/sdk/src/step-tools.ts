@@ -1,6 +1,6 @@
 import type { InferOpcode, Opcode, Usage } from '@dws/protocol';
 import { embedInBatches } from './ai-embed.js';
-import { runEval } from './ai-eval.js';
+import { EVAL_MAX_ITEMS, runEval, type EvalBudget } from './ai-eval.js';
 import { generateChecked } from './ai-output.js';
 import { approvalOpcode } from './approval.js';
 import { toMs } from './duration.js';
@@ -66,6 +66,8 @@ function optionalFields<T extends object>(target: T, source: Record<string, unkn
 /** The `step` object and `ctx.webhook` of one pass, built on the engine's two primitives. */
 export function createStepTools(core: StepCore): { step: StepTools; webhook: WorkflowCtx['webhook'] } {
   const label = (kind: string, id: unknown) => `${kind}("${String(id)}")`;
+  // SPEC Limits: 200 eval items per run, shared by the run's evals in call order (tools are built per pass).
+  const evalBudget: EvalBudget = { left: EVAL_MAX_ITEMS };
 
   /** One Infer step: `data` is the model request as the service takes it (CONTRACT.md, "AI steps"). */
   const ask = (kind: 'generate' | 'infer' | 'embed', id: unknown, request: unknown): Promise<unknown> =>
@@ -168,7 +170,7 @@ export function createStepTools(core: StepCore): { step: StepTools; webhook: Wor
           run: (stepId, fn) => step.run(stepId, fn),
           generate: (stepId, request) => step.ai.generate(stepId, request),
           score: (stepId, options) => step.score(stepId, options),
-        })) as StepTools['ai']['eval'],
+        }, evalBudget)) as StepTools['ai']['eval'],
       wrap: ((id: string, call: () => unknown, usage: (result: unknown) => Usage | undefined) => {
         if (typeof usage !== 'function') throw new TypeError(`${label('step.ai.wrap', id)} needs a usage function (result => { model, tokensIn, tokensOut, ... })`);
         return core.run(id, call, { usage });

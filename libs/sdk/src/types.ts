@@ -191,7 +191,7 @@ export type AiEvalScore = number | { value: number; [key: string]: unknown };
 interface AiEvalCommon<I> {
   /** Score name written for every item (the score row's `name`). */
   name: string;
-  /** Items to evaluate; only the first 200 run (SPEC Limits: eval fan-out), the rest are reported as truncated. */
+  /** Items to evaluate. SPEC Limits: 200 eval items per run (all evals of the run together); items past that are left out and reported as truncated. */
   dataset: readonly I[];
 }
 
@@ -216,11 +216,11 @@ export interface AiEvalGenerateOptions<I, O = unknown> extends AiEvalCommon<I> {
 /** What `step.ai.eval` resolves with. */
 export interface AiEvalSummary {
   name: string;
-  /** Items evaluated (at most 200). */
+  /** Items evaluated (at most what was left of the run's 200). */
   count: number;
   /** Items in the dataset. */
   total: number;
-  /** True when the dataset had more than 200 items and only the first 200 ran. */
+  /** True when items were left out (the run's 200 eval items were spent). */
   truncated: boolean;
   /** Mean of the scores; null for an empty dataset. */
   mean: number | null;
@@ -242,8 +242,8 @@ export interface AiSteps {
   /** Embeddings of `inputs`, one durable Infer step per `batchSize` inputs (openai-kind providers). */
   embed(id: string, request: AiEmbedRequest): Promise<AiEmbedResult>;
   /**
-   * Runs a task over a dataset (the first 200 items, in parallel), writes
-   * one score per item and resolves with a summary.
+   * Runs a task over a dataset (its first items, up to 200 per run, in
+   * parallel), writes one score per item and resolves with a summary.
    */
   eval<I, O>(id: string, options: AiEvalTaskOptions<I, O>): Promise<AiEvalSummary>;
   eval<I, O = unknown>(id: string, options: AiEvalGenerateOptions<I, O>): Promise<AiEvalSummary>;
