@@ -8,3 +8,4 @@ export * from './seal.js';
 export { redact, isSensitiveKey, REDACTED } from './redact.js';
 export * from './connect.js';
 export * from './hop.js';
+export * from './ai-spend.js';

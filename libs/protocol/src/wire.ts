@@ -5,6 +5,7 @@
  *
  * Fields typed `unknown` carry arbitrary JSON.
  */
+import type { AiSpendCeilings } from './ai-spend.js';
 
 /** SPEC StepError: a failed step or a terminal run error. */
 export interface StepError {
@@ -312,6 +313,8 @@ export interface WorkflowRegistration {
   /** true if an onFailure handler exists. */
   onFailure?: boolean;
   concurrency?: ConcurrencyConfig;
+  /** AI spend ceilings (opt-in): an Infer step started past one fails instead of calling. */
+  aiSpend?: AiSpendCeilings;
   steps?: StepManifestEntry[];
   // Flow-control fields whose shapes SPEC does not show: carried opaquely.
   throttle?: unknown;

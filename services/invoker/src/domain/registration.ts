@@ -1,4 +1,5 @@
 import { parseWorkflowPolicy } from '@dws/cel';
+import { aiSpendProblem } from '@dws/protocol';
 import { checkProtocolVersion, invalid } from '@dws/protocol';
 
 const MAX_NAME = 256;
@@ -104,6 +105,8 @@ export function parseRegistration(body: unknown, opts: { transport: 'serve' | 'c
       throw invalid('invalid_registration', `workflows[${i}].retry.maxAttempts must be a positive integer.`);
     }
     checkPolicy(config, i);
+    const spend = aiSpendProblem(config.aiSpend);
+    if (spend) throw invalid('invalid_registration', `workflows[${i}].${spend}`);
     return { name, config };
   });
   return {

@@ -1,5 +1,6 @@
 import type { StepError } from '@dws/protocol';
 import { capabilityGap } from './capabilities.js';
+import { spendCeilingReached, type AiSpendView } from './ai-spend.js';
 
 /** What the invoker reported for one pass. */
 export type PassOutcome =
@@ -26,6 +27,8 @@ export interface RunView {
   hasOpenPending: boolean;
   /** Steps the runner checkpointed during this pass: progress even when its reply reports nothing new. */
   checkpointed?: number;
+  /** The workflow's AI spend ceilings and what is spent against them: present only when some ceiling is set and the pass asks for a model call. */
+  aiSpend?: AiSpendView;
 }
 
 /** A step result to persist. `memo` marks what the runner will see on the next pass. */
@@ -374,6 +377,9 @@ function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, 
     }
     case 'Approval':
     case 'Infer': {
+      // A model call past an AI spend ceiling is not made: the step fails (the handler may catch it).
+      const over = op === 'Infer' && run.aiSpend ? spendCeilingReached(run.aiSpend) : undefined;
+      if (over) return failStep(over);
       // Reached only once capabilities.ts lists the op: handed to the approvals service / the invoker's
       // model calls, the step stays pending until they answer (ResolveStep). No deadline here: an
       // Approval's timeoutMs is the approvals service's to act on (its onTimeout), never a null result.

@@ -7,8 +7,17 @@ import type { PassOutcome } from './reply.js';
  * Takes the outcome after `withParsedBody`.
  */
 export function hasStepError(outcome: PassOutcome): boolean {
-  if (outcome.kind !== 'reply' || typeof outcome.parsed !== 'object' || outcome.parsed === null) return false;
+  return opcodesOf(outcome).some((op) => typeof op === 'object' && op !== null && (op as { error?: unknown }).error !== undefined);
+}
+
+/** True when the reply asks the service for a model call (an Infer opcode): AI spend ceilings are read only then. */
+export function hasInfer(outcome: PassOutcome): boolean {
+  return opcodesOf(outcome).some((op) => typeof op === 'object' && op !== null && (op as { op?: unknown }).op === 'Infer');
+}
+
+function opcodesOf(outcome: PassOutcome): unknown[] {
+  if (outcome.kind !== 'reply' || typeof outcome.parsed !== 'object' || outcome.parsed === null) return [];
   // Version 1 wraps opcodes in { opcodes }; version 0 sent a bare array.
   const ops = Array.isArray(outcome.parsed) ? outcome.parsed : (outcome.parsed as { opcodes?: unknown }).opcodes;
-  return Array.isArray(ops) && ops.some((op) => typeof op === 'object' && op !== null && (op as { error?: unknown }).error !== undefined);
+  return Array.isArray(ops) ? ops : [];
 }

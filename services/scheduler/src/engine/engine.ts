@@ -6,7 +6,9 @@ import { create, fromBinary, InvokeRequestSchema, InvokeResult_Outcome, InvokeRe
 import { counter, histogram, ids, subjects, type Outbox, type OutboxMessage, type RunnerHttp } from '@dws/runtime';
 import { checkpointSteps, decide, logsOf, withParsedBody, type Decision, type PassOutcome, type RunView, type StepOutcome } from '../domain/reply.js';
 import { invokeBody, memoEntry } from '../domain/invoke-body.js';
-import { hasStepError } from '../domain/step-errors.js';
+import { hasInfer, hasStepError } from '../domain/step-errors.js';
+import type { AiSpendView } from '../domain/ai-spend.js';
+import { aiSpendOf } from '../store/ai-spend.js';
 import { handoffMessage, runFinishedMessage, stepFailedMessage } from '../domain/handoffs.js';
 import { appendFrames, applyCheckpoint, applyPass, claimDueRuns, loadClaimedSteps, releaseLeases, renewLeases, type ApplyPass, type NewFrame } from '../store/runs.js';
 import { checkpointToken } from '../domain/checkpoint-token.js';
@@ -192,16 +194,20 @@ export class Engine {
       // A checkpoint still being stored as the reply came back goes first.
       await run.applying;
       const outcome = withParsedBody(reply);
-      // SPEC Limits: maxAttempts defaults to 1; the policy is read only when a step failed.
-      const maxAttempts = hasStepError(outcome) ? (await this.o.workflows.get(run.workspaceId, run.app, run.workflow)).maxAttempts : 1;
-      const decision = decide(this.view(run, maxAttempts), outcome, Date.now(), NEW_IDS);
+      // The workflow's config is read only when the pass needs it: a failed step (SPEC Limits: maxAttempts
+      // defaults to 1) or a model call to check against AI spend ceilings.
+      const infer = hasInfer(outcome);
+      const cfg = hasStepError(outcome) || infer ? await this.o.workflows.get(run.workspaceId, run.app, run.workflow) : undefined;
+      const aiSpend: AiSpendView | undefined =
+        infer && cfg?.aiSpend ? { ceilings: cfg.aiSpend, ...(await aiSpendOf(this.o.db, run, cfg.aiSpend.perWindow?.windowMs ?? 0)) } : undefined;
+      const decision = decide(this.view(run, cfg?.maxAttempts ?? 1, aiSpend), outcome, Date.now(), NEW_IDS);
       const again = await this.apply(run, decision, logsOf(outcome));
       if (!again || this.stopping) return;
     }
   }
 
   /** What the pure decision reads of a held run. */
-  private view(run: HeldRun, maxAttempts: number): RunView {
+  private view(run: HeldRun, maxAttempts: number, aiSpend?: AiSpendView): RunView {
     const deadlines: number[] = [];
     let open = false;
     for (const p of run.pending.values()) {
@@ -219,6 +225,7 @@ export class Engine {
       pendingDeadlines: deadlines,
       hasOpenPending: open,
       checkpointed: run.checkpointed,
+      ...(aiSpend ? { aiSpend } : {}),
     };
   }
 

@@ -1,21 +1,26 @@
 import type { Database } from '@dws/db';
+import { toAiSpendCeilings, type AiSpendCeilings } from '@dws/protocol';
 
 /** The parts of a workflow definition the engine reads. */
 export interface WorkflowConfig {
   /** SPEC Limits: default 1 (no retries). */
   maxAttempts: number;
   onFailure: boolean;
+  /** AI spend ceilings; undefined when none is set. */
+  aiSpend?: AiSpendCeilings;
 }
 
 const DEFAULT: WorkflowConfig = { maxAttempts: 1, onFailure: false };
 
 /** Parse the registered workflow object (as the runner sent it) into what the engine uses. */
 export function toWorkflowConfig(raw: unknown): WorkflowConfig {
-  const cfg = (raw ?? {}) as { retry?: { maxAttempts?: unknown }; onFailure?: unknown };
+  const cfg = (raw ?? {}) as { retry?: { maxAttempts?: unknown }; onFailure?: unknown; aiSpend?: unknown };
   const max = cfg.retry?.maxAttempts;
+  const aiSpend = toAiSpendCeilings(cfg.aiSpend);
   return {
     maxAttempts: typeof max === 'number' && Number.isInteger(max) && max >= 1 ? Math.min(max, 100) : 1,
     onFailure: cfg.onFailure === true,
+    ...(aiSpend ? { aiSpend } : {}),
   };
 }
 

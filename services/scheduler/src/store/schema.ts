@@ -107,7 +107,11 @@ export const steps = scheduler.table(
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     endedAt: timestamp('ended_at', { withTimezone: true }),
   },
-  (t) => [primaryKey({ columns: [t.runId, t.stepId] })],
+  (t) => [
+    primaryKey({ columns: [t.runId, t.stepId] }),
+    // AI spend over a rolling window (domain/ai-spend.ts): metered steps only, by end time.
+    index('steps_ws_metered_ended').on(t.workspaceId, t.endedAt).where(sql`usage is not null`),
+  ],
 );
 
 /**

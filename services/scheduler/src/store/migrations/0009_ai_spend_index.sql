@@ -1,0 +1,1 @@
+CREATE INDEX "steps_ws_metered_ended" ON "scheduler"."steps" USING btree ("workspace_id","ended_at") WHERE usage is not null;
