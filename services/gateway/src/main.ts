@@ -18,7 +18,7 @@ import { apiRouter } from './handlers/routes.js';
 import { attachConnect, type UpgradeHandler } from './handlers/connect-proxy.js';
 import { LiveHub, Streams, type StreamOptions } from './handlers/streams.js';
 import { UsageMeter, type UsageMeterOptions } from './handlers/usage-meter.js';
-import { announceWorkspace } from './handlers/workspace-state.js';
+import { announceWorkspace, providersOf } from './handlers/workspace-state.js';
 import { workspaceById } from './store/workspaces.js';
 
 const MIGRATIONS = fileURLToPath(new URL('./store/migrations', import.meta.url));
@@ -63,10 +63,16 @@ export async function startGateway(
 
   const credentials = await ensureDefaultWorkspace(db, cfg, sealKey);
   // Announce the workspace (and its signing key) on every start: the invoker signs invokes with it.
-  // With its stored suspension: announcing `false` would lift an operator's or a ceiling's suspension downstream.
+  // With its stored suspension and providers: announcing `false` or none would overwrite them downstream.
   const pending = await db.tx(async (tx) => {
-    const suspended = (await workspaceById(tx, credentials.workspaceId))?.suspended ?? false;
-    return announceWorkspace(tx, outbox, { id: credentials.workspaceId, name: 'default', signingKey: credentials.signingKey.value, suspended });
+    const row = await workspaceById(tx, credentials.workspaceId);
+    return announceWorkspace(tx, outbox, {
+      id: credentials.workspaceId,
+      name: 'default',
+      signingKey: credentials.signingKey.value,
+      suspended: row?.suspended ?? false,
+      providers: row ? providersOf(row, sealKey) : {},
+    });
   });
   await outbox.afterCommit(pending);
 

@@ -145,6 +145,7 @@ d('gateway API', () => {
         suspended: true,
         suspendedReason: 'operator',
         limits: { runsPerMonth: 1000 },
+        providers: {},
         usage: { month: new Date().toISOString().slice(0, 7), runs: 0 },
         createdAt: expect.any(String),
       });

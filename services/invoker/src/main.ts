@@ -18,6 +18,7 @@ import { detachSocket, touchSockets } from './store/runners.js';
 import { upsertWorkspace } from './store/workspaces.js';
 
 const MIGRATIONS = fileURLToPath(new URL('./store/migrations', import.meta.url));
+const dec = new TextDecoder();
 
 export interface InvokerOptions {
   /** This replica's id on the sockets it holds and on its bus subject. @default random per start */
@@ -60,7 +61,15 @@ export async function startInvoker(cfg: Config, infra: Infra, opts: InvokerOptio
     { stream: streams.gatewayFacts.name, durable: 'invoker-workspaces', filterSubject: subjects.workspaceUpserted },
     async (msg) => {
       const ws = fromBinary(WorkspaceUpsertedSchema, msg.data);
-      await upsertWorkspace(db, { id: ws.workspaceId, name: ws.name, signingKeySealed: seal(ws.signingKey, sealKey), suspended: ws.suspended });
+      // Providers travel as JSON bytes; "{}" or nothing (an older gateway) means none.
+      const providers = ws.providers.length ? dec.decode(ws.providers) : '{}';
+      await upsertWorkspace(db, {
+        id: ws.workspaceId,
+        name: ws.name,
+        signingKeySealed: seal(ws.signingKey, sealKey),
+        suspended: ws.suspended,
+        providersSealed: providers === '{}' ? null : seal(providers, sealKey),
+      });
       directory.forgetKey(ws.workspaceId);
     },
   );
@@ -95,7 +104,7 @@ export async function startInvoker(cfg: Config, infra: Infra, opts: InvokerOptio
   });
   const api = serveApi(bus, 'invoker', log, invokerApi({ db, bus, outbox, directory }));
   // Infer steps: the model calls the runners hand to the service.
-  const inferences = await consumeInferences({ bus, db, log, outbox, providers: providersOf(cfg), timeoutMs: cfg.SERVICE_INFER_TIMEOUT_MS, ...opts.infer });
+  const inferences = await consumeInferences({ bus, db, log, outbox, providers: providersOf(cfg), sealKey, timeoutMs: cfg.SERVICE_INFER_TIMEOUT_MS, ...opts.infer });
   const cachePrune = pruneInferenceCache({ db, log });
   cachePrune.start();
 

@@ -6,18 +6,20 @@ import { monthOf, type LimitsPatch, type Usage } from '../domain/usage.js';
 import { usageOf } from '../store/usage.js';
 import { insertKey, insertWorkspace, lockWorkspace, revokeKey, workspaceById, type WorkspaceRow } from '../store/workspaces.js';
 import type { Authenticator } from './auth.js';
-import { announceWorkspace, settleWorkspace } from './workspace-state.js';
+import { providersView, type ProvidersPatch } from '../domain/providers.js';
+import { announceWorkspace, providersOf, settleWorkspace } from './workspace-state.js';
 
 const iso = (d: Date | string) => (d instanceof Date ? d : new Date(d)).toISOString();
 
-/** The admin API's view of a workspace: never its signing key or key hashes. `usage` is the current UTC month's. */
-export function workspaceRecord(w: WorkspaceRow, usage: Usage) {
+/** The admin API's view of a workspace: never its signing key, key hashes or provider keys. `usage` is the current UTC month's. */
+export function workspaceRecord(w: WorkspaceRow, usage: Usage, sealKey: Buffer) {
   return {
     id: w.id,
     name: w.name,
     suspended: w.suspended,
     suspendedReason: w.suspended ? (w.suspended_reason ?? 'operator') : null,
     limits: w.limits ?? {},
+    providers: providersView(providersOf(w, sealKey)),
     usage,
     createdAt: iso(w.created_at),
   };
@@ -34,7 +36,7 @@ export class AdminApi {
     const pending = await this.d.db.tx(async (tx) => {
       await insertWorkspace(tx, { id, name, signingKeySealed: seal(signingKey, this.d.sealKey) });
       for (const kind of ['secret', 'public', 'console'] as const) await insertKey(tx, { workspaceId: id, kind, name: kind, key: keys[kind] });
-      return announceWorkspace(tx, this.d.outbox, { id, name, signingKey, suspended: false });
+      return announceWorkspace(tx, this.d.outbox, { id, name, signingKey, suspended: false, providers: {} });
     });
     await this.d.outbox.afterCommit(pending);
     return { id, name, secretKey: keys.secret, publicKey: keys.public, consoleKey: keys.console, signingKey };
@@ -44,15 +46,16 @@ export class AdminApi {
     const w = await workspaceById(this.d.db, id);
     if (!w) throw notFound('workspace');
     const month = monthOf(this.d.now());
-    return workspaceRecord(w, { month, runs: await usageOf(this.d.db, id, month) });
+    return workspaceRecord(w, { month, runs: await usageOf(this.d.db, id, month) }, this.d.sealKey);
   }
 
   /**
    * Operator suspension and limits, settled against this month's usage in the
    * same transaction: lowering a limit to or below the usage suspends at once,
    * raising or removing it lifts a usage suspension (never an operator's).
+   * Providers are merged and announced to the invoker with the rest.
    */
-  async patchWorkspace(id: string, patch: { suspended?: boolean; limits?: LimitsPatch }) {
+  async patchWorkspace(id: string, patch: { suspended?: boolean; limits?: LimitsPatch; providers?: ProvidersPatch }) {
     const month = monthOf(this.d.now());
     const settled = await this.d.db.tx(async (tx) => {
       const row = await lockWorkspace(tx, id);
@@ -62,7 +65,7 @@ export class AdminApi {
     if (settled.pending) await this.d.outbox.afterCommit(settled.pending);
     // Suspension rides on the cached key records: drop them so this replica sees it at once.
     this.d.auth.invalidate();
-    return workspaceRecord(settled.row, settled.usage);
+    return workspaceRecord(settled.row, settled.usage, this.d.sealKey);
   }
 
   async createKey(workspaceId: string, kind: KeyKind, name: string) {

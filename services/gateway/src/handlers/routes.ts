@@ -2,7 +2,6 @@ import { Router, type Request, type RequestHandler, type Response } from 'expres
 import type { Bus } from '@dws/bus';
 import { jsonBody } from '@dws/http';
 import { ServiceError } from '@dws/protocol';
-import type { LimitsPatch } from '../domain/usage.js';
 import type { AdminApi } from './admin.js';
 import { forwardRoute, validateInput } from './forward.js';
 import { inboundBody, isInboundPost, receiveInbound } from './inbound-webhook.js';
@@ -60,7 +59,7 @@ export function apiRouter(routes: RouteSpec[], d: RouterDeps): Router {
     'admin.createWorkspace': async ({ res, body }) => void res.status(201).json(await d.admin.createWorkspace((body as { name: string }).name)),
     'admin.getWorkspace': async ({ res, params }) => void res.json(await d.admin.getWorkspace(params.id!)),
     'admin.patchWorkspace': async ({ res, params, body }) =>
-      void res.json(await d.admin.patchWorkspace(params.id!, body as { suspended?: boolean; limits?: LimitsPatch })),
+      void res.json(await d.admin.patchWorkspace(params.id!, body as Parameters<AdminApi['patchWorkspace']>[1])),
     'admin.createKey': async ({ res, params, body }) => {
       const b = body as { kind: 'secret' | 'public' | 'console'; name: string };
       res.status(201).json(await d.admin.createKey(params.id!, b.kind, b.name));

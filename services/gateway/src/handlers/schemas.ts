@@ -310,6 +310,9 @@ export const Workspace = component(
       .nullable()
       .meta({ description: 'operator: suspended by PATCH; usage_limit: a limit was reached (lifted when the month turns or the limit is raised or removed). null when not suspended.' }),
     limits: z.record(z.string(), z.unknown()),
+    providers: z
+      .partialRecord(z.enum(['anthropic', 'openai']), z.object({ baseUrl: z.string().optional(), apiKeySet: z.boolean() }))
+      .meta({ description: 'The workspace\'s own model providers (keys never shown).' }),
     usage: z
       .object({ month: z.string().meta({ description: 'Current UTC month, YYYY-MM.' }), runs: z.number().int().meta({ description: 'Runs that ended in it.' }) })
       .meta({ description: 'What the limits are measured against.' }),
@@ -486,6 +489,10 @@ export const CreateKeyBody = component(
  * The recognised limits (domain/usage.ts LIMITS), one optional field each: a
  * positive integer sets it, null removes it; any other name is a 400.
  */
+const ProviderPatch = z.strictObject({
+  baseUrl: z.url({ protocol: /^https?$/ }).max(2048).nullable().optional().meta({ description: 'The provider API\'s base URL (absolute http(s)).' }),
+  apiKey: z.string().min(1).max(4096).nullable().optional().meta({ description: 'Write-only: shown as apiKeySet.' }),
+});
 const LimitsBody = z
   .strictObject(
     Object.fromEntries(
@@ -510,5 +517,13 @@ export const PatchWorkspaceBody = component(
       .optional()
       .meta({ description: 'true suspends (suspendedReason operator); false lifts any suspension, unless a limit is still reached.' }),
     limits: LimitsBody.optional(),
+    providers: z
+      .strictObject({ anthropic: ProviderPatch.nullable().optional(), openai: ProviderPatch.nullable().optional() })
+      .optional()
+      .meta({
+        description:
+          'The workspace\'s own model providers for AI steps, over the SERVICE_ANTHROPIC_* / SERVICE_OPENAI_* defaults field by field. ' +
+          'Fields are merged (null removes one); a provider set to null removes the workspace\'s entry. Keys are sealed at rest and never shown.',
+      }),
   }),
 );

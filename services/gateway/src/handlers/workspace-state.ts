@@ -1,21 +1,51 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '@dws/db';
 import { create, toBinary, WorkspaceUpsertedSchema } from '@dws/proto';
-import { unseal } from '@dws/protocol';
+import { seal, unseal } from '@dws/protocol';
 import { subjects, type Outbox, type PendingPublish } from '@dws/runtime';
+import { mergeProviders, type Providers, type ProvidersPatch } from '../domain/providers.js';
 import { mergeLimits, operatorChange, settleSuspension, type LimitsPatch, type Suspension, type Usage } from '../domain/usage.js';
 import { lockUsage } from '../store/usage.js';
 import { saveWorkspaceState, type WorkspaceRow } from '../store/workspaces.js';
 
 /**
  * Write the WorkspaceUpserted fact into the outbox inside `tx`: the invoker
- * learns the signing key and suspension from it, ingest the suspension.
- * Every change is a new fact (its own msgId); the consumers upsert, so order
- * within the stream wins.
+ * learns the signing key, suspension and model providers from it, ingest the
+ * suspension. Every change is a new fact (its own msgId); the consumers
+ * upsert, so order within the stream wins. The fact is always whole: a
+ * missing field would wipe the consumer's copy.
  */
-export async function announceWorkspace(tx: Database, outbox: Outbox, w: { id: string; name: string; signingKey: string; suspended: boolean }) {
-  const fact = create(WorkspaceUpsertedSchema, { workspaceId: w.id, name: w.name, signingKey: w.signingKey, suspended: w.suspended });
+export async function announceWorkspace(
+  tx: Database,
+  outbox: Outbox,
+  w: { id: string; name: string; signingKey: string; suspended: boolean; providers: Providers },
+) {
+  const fact = create(WorkspaceUpsertedSchema, {
+    workspaceId: w.id,
+    name: w.name,
+    signingKey: w.signingKey,
+    suspended: w.suspended,
+    providers: enc.encode(JSON.stringify(w.providers)),
+  });
   return outbox.enqueue(tx, [{ subject: subjects.workspaceUpserted, msgId: `ws-${w.id}-${randomUUID()}`, payload: toBinary(WorkspaceUpsertedSchema, fact) }]);
+}
+
+const enc = new TextEncoder();
+
+/** A stored workspace's providers, unsealed. */
+export function providersOf(row: Pick<WorkspaceRow, 'providers_sealed'>, sealKey: Buffer): Providers {
+  return row.providers_sealed ? (JSON.parse(unseal(row.providers_sealed, sealKey)) as Providers) : {};
+}
+
+/** A stored workspace, whole, as the fact announces it. */
+export function announceRow(tx: Database, outbox: Outbox, sealKey: Buffer, row: WorkspaceRow) {
+  return announceWorkspace(tx, outbox, {
+    id: row.id,
+    name: row.name,
+    signingKey: unseal(row.signing_key_sealed, sealKey),
+    suspended: row.suspended,
+    providers: providersOf(row, sealKey),
+  });
 }
 
 export interface Settled {
@@ -42,21 +72,23 @@ export async function settleWorkspace(
   d: { outbox: Outbox; sealKey: Buffer },
   row: WorkspaceRow,
   month: string,
-  change: { suspended?: boolean; limits?: LimitsPatch } = {},
+  change: { suspended?: boolean; limits?: LimitsPatch; providers?: ProvidersPatch } = {},
   knownRuns?: number,
 ): Promise<Settled> {
   const current: Suspension = { suspended: row.suspended, reason: row.suspended ? (row.suspended_reason ?? 'operator') : null };
   const limits = change.limits ? mergeLimits(row.limits ?? {}, change.limits) : (row.limits ?? {});
   const usage: Usage = { month, runs: knownRuns ?? (await lockUsage(tx, row.id, month)) };
   const next = settleSuspension(operatorChange(current, change.suspended), limits, usage);
-  const patched = change.suspended !== undefined || change.limits !== undefined;
+  const patched = change.suspended !== undefined || change.limits !== undefined || change.providers !== undefined;
   const moved = next.suspended !== row.suspended || next.reason !== row.suspended_reason;
   if (!patched && !moved) return { row, usage, pending: undefined };
 
-  const saved = await saveWorkspaceState(tx, row.id, { suspended: next.suspended, reason: next.reason, limits });
-  const pending =
-    patched || next.suspended !== row.suspended
-      ? await announceWorkspace(tx, d.outbox, { id: saved.id, name: saved.name, signingKey: unseal(saved.signing_key_sealed, d.sealKey), suspended: saved.suspended })
-      : undefined;
+  let providersSealed = row.providers_sealed;
+  if (change.providers) {
+    const providers = mergeProviders(providersOf(row, d.sealKey), change.providers);
+    providersSealed = Object.keys(providers).length ? seal(JSON.stringify(providers), d.sealKey) : null;
+  }
+  const saved = await saveWorkspaceState(tx, row.id, { suspended: next.suspended, reason: next.reason, limits, providersSealed });
+  const pending = patched || next.suspended !== row.suspended ? await announceRow(tx, d.outbox, d.sealKey, saved) : undefined;
   return { row: saved, usage, pending };
 }

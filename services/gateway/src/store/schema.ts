@@ -12,6 +12,8 @@ export const workspaces = gateway.table('workspaces', {
   /** Why it is suspended: 'operator' (admin PATCH) or 'usage_limit' (a metered ceiling); null when not suspended. */
   suspendedReason: text('suspended_reason'),
   limits: jsonb('limits').notNull().default({}),
+  /** The workspace's own model providers (domain/providers.ts), sealed at rest: they hold API keys. */
+  providersSealed: text('providers_sealed'),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
 });
 

@@ -4,6 +4,7 @@ import type { Bus, Subscription } from '@dws/bus';
 import type { Config } from '@dws/config';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
+import { unseal } from '@dws/protocol';
 import { fromBinary, StepHandoffSchema, type StepHandoff } from '@dws/proto';
 import { counter, PollLoop, resolveStepMessage, streams, subjects, type Outbox } from '@dws/runtime';
 import {
@@ -22,6 +23,7 @@ import {
   type ProviderKind,
   type Usage,
 } from '../domain/inference.js';
+import { workspaceProvidersSealed } from '../store/workspaces.js';
 
 const dec = new TextDecoder();
 
@@ -44,7 +46,9 @@ export interface InferDeps {
   db: Database;
   log: Logger;
   outbox: Outbox;
+  /** The environment's providers; a workspace's own (sealed with sealKey) win field by field. */
   providers: Record<ProviderKind, ProviderConfig>;
+  sealKey: Buffer;
   timeoutMs: number;
   /** Backoff base between attempts (tests shorten it). @default 500 */
   backoffBaseMs?: number;
@@ -141,8 +145,10 @@ async function call(d: InferDeps, h: StepHandoff): Promise<Outcome> {
     );
     if (hit[0]) return { data: hit[0].outcome.data, usage: { ...hit[0].outcome.usage, latencyMs: 0, cacheHit: true } };
   }
-  const cfg = d.providers[req.provider];
-  if (!cfg.apiKey) return { error: `No ${req.provider} API key is configured (SERVICE_${req.provider.toUpperCase()}_API_KEY).` };
+  const cfg = await providerFor(d, h.workspaceId, req.provider);
+  if (!cfg.apiKey) {
+    return { error: `No ${req.provider} API key is configured (the workspace's providers, or SERVICE_${req.provider.toUpperCase()}_API_KEY).` };
+  }
   const answered = await callProvider(d, h, req, cfg);
   if (key !== undefined && 'data' in answered) {
     await d.db.query(
@@ -153,6 +159,14 @@ async function call(d: InferDeps, h: StepHandoff): Promise<Outcome> {
     return { data: answered.data, usage: { ...answered.usage, cacheHit: false } };
   }
   return answered;
+}
+
+/** The workspace's own provider settings (admin API) over the environment's, field by field. */
+async function providerFor(d: InferDeps, workspaceId: string, kind: ProviderKind): Promise<ProviderConfig> {
+  const sealed = await workspaceProvidersSealed(d.db, workspaceId);
+  if (!sealed) return d.providers[kind];
+  const own = (JSON.parse(unseal(sealed, d.sealKey)) as Partial<Record<ProviderKind, Partial<ProviderConfig>>>)[kind];
+  return { ...d.providers[kind], ...own };
 }
 
 /** The provider's answer to `req`, retried over 429 / 5xx / transport errors. */

@@ -9,6 +9,8 @@ export const workspaces = invoker.table('workspaces', {
   name: text('name').notNull(),
   signingKeySealed: text('signing_key_sealed').notNull(),
   suspended: boolean('suspended').notNull().default(false),
+  /** The workspace's own model providers (WorkspaceUpserted.providers), sealed at rest; null when none. */
+  providersSealed: text('providers_sealed'),
   updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
 });
 

@@ -1,0 +1,1 @@
+ALTER TABLE "gateway"."workspaces" ADD COLUMN "providers_sealed" text;

@@ -1,0 +1,1 @@
+ALTER TABLE "invoker"."workspaces" ADD COLUMN "providers_sealed" text;
