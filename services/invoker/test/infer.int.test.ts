@@ -194,7 +194,7 @@ describe.each(modes())('invoker on %s: Infer steps', (mode) => {
   it('fails the step at once on a request no provider could take', async () => {
     expect((await infer({ messages: [{ role: 'user', content: 'x' }] })).result.error).toMatch(/needs a model/);
     expect((await infer({ provider: 'mystery', model: 'm', prompt: 'x' })).result.error).toMatch(/provider must be "anthropic" or "openai"/);
-    expect((await infer({ kind: 'embed', model: 'e', inputs: ['a'] })).result.error).toMatch(/step.ai.embed is not available yet/);
+    expect((await infer({ kind: 'embed', model: 'e', inputs: ['a'] })).result.error).toMatch(/anthropic provider kind has no embeddings API/);
     expect((await infer({ model: 'm', messages: [{ role: 'system', content: 'x' }] })).result.error).toMatch(/messages\[0\]/);
   });
 });
