@@ -63,7 +63,7 @@ export async function startGateway(
 
   const credentials = await ensureDefaultWorkspace(db, cfg, sealKey);
   // Announce the workspace (and its signing key) on every start: the invoker signs invokes with it.
-  // With its stored suspension and providers: announcing `false` or none would overwrite them downstream.
+  // With its stored suspension, providers and retention window: announcing `false` or none would overwrite them downstream.
   const pending = await db.tx(async (tx) => {
     const row = await workspaceById(tx, credentials.workspaceId);
     return announceWorkspace(tx, outbox, {
@@ -72,6 +72,7 @@ export async function startGateway(
       signingKey: credentials.signingKey.value,
       suspended: row?.suspended ?? false,
       providers: row ? providersOf(row, sealKey) : {},
+      retentionDays: row?.retention_days ?? null,
     });
   });
   await outbox.afterCommit(pending);

@@ -146,6 +146,7 @@ d('gateway API', () => {
         suspendedReason: 'operator',
         limits: { runsPerMonth: 1000 },
         providers: {},
+        retentionDays: 30,
         usage: { month: new Date().toISOString().slice(0, 7), runs: 0 },
         createdAt: expect.any(String),
       });
@@ -161,6 +162,42 @@ d('gateway API', () => {
       expect((await http(g.base, 'GET', `/v1/admin/workspaces/${ws.id}`, { key: g.adminToken })).body).toEqual(back.body);
       expect((await http(g.base, 'PATCH', '/v1/admin/workspaces/ws_nope', { key: g.adminToken, body: { suspended: true } })).status).toBe(404);
       expect((await http(g.base, 'PATCH', `/v1/admin/workspaces/${ws.id}`, { key: g.adminToken, body: { suspended: 'yes' } })).status).toBe(400);
+    });
+
+    it('sets a retention window (1..3650 days, null: the default 30), shows it and announces it whole on every change', async () => {
+      const facts: { workspaceId: string; suspended: boolean; retentionDays: number }[] = [];
+      await g.bus.ensureStream(streams.gatewayFacts);
+      const stopFacts = await consumeOnce(g.bus, subjects.workspaceUpserted, (data) => facts.push(fromBinary(WorkspaceUpsertedSchema, data)));
+      const ws = (await http(g.base, 'POST', '/v1/admin/workspaces', { key: g.adminToken, body: { name: 'kept' } })).body;
+      const path = `/v1/admin/workspaces/${ws.id}`;
+      expect((await http(g.base, 'GET', path, { key: g.adminToken })).body.retentionDays).toBe(30);
+      await expectEventually(() => facts.some((f) => f.workspaceId === ws.id && f.retentionDays === 0));
+
+      const set = await http(g.base, 'PATCH', path, { key: g.adminToken, body: { retentionDays: 7 } });
+      expect(set).toMatchObject({ status: 200, body: { id: ws.id, retentionDays: 7, suspended: false } });
+      expect((await http(g.base, 'GET', path, { key: g.adminToken })).body).toEqual(set.body);
+      await expectEventually(() => facts.some((f) => f.workspaceId === ws.id && f.retentionDays === 7));
+      // Another change announces the window with it (the fact is whole), and keeps it.
+      expect((await http(g.base, 'PATCH', path, { key: g.adminToken, body: { suspended: true } })).body).toMatchObject({ suspended: true, retentionDays: 7 });
+      await expectEventually(() => facts.some((f) => f.workspaceId === ws.id && f.suspended && f.retentionDays === 7));
+      for (const days of [1, 3650]) expect((await http(g.base, 'PATCH', path, { key: g.adminToken, body: { retentionDays: days } })).body.retentionDays).toBe(days);
+
+      for (const retentionDays of [0, -1, 3651, 1.5, 'x', '30', true, {}]) {
+        const r = await http(g.base, 'PATCH', path, { key: g.adminToken, body: { retentionDays } });
+        expect({ retentionDays, status: r.status, code: r.body.error?.code }).toEqual({ retentionDays, status: 400, code: expect.any(String) });
+      }
+      expect((await http(g.base, 'GET', path, { key: g.adminToken })).body.retentionDays).toBe(3650);
+
+      const back = await http(g.base, 'PATCH', path, { key: g.adminToken, body: { retentionDays: null, suspended: false } });
+      expect(back.body).toMatchObject({ retentionDays: 30, suspended: false });
+      // The latest fact of the workspace (stream order) is back at 0: the services use the default again.
+      await expectEventually(() => {
+        const latest = facts.filter((f) => f.workspaceId === ws.id).at(-1);
+        return latest?.retentionDays === 0 && latest.suspended === false;
+      });
+      expect((await http(g.base, 'GET', path, { key: g.adminToken })).body.retentionDays).toBe(30);
+      expect((await http(g.base, 'PATCH', '/v1/admin/workspaces/ws_nope', { key: g.adminToken, body: { retentionDays: 5 } })).status).toBe(404);
+      await stopFacts();
     });
   });
 

@@ -1,13 +1,13 @@
 import type { Database } from '@dws/db';
 import { notFound, seal } from '@dws/protocol';
-import { ids, type Outbox } from '@dws/runtime';
+import { DEFAULT_RETENTION_DAYS, ids, type Outbox } from '@dws/runtime';
 import { generateKey, generateSigningKey, type KeyKind } from '../domain/keys.js';
-import { monthOf, type LimitsPatch, type Usage } from '../domain/usage.js';
+import { monthOf, type Usage } from '../domain/usage.js';
 import { usageOf } from '../store/usage.js';
 import { insertKey, insertWorkspace, lockWorkspace, revokeKey, workspaceById, type WorkspaceRow } from '../store/workspaces.js';
 import type { Authenticator } from './auth.js';
-import { providersView, type ProvidersPatch } from '../domain/providers.js';
-import { announceWorkspace, providersOf, settleWorkspace } from './workspace-state.js';
+import { providersView } from '../domain/providers.js';
+import { announceWorkspace, providersOf, settleWorkspace, type WorkspaceChange } from './workspace-state.js';
 
 const iso = (d: Date | string) => (d instanceof Date ? d : new Date(d)).toISOString();
 
@@ -20,6 +20,7 @@ export function workspaceRecord(w: WorkspaceRow, usage: Usage, sealKey: Buffer) 
     suspendedReason: w.suspended ? (w.suspended_reason ?? 'operator') : null,
     limits: w.limits ?? {},
     providers: providersView(providersOf(w, sealKey)),
+    retentionDays: w.retention_days ?? DEFAULT_RETENTION_DAYS,
     usage,
     createdAt: iso(w.created_at),
   };
@@ -36,7 +37,7 @@ export class AdminApi {
     const pending = await this.d.db.tx(async (tx) => {
       await insertWorkspace(tx, { id, name, signingKeySealed: seal(signingKey, this.d.sealKey) });
       for (const kind of ['secret', 'public', 'console'] as const) await insertKey(tx, { workspaceId: id, kind, name: kind, key: keys[kind] });
-      return announceWorkspace(tx, this.d.outbox, { id, name, signingKey, suspended: false, providers: {} });
+      return announceWorkspace(tx, this.d.outbox, { id, name, signingKey, suspended: false, providers: {}, retentionDays: null });
     });
     await this.d.outbox.afterCommit(pending);
     return { id, name, secretKey: keys.secret, publicKey: keys.public, consoleKey: keys.console, signingKey };
@@ -53,9 +54,11 @@ export class AdminApi {
    * Operator suspension and limits, settled against this month's usage in the
    * same transaction: lowering a limit to or below the usage suspends at once,
    * raising or removing it lifts a usage suspension (never an operator's).
-   * Providers are merged and announced to the invoker with the rest.
+   * Providers are merged and announced to the invoker with the rest; the
+   * retention window (null: back to the default) to every service that
+   * keeps history.
    */
-  async patchWorkspace(id: string, patch: { suspended?: boolean; limits?: LimitsPatch; providers?: ProvidersPatch }) {
+  async patchWorkspace(id: string, patch: WorkspaceChange) {
     const month = monthOf(this.d.now());
     const settled = await this.d.db.tx(async (tx) => {
       const row = await lockWorkspace(tx, id);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { LIMITS, type LimitName } from '../domain/usage.js';
+import { DEFAULT_RETENTION_DAYS, RETENTION_DAYS_RANGE } from '@dws/runtime';
 
 /**
  * The zod schemas of the public API. The gateway validates path params,
@@ -313,6 +314,10 @@ export const Workspace = component(
     providers: z
       .partialRecord(z.enum(['anthropic', 'openai']), z.object({ baseUrl: z.string().optional(), apiKeySet: z.boolean() }))
       .meta({ description: 'The workspace\'s own model providers (keys never shown).' }),
+    retentionDays: z
+      .number()
+      .int()
+      .meta({ description: 'Days the workspace keeps its history (ended runs, events, deliveries, audit rows); 30 unless set.' }),
     usage: z
       .object({ month: z.string().meta({ description: 'Current UTC month, YYYY-MM.' }), runs: z.number().int().meta({ description: 'Runs that ended in it.' }) })
       .meta({ description: 'What the limits are measured against.' }),
@@ -524,6 +529,18 @@ export const PatchWorkspaceBody = component(
         description:
           'The workspace\'s own model providers for AI steps, over the SERVICE_ANTHROPIC_* / SERVICE_OPENAI_* defaults field by field. ' +
           'Fields are merged (null removes one); a provider set to null removes the workspace\'s entry. Keys are sealed at rest and never shown.',
+      }),
+    retentionDays: z
+      .number()
+      .int()
+      .min(RETENTION_DAYS_RANGE.min)
+      .max(RETENTION_DAYS_RANGE.max)
+      .nullable()
+      .optional()
+      .meta({
+        description:
+          `Days the workspace keeps its history, ${RETENTION_DAYS_RANGE.min} to ${RETENTION_DAYS_RANGE.max}; null goes back to the default (${DEFAULT_RETENTION_DAYS}). ` +
+          'Ended runs with their steps, logs and scores, events, finished deliveries with their attempts, decided approvals and control audit rows older than that are deleted in small batches (docs/retention.md).',
       }),
   }),
 );

@@ -11,14 +11,15 @@ import { saveWorkspaceState, type WorkspaceRow } from '../store/workspaces.js';
 /**
  * Write the WorkspaceUpserted fact into the outbox inside `tx`: the invoker
  * learns the signing key, suspension and model providers from it, ingest the
- * suspension. Every change is a new fact (its own msgId); the consumers
+ * suspension, every service that keeps history the retention window (null:
+ * the default, announced as 0). Every change is a new fact (its own msgId); the consumers
  * upsert, so order within the stream wins. The fact is always whole: a
  * missing field would wipe the consumer's copy.
  */
 export async function announceWorkspace(
   tx: Database,
   outbox: Outbox,
-  w: { id: string; name: string; signingKey: string; suspended: boolean; providers: Providers },
+  w: { id: string; name: string; signingKey: string; suspended: boolean; providers: Providers; retentionDays: number | null },
 ) {
   const fact = create(WorkspaceUpsertedSchema, {
     workspaceId: w.id,
@@ -26,6 +27,7 @@ export async function announceWorkspace(
     signingKey: w.signingKey,
     suspended: w.suspended,
     providers: enc.encode(JSON.stringify(w.providers)),
+    retentionDays: w.retentionDays ?? 0,
   });
   return outbox.enqueue(tx, [{ subject: subjects.workspaceUpserted, msgId: `ws-${w.id}-${randomUUID()}`, payload: toBinary(WorkspaceUpsertedSchema, fact) }]);
 }
@@ -45,6 +47,7 @@ export function announceRow(tx: Database, outbox: Outbox, sealKey: Buffer, row: 
     signingKey: unseal(row.signing_key_sealed, sealKey),
     suspended: row.suspended,
     providers: providersOf(row, sealKey),
+    retentionDays: row.retention_days,
   });
 }
 
@@ -53,6 +56,14 @@ export interface Settled {
   usage: Usage;
   /** The WorkspaceUpserted to publish after commit, when one was written. */
   pending: PendingPublish | undefined;
+}
+
+/** What an admin PATCH may change; `retentionDays` null goes back to the default window. */
+export interface WorkspaceChange {
+  suspended?: boolean;
+  limits?: LimitsPatch;
+  providers?: ProvidersPatch;
+  retentionDays?: number | null;
 }
 
 /**
@@ -72,14 +83,14 @@ export async function settleWorkspace(
   d: { outbox: Outbox; sealKey: Buffer },
   row: WorkspaceRow,
   month: string,
-  change: { suspended?: boolean; limits?: LimitsPatch; providers?: ProvidersPatch } = {},
+  change: WorkspaceChange = {},
   knownRuns?: number,
 ): Promise<Settled> {
   const current: Suspension = { suspended: row.suspended, reason: row.suspended ? (row.suspended_reason ?? 'operator') : null };
   const limits = change.limits ? mergeLimits(row.limits ?? {}, change.limits) : (row.limits ?? {});
   const usage: Usage = { month, runs: knownRuns ?? (await lockUsage(tx, row.id, month)) };
   const next = settleSuspension(operatorChange(current, change.suspended), limits, usage);
-  const patched = change.suspended !== undefined || change.limits !== undefined || change.providers !== undefined;
+  const patched = change.suspended !== undefined || change.limits !== undefined || change.providers !== undefined || change.retentionDays !== undefined;
   const moved = next.suspended !== row.suspended || next.reason !== row.suspended_reason;
   if (!patched && !moved) return { row, usage, pending: undefined };
 
@@ -88,7 +99,8 @@ export async function settleWorkspace(
     const providers = mergeProviders(providersOf(row, d.sealKey), change.providers);
     providersSealed = Object.keys(providers).length ? seal(JSON.stringify(providers), d.sealKey) : null;
   }
-  const saved = await saveWorkspaceState(tx, row.id, { suspended: next.suspended, reason: next.reason, limits, providersSealed });
+  const retentionDays = change.retentionDays !== undefined ? change.retentionDays : row.retention_days;
+  const saved = await saveWorkspaceState(tx, row.id, { suspended: next.suspended, reason: next.reason, limits, providersSealed, retentionDays });
   const pending = patched || next.suspended !== row.suspended ? await announceRow(tx, d.outbox, d.sealKey, saved) : undefined;
   return { row: saved, usage, pending };
 }

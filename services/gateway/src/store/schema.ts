@@ -1,4 +1,4 @@
-import { bigint, boolean, index, jsonb, pgSchema, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { outboxTable } from '@dws/runtime';
 
 export const gateway = pgSchema('gateway');
@@ -14,6 +14,8 @@ export const workspaces = gateway.table('workspaces', {
   limits: jsonb('limits').notNull().default({}),
   /** The workspace's own model providers (domain/providers.ts), sealed at rest: they hold API keys. */
   providersSealed: text('providers_sealed'),
+  /** Days the services keep the workspace's history (docs/retention.md); null: the default (30). */
+  retentionDays: integer('retention_days'),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
 });
 

@@ -20,7 +20,7 @@ export async function keyByHash(db: Database, hash: string): Promise<KeyRecord |
   return r && { workspaceId: r.workspace_id, kind: r.kind, name: r.name, suspended: r.suspended };
 }
 
-const WORKSPACE_COLUMNS = 'id, name, signing_key_sealed, suspended, suspended_reason, limits, providers_sealed, created_at';
+const WORKSPACE_COLUMNS = 'id, name, signing_key_sealed, suspended, suspended_reason, limits, providers_sealed, retention_days, created_at';
 
 export async function workspaceById(db: Database, id: string): Promise<WorkspaceRow | undefined> {
   const rows = await db.query<WorkspaceRow>(`select ${WORKSPACE_COLUMNS} from gateway.workspaces where id = $1`, [id]);
@@ -76,18 +76,21 @@ export interface WorkspaceRow {
   limits: Record<string, unknown>;
   /** Sealed JSON of the workspace's own model providers; null when it has none. */
   providers_sealed: string | null;
+  /** Days the services keep the workspace's history; null: the default. */
+  retention_days: number | null;
   created_at: Date | string;
 }
 
-/** Write suspension, limits and providers of a workspace locked by `lockWorkspace` (decided by the caller). */
+/** Write suspension, limits, providers and retention of a workspace locked by `lockWorkspace` (decided by the caller). */
 export async function saveWorkspaceState(
   tx: Database,
   id: string,
-  state: { suspended: boolean; reason: SuspendedReason | null; limits: Record<string, unknown>; providersSealed: string | null },
+  state: { suspended: boolean; reason: SuspendedReason | null; limits: Record<string, unknown>; providersSealed: string | null; retentionDays: number | null },
 ): Promise<WorkspaceRow> {
   const rows = await tx.query<WorkspaceRow>(
-    `update gateway.workspaces set suspended = $2, suspended_reason = $3, limits = $4::jsonb, providers_sealed = $5 where id = $1 returning ${WORKSPACE_COLUMNS}`,
-    [id, state.suspended, state.reason, JSON.stringify(state.limits), state.providersSealed],
+    `update gateway.workspaces set suspended = $2, suspended_reason = $3, limits = $4::jsonb, providers_sealed = $5, retention_days = $6
+      where id = $1 returning ${WORKSPACE_COLUMNS}`,
+    [id, state.suspended, state.reason, JSON.stringify(state.limits), state.providersSealed, state.retentionDays],
   );
   return rows[0]!;
 }

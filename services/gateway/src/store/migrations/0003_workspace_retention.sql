@@ -1,0 +1,1 @@
+ALTER TABLE "gateway"."workspaces" ADD COLUMN "retention_days" integer;
