@@ -1,3 +1,8 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { drizzle, PgliteSession, PgliteTransaction } from 'drizzle-orm/pglite';
@@ -8,13 +13,30 @@ import type { Database, Drizzle } from './types.js';
 
 const asText = (v: string): string => v;
 
+/**
+ * Postgres' default shared_buffers (128 MB) is sized for a server; the
+ * embedded one shares a developer's machine, and its WASM heap never shrinks.
+ */
+const START_PARAMS = [...(PGlite as unknown as { defaultStartParams: string[] }).defaultStartParams, '-c', 'shared_buffers=32MB'];
+
+/**
+ * A new data directory is created by a short-lived child process: initdb
+ * grows the WASM heap to ~600 MB, which this process would keep for good
+ * (an embedded process opened on an existing directory stays near 250 MB).
+ */
+async function initDataDir(dataDir: string): Promise<void> {
+  if (existsSync(join(dataDir, 'PG_VERSION'))) return;
+  await promisify(execFile)(process.execPath, [fileURLToPath(new URL('./pglite-init.mjs', import.meta.url)), dataDir]);
+}
+
 /** PGlite (embedded Postgres in WASM): on disk under `dataDir`, else in memory. */
 export async function openPglite(dataDir?: string): Promise<Database> {
   // Same value shapes as the postgres.js driver: dates and times as Postgres
   // text (what drizzle's column mappers expect there), int8 as number-or-bigint
   // and json parsed are PGlite's defaults already.
   const parsers = Object.fromEntries(TEXT_PASSTHROUGH_OIDS.map((oid) => [oid, asText]));
-  const pg = await PGlite.create({ ...(dataDir ? { dataDir } : {}), parsers });
+  if (dataDir) await initDataDir(dataDir);
+  const pg = await PGlite.create({ ...(dataDir ? { dataDir } : {}), parsers, startParams: START_PARAMS });
   // Text output of timestamps in UTC, as on the postgres.js driver.
   await pg.exec(`set timezone to 'UTC'`);
   const root = drizzle(pg) as unknown as Drizzle;

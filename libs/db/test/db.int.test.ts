@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -169,5 +170,16 @@ describe('PGlite on disk', () => {
     const second = await openDatabase({ dataDir: dir });
     expect(await second.query('select v from kept')).toEqual([{ v: 'persisted' }]);
     await second.close();
+  });
+
+  it('creates a new directory outside this process and runs with small shared buffers', async () => {
+    const fresh = path.join(dir, 'fresh');
+    const before = process.memoryUsage().external;
+    const db = await openDatabase({ dataDir: fresh });
+    expect(existsSync(path.join(fresh, 'PG_VERSION'))).toBe(true);
+    expect(await db.query('show shared_buffers')).toEqual([{ shared_buffers: '32MB' }]);
+    // initdb's ~600 MB WASM heap stayed in the child; opening an existing directory takes far less.
+    expect(process.memoryUsage().external - before).toBeLessThan(400 * 1024 * 1024);
+    await db.close();
   });
 });
