@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '@dws/config';
 import { migrate } from '@dws/db';
-import { gauge, Outbox, RunnerHttp, sealKeyFor, serveApi, streams, type Infra, type ServiceHandle } from '@dws/runtime';
+import { followRetention, gauge, Outbox, Retention, RunnerHttp, sealKeyFor, serveApi, streams, type Infra, type ServiceHandle } from '@dws/runtime';
 import { Engine } from './engine/engine.js';
 import { WorkflowConfigs } from './engine/workflow-configs.js';
 import { DirectRoutes } from './engine/direct-routes.js';
@@ -11,6 +11,7 @@ import { schedulerApi } from './handlers/api.js';
 import { controlApi } from './handlers/control-api.js';
 import { checkpointApi, replicaService } from './handlers/checkpoint-api.js';
 import { releaseAllLeases } from './store/runs.js';
+import { schedulerRetention } from './store/retention.js';
 
 const MIGRATIONS = fileURLToPath(new URL('./store/migrations', import.meta.url));
 
@@ -21,7 +22,7 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
   await migrate(db, { schema: 'scheduler', migrationsDir: MIGRATIONS });
   await bus.ensureStream(streams.schedulerCmds);
   await bus.ensureStream(streams.invokerFacts);
-  for (const s of [streams.ingestCmds, streams.dispatcherCmds, streams.approvalsCmds, streams.invokerCmds, streams.schedulerFacts]) await bus.ensureStream(s);
+  for (const s of [streams.ingestCmds, streams.dispatcherCmds, streams.approvalsCmds, streams.invokerCmds, streams.schedulerFacts, streams.gatewayFacts]) await bus.ensureStream(s);
   // PGlite admits one process per data directory, so a previous process's leases are void at once.
   if (db.kind === 'pglite') await releaseAllLeases(db);
 
@@ -70,11 +71,17 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
   const replicaApi = serveApi(bus, replicaService(owner), log, checkpoints);
   const wakes = await consumeDeferredWakes({ bus, wake: control['waiters.wake']! });
   const resolves = await consumeResolves({ bus, db, nudge: () => engine.nudge() });
+  // Ended runs and audit rows past each workspace's window go, in small batches, on every replica (docs/retention.md).
+  const retentionFacts = await followRetention({ bus, db, schema: 'scheduler', durable: 'scheduler-retention' });
+  const retention = new Retention({ db, log, schema: 'scheduler', targets: schedulerRetention });
+  retention.start();
 
   return {
     name: 'scheduler',
     ready: async () => true,
     async stop() {
+      await retention.stop();
+      await retentionFacts.stop();
       await api.stop();
       await replicaApi.stop();
       await directStarts.stop();

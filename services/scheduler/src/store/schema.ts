@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { bigint, bigserial, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
-import { outboxTable } from '@dws/runtime';
+import { outboxTable, retentionTable } from '@dws/runtime';
 
 export const scheduler = pgSchema('scheduler');
 
@@ -80,6 +80,10 @@ export const runs = scheduler.table(
     // The one timer index: a run is claimable once lease_until passes, whether that is an
     // expired lease (crashed replica), a retry backoff, a no-runner wait or a sleep.
     index('runs_due').on(t.leaseUntil).where(sql`status in ('queued', 'running', 'waiting')`),
+    // Retention (store/retention.ts): a workspace's ended runs, oldest first; the skip scan of workspaces rides it too.
+    index('runs_ws_ended').on(t.workspaceId, t.endedAt).where(sql`status in ('succeeded', 'failed', 'cancelled')`),
+    // Retention keeps a failed run while its onFailure run is not over (held-run.ts reads its error).
+    index('runs_on_failure_of').on(t.onFailureOf).where(sql`on_failure_of is not null`),
   ],
 );
 
@@ -179,7 +183,7 @@ export const controlActions = scheduler.table(
     detail: jsonb('detail'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index('control_ws_created').on(t.workspaceId, t.id)],
+  (t) => [index('control_ws_created').on(t.workspaceId, t.id), index('control_ws_created_at').on(t.workspaceId, t.createdAt)],
 );
 
 /** Workflow definitions as the invoker announced them (retry policy and, later, flow control). */
@@ -207,3 +211,6 @@ export const appVersions = scheduler.table(
 );
 
 export const outbox = outboxTable(scheduler);
+
+/** Each workspace's retention window (projection of `gateway.fact.workspace`): what store/retention.ts deletes past. */
+export const retention = retentionTable(scheduler);
