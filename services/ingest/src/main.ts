@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import type { Config } from '@dws/config';
 import { migrate } from '@dws/db';
-import { Outbox, sealKeyringFor, serveApi, streams, subjects, type Infra, type ServiceHandle } from '@dws/runtime';
+import { followRetention, Outbox, Retention, sealKeyringFor, serveApi, streams, subjects, type Infra, type ServiceHandle } from '@dws/runtime';
 import { Admission } from './handlers/admission.js';
 import { ingestApi } from './handlers/api.js';
 import { consumeEmits } from './handlers/emits.js';
@@ -9,6 +9,7 @@ import { Ingestor } from './handlers/ingestor.js';
 import { receiverApi } from './handlers/receivers.js';
 import { Timers, type TimersOptions } from './handlers/timers.js';
 import { WorkflowIndex } from './handlers/workflow-index.js';
+import { ingestRetention } from './store/retention.js';
 
 const MIGRATIONS = fileURLToPath(new URL('./store/migrations', import.meta.url));
 
@@ -34,6 +35,10 @@ export async function startIngest(cfg: Config, infra: Infra, opts: IngestOptions
   const emits = await consumeEmits(bus, ingestor);
   const timers = new Timers({ db, log, outbox, admission }, opts);
   timers.start();
+  // Events and receiver deliveries past each workspace's window go, in small batches, on every replica (docs/retention.md).
+  const retentionFacts = await followRetention({ bus, db, schema: 'ingest', durable: 'ingest-retention' });
+  const retention = new Retention({ db, log, schema: 'ingest', targets: ingestRetention });
+  retention.start();
   const api = serveApi(bus, 'ingest', log, {
     ...ingestApi({ db, ingestor }),
     ...receiverApi({ db, ingestor, log, seal: sealKeyringFor(cfg) }),
@@ -42,6 +47,8 @@ export async function startIngest(cfg: Config, infra: Infra, opts: IngestOptions
     name: 'ingest',
     ready: async () => true,
     async stop() {
+      await retention.stop();
+      await retentionFacts.stop();
       await api.stop();
       await timers.stop();
       await Promise.all(facts.map((f) => f.stop()));

@@ -1,5 +1,5 @@
 import { bigint, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
-import { outboxTable } from '@dws/runtime';
+import { outboxTable, retentionTable } from '@dws/runtime';
 
 export const ingest = pgSchema('ingest');
 
@@ -215,6 +215,9 @@ export const cronTicks = ingest.table(
 );
 
 export const outbox = outboxTable(ingest);
+
+/** Each workspace's retention window (projection of `gateway.fact.workspace`): what store/retention.ts deletes past. */
+export const retention = retentionTable(ingest);
 
 /**
  * Inbound webhook receivers (SPEC Webhook receiver config). The slug is the
