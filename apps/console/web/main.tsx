@@ -3,7 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import './styles.css';
 import { get, onSessionChange, session, setSession } from './api';
 import { Link, navigate, useLocation } from './router';
-import { Toasts } from './ui';
+import { onApprovalsChanged, Toasts } from './ui';
 import { SignIn } from './pages/signin';
 import { RunsPage } from './pages/runs';
 import { RunPage } from './pages/run';
@@ -36,7 +36,8 @@ function useOpenApprovals(): number {
     };
     void load();
     const t = setInterval(load, 15_000);
-    return () => ((stop = true), clearInterval(t));
+    const off = onApprovalsChanged(() => void load());
+    return () => ((stop = true), clearInterval(t), off());
   }, []);
   return n;
 }
@@ -59,9 +60,20 @@ function Shell(): JSX.Element {
   else if (loc.path.startsWith('/workflows')) page = <WorkflowsPage />;
   else
     page = (
-      <div class="empty">
-        <div class="empty-title">No such page</div>
-        <Link href="/runs">Go to runs</Link>
+      <div class="page">
+        <div class="card">
+          <div class="empty">
+            <div class="empty-title">No such page</div>
+            <div class="empty-body">
+              <span class="mono">{loc.path}</span> is not a page of the console.
+            </div>
+            <div class="empty-action">
+              <Link href="/runs" class="btn btn-primary">
+                Go to runs
+              </Link>
+            </div>
+          </div>
+        </div>
       </div>
     );
   const kind = s.key.startsWith('ck_') ? 'console key' : s.canWrite ? 'secret key' : 'public key';
@@ -99,7 +111,7 @@ function Shell(): JSX.Element {
             {kind}
             {!s.canWrite && <span class="ro">read-only</span>}
           </div>
-          <button class="btn btn-sm btn-ghost" onClick={() => setSession(undefined)}>
+          <button class="btn btn-sm btn-ghost sign-out" onClick={() => setSession(undefined)}>
             Sign out
           </button>
         </div>

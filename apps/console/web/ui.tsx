@@ -138,9 +138,9 @@ const TONE: Record<string, string> = {
   paused: 'warn', escalated: 'warn', needs_attention: 'warn',
 };
 
-export function Badge({ status, label }: { status: string; label?: string }): JSX.Element {
+export function Badge({ status, label, testId }: { status: string; label?: string; testId?: string }): JSX.Element {
   return (
-    <span class={`badge tone-${TONE[status] ?? 'mute'}`} data-status={status}>
+    <span class={`badge tone-${TONE[status] ?? 'mute'}`} data-status={status} data-testid={testId}>
       <span class="dot" aria-hidden="true" />
       {label ?? status.replace(/_/g, ' ')}
     </span>
@@ -192,9 +192,39 @@ export function Copy({ text, label }: { text: string; label?: string }): JSX.Ele
         });
       }}
     >
-      {done ? '✓' : '⧉'}
+      {done ? <CheckIcon /> : <CopyIcon />}
     </button>
   );
+}
+
+// Inline icons: the system fonts of a Linux desktop lack glyphs like ⧉, so symbols are drawn, not typed.
+const svg = { width: 14, height: 14, viewBox: '0 0 16 16', fill: 'none', stroke: 'currentColor', 'stroke-width': 1.6, 'stroke-linecap': 'round', 'stroke-linejoin': 'round', 'aria-hidden': 'true' } as const;
+function CopyIcon(): JSX.Element {
+  return (
+    <svg {...svg}>
+      <rect x="5.5" y="5.5" width="8" height="8" rx="1.5" />
+      <path d="M10.5 3.5v-.5a1.5 1.5 0 0 0-1.5-1.5H4A1.5 1.5 0 0 0 2.5 3v5A1.5 1.5 0 0 0 4 9.5h.5" />
+    </svg>
+  );
+}
+function CheckIcon(): JSX.Element {
+  return (
+    <svg {...svg}>
+      <path d="M3 8.5l3.2 3L13 4.5" />
+    </svg>
+  );
+}
+
+// ---- cross-page signals
+
+const approvalListeners = new Set<() => void>();
+/** Say that an approval was decided here, so the nav badge of open approvals updates at once. */
+export function approvalsChanged(): void {
+  approvalListeners.forEach((l) => l());
+}
+export function onApprovalsChanged(l: () => void): () => void {
+  approvalListeners.add(l);
+  return () => void approvalListeners.delete(l);
 }
 
 export function RunLink({ id }: { id: string }): JSX.Element {
@@ -311,6 +341,8 @@ export function Confirm(props: {
   title: string;
   body: ComponentChildren;
   confirm: string;
+  /** The label of the button that backs out. @default 'Cancel' */
+  dismiss?: string;
   danger?: boolean;
   disabled?: boolean;
   /** Stay open after confirming (the body shows the outcome). */
@@ -326,7 +358,7 @@ export function Confirm(props: {
       footer={
         <>
           <button class="btn" onClick={props.onClose}>
-            Cancel
+            {props.dismiss ?? 'Cancel'}
           </button>
           <button
             class={`btn ${props.danger ? 'btn-danger' : 'btn-primary'}`}

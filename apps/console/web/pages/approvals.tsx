@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import { get, qs, send, session } from '../api';
 import { setQuery, useLocation } from '../router';
 import type { Approval } from '../types';
-import { Badge, Confirm, Empty, ErrorBox, JsonEditor, jsonDraft, JsonView, PageHead, RunLink, Spinner, Time, toast, useAsync, type JsonDraft } from '../ui';
+import { approvalsChanged, Badge, Confirm, Empty, ErrorBox, JsonEditor, jsonDraft, JsonView, PageHead, RunLink, Spinner, Time, toast, useAsync, type JsonDraft } from '../ui';
 
 const OPEN = new Set(['pending', 'escalated']);
 const RISK_ORDER: Record<string, number> = { critical: 0, high: 1, medium: 2, low: 3 };
@@ -164,7 +164,8 @@ function Decide({ a, mode, onClose, onDone }: { a: Approval; mode: 'approve' | '
         if (mode === 'edit') body.args = draft.value;
         if (response.trim()) body.response = response.trim();
         await send('POST', `/approvals/${encodeURIComponent(a.id)}/decision`, body);
-        toast(mode === 'deny' ? 'Denied' : 'Approved');
+        toast(mode === 'deny' ? `Denied ${a.tool}` : `Approved ${a.tool}`);
+        approvalsChanged();
         onDone();
       }}
       body={
@@ -172,7 +173,14 @@ function Decide({ a, mode, onClose, onDone }: { a: Approval; mode: 'approve' | '
           <p class="muted">
             The run <span class="mono">{a.runId}</span> resumes with your decision, recorded as made by <strong>{session()?.actor || 'this key'}</strong>.
           </p>
-          {mode === 'edit' ? <JsonEditor id="edit-args" label="Arguments" draft={draft} onChange={setDraft} rows={12} /> : <JsonView value={a.args} />}
+          {mode === 'edit' ? (
+            <>
+              <JsonEditor id="edit-args" label="Arguments" draft={draft} onChange={setDraft} rows={10} />
+              <ArgChanges before={a.args} after={draft.valid ? draft.value : undefined} />
+            </>
+          ) : (
+            <JsonView value={a.args} />
+          )}
           {a.allow.includes('respond') && (
             <div class="field">
               <label for="decision-response">Response <span class="muted">(optional, sent to the workflow)</span></label>
@@ -182,5 +190,32 @@ function Decide({ a, mode, onClose, onDone }: { a: Approval; mode: 'approve' | '
         </>
       }
     />
+  );
+}
+
+const show = (v: unknown) => (v === undefined ? '(none)' : JSON.stringify(v));
+
+/** What the edit changes, field by field (top level), so a reviewer sees "amount 180 → 40" before approving. */
+function ArgChanges({ before, after }: { before: unknown; after: unknown }): JSX.Element | null {
+  if (after === undefined) return null;
+  const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+  const rows: [string, unknown, unknown][] = [];
+  if (isObj(before) && isObj(after)) {
+    for (const k of new Set([...Object.keys(before), ...Object.keys(after)])) {
+      if (JSON.stringify(before[k]) !== JSON.stringify(after[k])) rows.push([k, before[k], after[k]]);
+    }
+  } else if (JSON.stringify(before) !== JSON.stringify(after)) rows.push(['value', before, after]);
+  if (rows.length === 0) return <p class="hint">No change from the proposed arguments yet.</p>;
+  return (
+    <div class="changes" data-testid="arg-changes">
+      <h4>Your changes</h4>
+      <ul class="plain">
+        {rows.map(([k, b, a]) => (
+          <li key={k}>
+            <code>{k}</code> <span class="del mono">{show(b)}</span> → <span class="ins mono">{show(a)}</span>
+          </li>
+        ))}
+      </ul>
+    </div>
   );
 }

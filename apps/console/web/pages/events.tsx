@@ -169,7 +169,8 @@ function SendEvent({ initialName, onClose, onSent }: { initialName?: string; onC
     try {
       const r = await send<IngestResult>('POST', '/events', { name: name.trim(), ...(app.trim() ? { app: app.trim() } : {}), data: draft.value });
       setResult(r);
-      toast(`Event sent: ${r?.triggered.length ?? 0} run(s) started`);
+      const n = r?.triggered.length ?? 0;
+      toast(n === 0 ? 'Event sent: it started no run' : `Event sent: it started ${n} ${n === 1 ? 'run' : 'runs'}`);
       onSent();
     } catch (err) {
       setError(errorText(err));
@@ -182,7 +183,12 @@ function SendEvent({ initialName, onClose, onSent }: { initialName?: string; onC
       {result ? (
         <div class="send-result" data-testid="send-result">
           <p>
-            <strong>Accepted.</strong> It woke {result.woke} waiting run{result.woke === 1 ? '' : 's'} and started {result.triggered.length}.
+            <strong>Accepted</strong>
+            {result.id && <> as <span class="mono">{result.id}</span></>}.{' '}
+            {result.triggered.length === 0
+              ? 'It started no run: no workflow trigger matches its name.'
+              : `It started ${result.triggered.length === 1 ? 'this run' : `these ${result.triggered.length} runs`}:`}
+            {result.woke > 0 && ` It also woke ${result.woke} waiting ${result.woke === 1 ? 'run' : 'runs'}.`}
             {result.suspended && ' The workspace is suspended: no run started.'}
             {result.deduped && ' It was a duplicate and was dropped.'}
           </p>

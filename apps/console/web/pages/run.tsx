@@ -84,7 +84,7 @@ export function RunPage({ id }: { id: string }): JSX.Element {
         <div>
           <div class="run-title">
             <h1>{r.workflow}</h1>
-            <Badge status={r.needsAttention && r.status === 'waiting' ? 'needs_attention' : r.status} />
+            <Badge testId="run-status" status={r.needsAttention && r.status === 'waiting' ? 'needs_attention' : r.status} />
             {!terminal && <LiveDot live={live} />}
           </div>
           <div class="meta">
@@ -121,8 +121,8 @@ export function RunPage({ id }: { id: string }): JSX.Element {
       </header>
 
       <section class="facts">
-        <Fact label="Started"><Time at={r.createdAt} /></Fact>
-        <Fact label="First driven"><Time at={r.startedAt} /></Fact>
+        <Fact label="Created"><Time at={r.createdAt} /></Fact>
+        <Fact label="Started"><Time at={r.startedAt} /></Fact>
         <Fact label="Ended"><Time at={r.endedAt} /></Fact>
         <Fact label="Duration">{terminal ? dur(r.durationMs) : r.startedAt ? <Running since={r.startedAt} /> : '—'}</Fact>
         <Fact label="Steps">{r.stepCount}</Fact>
@@ -134,9 +134,15 @@ export function RunPage({ id }: { id: string }): JSX.Element {
       {r.status === 'failed' && r.error && (
         <div class="callout callout-bad" role="alert">
           <div class="callout-title">Failed: {r.error.message}</div>
-          {r.error.stack && <pre class="stack">{r.error.stack}</pre>}
+          {r.error.stack && (
+            <details>
+              <summary class="small muted">Stack trace</summary>
+              <pre class="stack">{r.error.stack}</pre>
+            </details>
+          )}
         </div>
       )}
+      {r.status === 'cancelled' && <CancelledCallout run={r} audit={audit.data} />}
 
       <Tabs
         label="Run sections"
@@ -172,6 +178,7 @@ export function RunPage({ id }: { id: string }): JSX.Element {
           title="Cancel this run?"
           danger
           confirm="Cancel run"
+          dismiss="Keep it running"
           body={<p>The run stops for good; steps in flight are cancelled. You can replay it afterwards.</p>}
           onClose={() => setAction(undefined)}
           onConfirm={async () => {
@@ -209,6 +216,20 @@ export function RunPage({ id }: { id: string }): JSX.Element {
       )}
       {action === 'replay' && <ReplayDialog run={r} onClose={() => setAction(undefined)} />}
       {action === 'retry' && steps.data && <RetryDialog run={r} steps={steps.data} onClose={() => setAction(undefined)} />}
+    </div>
+  );
+}
+
+/** Who cancelled the run and when, from its control audit (the run read itself does not say). */
+function CancelledCallout({ run, audit }: { run: RunDetail; audit: ControlAction[] | undefined }): JSX.Element {
+  const entry = audit?.find((a) => a.action === 'cancel');
+  return (
+    <div class="callout callout-mute" data-testid="cancelled">
+      <div class="callout-title">Cancelled</div>
+      <div class="callout-body">
+        {entry?.actor ? <>By <strong>{entry.actor}</strong> </> : 'This run was cancelled '}
+        <Time at={entry?.createdAt ?? run.endedAt} />. Its finished steps keep their results; replay it to run it again.
+      </div>
     </div>
   );
 }
@@ -269,7 +290,12 @@ export function WaitingCallout({ w, runId }: { w: WaitingFor; runId: string }): 
       break;
     case 'concurrency':
       title = 'Queued behind a concurrency limit';
-      body = <>Key <code>{w.key || '(workflow-wide)'}</code> allows {w.limit} at once; {w.holding} {w.holding === 1 ? 'run holds' : 'runs hold'} a slot. It starts when one ends.</>;
+      body = (
+        <>
+          {w.key ? <>Key <code>{w.key}</code> allows</> : 'The workflow allows'} {w.limit} {w.limit === 1 ? 'run' : 'runs'} at once; {w.holding}{' '}
+          {w.holding === 1 ? 'run holds' : 'runs hold'} {w.limit === 1 ? 'it' : 'a slot'}. This one starts when one of them ends.
+        </>
+      );
       break;
     case 'throttle':
       title = 'Throttled';
@@ -307,12 +333,12 @@ export function WaitingCallout({ w, runId }: { w: WaitingFor; runId: string }): 
     case 'running':
       title = 'Running';
       tone = 'run';
-      body = w.step ? <>Working on step <strong>{w.step}</strong>.</> : 'A pass is in flight.';
+      body = w.step ? <>Working on step <strong>{w.step}</strong>.</> : 'The runner is executing its next step.';
       break;
   }
   return (
     <div class={`callout callout-${tone}`} data-waiting={w.kind}>
-      <div class="callout-kicker">Why is it not moving?</div>
+      <div class="callout-kicker">{w.kind === 'running' ? 'What is it doing?' : 'Why is it not moving?'}</div>
       <div class="callout-title">{title}</div>
       {body && <div class="callout-body">{body}</div>}
     </div>
@@ -387,7 +413,12 @@ function Waterfall({ run, steps }: { run: RunDetail; steps: Step[] }): JSX.Eleme
                 {s.error && (
                   <div class="callout callout-bad">
                     <div class="callout-title">{s.error.message}</div>
-                    {s.error.stack && <pre class="stack">{s.error.stack}</pre>}
+                    {s.error.stack && (
+                      <details>
+                        <summary class="small muted">Stack trace</summary>
+                        <pre class="stack">{s.error.stack}</pre>
+                      </details>
+                    )}
                   </div>
                 )}
                 <div class="grid2">

@@ -92,8 +92,14 @@ export function WorkflowsPage(): JSX.Element {
                   <div>{w.schedules.map((s) => <code key={s}>{s}</code>)}</div>
                 </>
               )}
-              <div>Retry</div>
-              <div class="mono small">{w.retry ? JSON.stringify(w.retry) : 'no retries'}</div>
+              <div>Retries</div>
+              <div>{retryText(w.retry)}</div>
+              {limitText(w) && (
+                <>
+                  <div>Concurrency</div>
+                  <div>{limitText(w)}</div>
+                </>
+              )}
               {typeof w.updatedAt === 'string' && (
                 <>
                   <div>Registered</div>
@@ -120,4 +126,17 @@ export function WorkflowsPage(): JSX.Element {
       </div>
     </div>
   );
+}
+
+/** A retry policy in words: `{ maxAttempts: 3 }` is "up to 3 attempts per step". */
+function retryText(retry: unknown): string {
+  const max = (retry as { maxAttempts?: number } | undefined)?.maxAttempts;
+  if (typeof max !== 'number' || max <= 1) return 'None: a failing step fails the run';
+  return `Up to ${max} attempts per step`;
+}
+
+/** A concurrency limit in words, when the workflow registered one (the rest is in its definition below). */
+function limitText(w: Workflow): string | undefined {
+  const c = w.concurrency as { limit?: number; key?: string } | undefined;
+  return c?.limit ? `${c.limit} ${c.limit === 1 ? 'run' : 'runs'} at a time${c.key ? ` per ${c.key}` : ''}` : undefined;
 }

@@ -65,6 +65,16 @@ export function RunsPage(): JSX.Element {
     );
     return () => ctl.abort();
   }, []);
+  // The stream is best-effort and says nothing while a run waits its turn (a concurrency limit, a throttle):
+  // the first page also refreshes itself every few seconds while the tab is visible.
+  useEffect(() => {
+    const t = setInterval(() => {
+      if (document.visibilityState !== 'visible' || !firstRef.current) return;
+      refetchPage();
+      refetchStats();
+    }, 5000);
+    return () => clearInterval(t);
+  }, []);
 
   const set = (patchF: Filters) => setQuery({ ...f, ...patchF });
   const [qDraft, setQDraft] = useState(f.q ?? '');
@@ -101,7 +111,12 @@ export function RunsPage(): JSX.Element {
         <Stat label="Active" value={num(stats.data?.active)} tone="run" />
         <Stat label="Succeeded" value={num(stats.data?.succeeded)} tone="ok" />
         <Stat label="Failed" value={num(stats.data?.failed)} tone="bad" />
-        <Stat label="Success rate" value={stats.data ? `${stats.data.successRate}%` : '—'} meter={stats.data?.successRate} />
+        {/* The API says 100 when nothing has finished; with no finished run there is no rate to show. */}
+        {stats.data && stats.data.succeeded + stats.data.failed > 0 ? (
+          <Stat label="Success rate" value={`${stats.data.successRate}%`} meter={stats.data.successRate} />
+        ) : (
+          <Stat label="Success rate" value="—" hint={stats.data ? 'No finished runs yet' : undefined} />
+        )}
       </section>
 
       <form
@@ -229,11 +244,12 @@ export function RunsPage(): JSX.Element {
   );
 }
 
-function Stat({ label, value, tone, meter }: { label: string; value: string; tone?: string; meter?: number }): JSX.Element {
+function Stat({ label, value, tone, meter, hint }: { label: string; value: string; tone?: string; meter?: number; hint?: string }): JSX.Element {
   return (
     <div class={`stat ${tone ? `tone-${tone}` : ''}`}>
       <div class="stat-label">{label}</div>
       <div class="stat-value">{value}</div>
+      {hint && <div class="stat-hint">{hint}</div>}
       {meter !== undefined && (
         <div class="meter" aria-hidden="true">
           <span style={{ width: `${meter}%` }} />

@@ -1,6 +1,6 @@
 import type { JSX } from 'preact';
 import { useState } from 'preact/hooks';
-import { probe, setSession } from '../api';
+import { ApiError, probe, setSession } from '../api';
 import { errorText } from '../ui';
 
 /**
@@ -24,14 +24,15 @@ export function SignIn(): JSX.Element {
     try {
       setSession(await probe(k, actor.trim()));
     } catch (err) {
-      setError(errorText(err));
+      setError(err instanceof ApiError && err.status === 401 ? 'This key was not accepted. Check that you copied all of it, and that it has not been revoked.' : errorText(err));
     } finally {
       setBusy(false);
     }
   };
   return (
     <div class="signin">
-      <form class="signin-card" onSubmit={submit} aria-labelledby="signin-title">
+      {/* noValidate: the form's own checks say what is missing, in the page's words and style. */}
+      <form class="signin-card" onSubmit={submit} aria-labelledby="signin-title" noValidate>
         <div class="brand brand-lg">
           <span class="logo" aria-hidden="true" />
           <span>dws</span>
@@ -50,7 +51,7 @@ export function SignIn(): JSX.Element {
           <div class="hint">Recorded as who decided an approval (X-Service-Actor) when you sign in with a console key.</div>
         </div>
         {error && (
-          <div class="field-error" role="alert">
+          <div class="form-error" role="alert">
             {error}
           </div>
         )}

@@ -76,10 +76,8 @@ function Endpoints(): JSX.Element {
                 <th>Endpoint</th>
                 <th>Kinds</th>
                 <th>App</th>
-                <th class="num">Delivered (30 d)</th>
-                <th class="num">Succeeded</th>
-                <th class="num">Failed</th>
-                <th>Last</th>
+                <th>Last 30 days</th>
+                <th>Last delivery</th>
                 <th>State</th>
                 {canWrite && <th><span class="sr">Actions</span></th>}
               </tr>
@@ -95,9 +93,12 @@ function Endpoints(): JSX.Element {
                     </td>
                     <td>{e.eventKinds.map((k) => <span key={k} class="tag">{k}</span>)}</td>
                     <td>{e.app ?? <span class="muted">all</span>}</td>
-                    <td class="num">{st?.delivered ?? 0}</td>
-                    <td class="num">{st?.succeeded ?? 0}</td>
-                    <td class="num">{st?.failed ?? 0}</td>
+                    <td class="small">
+                      <span class="strong">{st?.delivered ?? 0}</span> delivered
+                      <div>
+                        <span class="tone-ok">{st?.succeeded ?? 0} succeeded</span> · <span class={st?.failed ? 'tone-bad' : 'muted'}>{st?.failed ?? 0} failed</span>
+                      </div>
+                    </td>
                     <td><Time at={st?.lastDelivery} /></td>
                     <td><Badge status={e.enabled ? 'live' : 'stale'} label={e.enabled ? 'enabled' : 'disabled'} /></td>
                     {canWrite && (
@@ -296,7 +297,21 @@ function Deliveries({ status, open }: { status?: string; open?: string }): JSX.E
 function DeliveryDetail({ id, onClose, onChanged }: { id: string; onClose: () => void; onChanged: () => void }): JSX.Element {
   const d = useAsync(() => get<Delivery>(`/webhook-deliveries/${encodeURIComponent(id)}`), [id]);
   const [confirm, setConfirm] = useState(false);
+  // After a redeliver: the attempt count it started from; the dialog re-reads until a new attempt settles.
+  const [following, setFollowing] = useState<number>();
   const x = d.data;
+  const settled = following !== undefined && x !== undefined && (x.attempts?.length ?? 0) > following && x.status !== 'pending' && x.status !== 'delivering';
+  useEffect(() => {
+    if (following === undefined) return;
+    if (settled) {
+      setFollowing(undefined);
+      onChanged();
+      return;
+    }
+    let tries = 0;
+    const t = setInterval(() => (++tries > 30 ? setFollowing(undefined) : d.reload()), 1000);
+    return () => clearInterval(t);
+  }, [following, settled]);
   return (
     <Modal
       title="Delivery"
@@ -306,7 +321,9 @@ function DeliveryDetail({ id, onClose, onChanged }: { id: string; onClose: () =>
         x && session()?.canWrite ? (
           <>
             <button class="btn" onClick={d.reload}>Refresh</button>
-            <button class="btn btn-primary" disabled={x.status === 'delivering'} onClick={() => setConfirm(true)}>Redeliver</button>
+            <button class="btn btn-primary" disabled={x.status === 'delivering' || following !== undefined} onClick={() => setConfirm(true)}>
+              {following !== undefined ? 'Redelivering…' : 'Redeliver'}
+            </button>
           </>
         ) : undefined
       }
@@ -381,10 +398,9 @@ function DeliveryDetail({ id, onClose, onChanged }: { id: string; onClose: () =>
           onConfirm={async () => {
             await send('POST', `/webhook-deliveries/${encodeURIComponent(x.id)}/redeliver`);
             toast('Redelivery queued');
+            setFollowing(x.attempts?.length ?? 0);
             d.reload();
             onChanged();
-            // The attempt lands within moments: show it without a manual refresh.
-            setTimeout(d.reload, 1500);
           }}
         />
       )}
@@ -428,7 +444,10 @@ function Receivers(): JSX.Element {
                       <div class="mono small muted">{r.id}</div>
                     </td>
                     <td>
-                      <span class="mono small">{url}</span> <Copy text={url} label="URL" />
+                      <div class="url-cell">
+                        <span class="mono small clip" title={url}>{url}</span>
+                        <Copy text={url} label="URL" />
+                      </div>
                     </td>
                     <td><code>{r.eventName}</code></td>
                     <td>{r.targetApp ?? r.app ?? <span class="muted">all</span>}</td>
@@ -565,7 +584,7 @@ function Inbound(): JSX.Element {
           <tbody>
             {list.data.items.map((s) => (
               <tr key={s.id}>
-                <td><Badge status={s.outcome === 'verified' ? 'accepted' : String(s.outcome ?? 'unknown')} label={String(s.outcome ?? '')} /></td>
+                <td><Badge status={s.outcome === 'verified' ? 'accepted' : 'rejected'} label={s.outcome === 'verified' ? 'verified' : `refused: ${String(s.outcome ?? 'unknown').replace(/_/g, ' ')}`} /></td>
                 <td class="mono small">{s.slug}</td>
                 <td class="small">{s.reason ?? ''}</td>
                 <td class="num">{typeof s.sizeBytes === 'number' ? `${s.sizeBytes} B` : '—'}</td>
