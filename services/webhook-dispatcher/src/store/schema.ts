@@ -1,5 +1,5 @@
 import { boolean, index, integer, jsonb, pgSchema, text, timestamp } from 'drizzle-orm/pg-core';
-import { outboxTable } from '@dws/runtime';
+import { outboxTable, retentionTable } from '@dws/runtime';
 
 export const dispatcher = pgSchema('webhook_dispatcher');
 
@@ -63,3 +63,6 @@ export const attempts = dispatcher.table(
 );
 
 export const outbox = outboxTable(dispatcher);
+
+/** Each workspace's retention window (projection of `gateway.fact.workspace`): what store/retention.ts deletes past. */
+export const retention = retentionTable(dispatcher);
