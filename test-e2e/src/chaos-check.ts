@@ -1,3 +1,4 @@
+import { sse } from '@dws/testing';
 import { api } from './api.js';
 
 /**
@@ -9,7 +10,7 @@ import { api } from './api.js';
 /** One event the load generator got a 202 for (or a deduped retry of one). */
 export interface StartedKey {
   key: string;
-  kind: 'ten' | 'sleepy' | 'emitter' | 'waiter';
+  kind: 'ten' | 'sleepy' | 'emitter' | 'waiter' | 'parent' | 'hook' | 'gated';
   /** Waiter only: the key of the emitter whose event it waits for. */
   pairedWith?: string;
   /** Waiter only: its wait step was seen parked before the emitter's event was sent. */
@@ -47,6 +48,20 @@ export interface InvariantReport {
   missedWakes: string[];
   /** Waiters that timed out (got no event), parked before their emit or not: a diagnostic, not an invariant. */
   waitTimeouts: string[];
+  /** Parents whose result does not carry their one child's result, or with other than one child run. */
+  childMismatches: string[];
+  webhooks: number;
+  /** Webhook runs with more than one delivery id at the receiver (a step's delivery made twice). */
+  duplicateWebhooks: string[];
+  /** Succeeded webhook runs whose delivery never reached the receiver. */
+  lostDeliveries: string[];
+  /** Deliveries the receiver got more than once (at-least-once over HTTP: a diagnostic, not an invariant). */
+  redeliveries: number;
+  /** Gated runs that did not resume with the approval granted. */
+  approvalMismatches: string[];
+  timelinesChecked: number;
+  /** Runs whose timeline replay has a gap or a repeat in its seqs, or does not end with the run's end. */
+  timelineGaps: string[];
   /** The runs that took longest from creation to their end, slowest first (a diagnostic). */
   slowest: { runId: string; key: string; workflow: string; status: string; createdAt?: string; endedAt?: string; tookMs?: number }[];
 }
@@ -119,6 +134,9 @@ function expectedSteps(kind: StartedKey['kind'], result: unknown): Map<string, u
   if (kind === 'sleepy' && Array.isArray(r?.tokens)) return new Map(r.tokens.map((t, i) => [['a', 'b', 'c'][i]!, t]));
   if (kind === 'emitter' && r?.token !== undefined) return new Map([['prep', r.token]]);
   if (kind === 'waiter') return new Map();
+  if (kind === 'parent' && r?.token !== undefined) return new Map([['p', r.token]]);
+  if (kind === 'hook' && r?.token !== undefined) return new Map([['h', r.token]]);
+  if (kind === 'gated' && r?.token !== undefined) return new Map([['after', r.token]]);
   return undefined;
 }
 
@@ -130,6 +148,10 @@ export async function checkInvariants(opts: {
   secretKey: string;
   app: string;
   started: StartedKey[];
+  /** What the webhook receiver got: delivery id -> { key, times }. */
+  hooks?: Map<string, { key: string; times: number }>;
+  /** How long to wait for deliveries still under way. @default 60_000 */
+  settleMs?: number;
 }): Promise<InvariantReport> {
   const get = getter(opts.base, opts.secretKey);
   const ids = await listRunIds(opts.base, opts.secretKey, opts.app);
@@ -153,6 +175,14 @@ export async function checkInvariants(opts: {
     missingEmits: [],
     missedWakes: [],
     waitTimeouts: [],
+    childMismatches: [],
+    webhooks: 0,
+    duplicateWebhooks: [],
+    lostDeliveries: [],
+    redeliveries: 0,
+    approvalMismatches: [],
+    timelinesChecked: 0,
+    timelineGaps: [],
     slowest: [],
   };
   const byKey = new Map<string, typeof runs>();
@@ -241,6 +271,58 @@ export async function checkInvariants(opts: {
       endedAt: r.endedAt,
       tookMs: Number.isFinite(took(r)) ? took(r) : undefined,
     }));
+
+  // A parent's result holds its one child's result.
+  for (const s of opts.started.filter((x) => x.kind === 'parent')) {
+    const parent = byKey.get(s.key)?.[0]?.run;
+    if (parent?.status !== 'succeeded') continue;
+    const children = byKey.get(`${s.key}c`) ?? [];
+    const child = children[0]?.run;
+    if (children.length !== 1 || child?.status !== 'succeeded' || JSON.stringify((parent.result as { child?: unknown }).child) !== JSON.stringify(child.result)) {
+      report.childMismatches.push(`${parent.id} (${s.key}): ${children.length} child run(s), parent got ${JSON.stringify(parent.result)}, child ${JSON.stringify(child?.result)}`);
+    }
+  }
+
+  // One delivery per webhook step, received at least once (retries may still be under way: wait for them).
+  const hookRuns = opts.started
+    .filter((x) => x.kind === 'hook')
+    .map((x) => ({ key: x.key, run: byKey.get(x.key)?.[0]?.run }))
+    .filter((x) => x.run?.status === 'succeeded');
+  report.webhooks = hookRuns.length;
+  if (opts.hooks) {
+    const got = opts.hooks;
+    const deadline = Date.now() + (opts.settleMs ?? 60_000);
+    const missing = () => hookRuns.filter((h) => !got.has((h.run!.result as { deliveryId?: string }).deliveryId ?? ''));
+    while (missing().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 500));
+    for (const h of missing()) report.lostDeliveries.push(`${h.run!.id} (${h.key}): ${JSON.stringify(h.run!.result)}`);
+    const idsByKey = new Map<string, string[]>();
+    for (const [id, v] of got) {
+      idsByKey.set(v.key, [...(idsByKey.get(v.key) ?? []), id]);
+      report.redeliveries += v.times - 1;
+    }
+    for (const [key, ids] of idsByKey) if (ids.length > 1) report.duplicateWebhooks.push(`${key}: ${ids.join(', ')}`);
+  }
+
+  // A gated run resumed with the approval it was granted.
+  for (const s of opts.started.filter((x) => x.kind === 'gated')) {
+    const run = byKey.get(s.key)?.[0]?.run;
+    if (run?.status === 'succeeded' && (run.result as { status?: string }).status !== 'approved') {
+      report.approvalMismatches.push(`${run.id} (${s.key}): ${JSON.stringify(run.result)}`);
+    }
+  }
+
+  // Every timeline replays gap-free: seqs 1..n, each once, ending with the run's terminal status.
+  await pool(runs, 8, async ({ run }) => {
+    if (!isTerminal(run.status)) return;
+    const stream = await sse(opts.base, `/v1/runs/${run.id}/stream`, { key: opts.secretKey });
+    await stream.ended;
+    const seqs = stream.events.map((e) => Number(e.id));
+    const last = stream.events.at(-1);
+    report.timelinesChecked++;
+    if (!seqs.every((q, i) => q === i + 1) || last?.event !== 'run_status' || !last.data?.includes(`"status":"${run.status}"`)) {
+      report.timelineGaps.push(`${run.id}: seqs ${seqs.join(',')}; last ${last?.event} ${last?.data}`);
+    }
+  });
 
   // A waiter parked before its emit was sent gets that emit's token.
   for (const s of opts.started) {

@@ -1,15 +1,19 @@
-// `pnpm chaos [--minutes 2] [--seed N] [--invoker] [--in-flight 20] [--settle 60]`: the long chaos
+// `pnpm chaos [--minutes 2] [--seed N] [--invoker] [--infra-restarts] [--in-flight 20] [--settle 60]`, and
+// `pnpm test:chaos [minutes]` (= --infra-restarts: nats-server and Postgres crash once each too): the long chaos
 // run on the six-process fleet (the CI test is test-e2e/test/chaos.e2e.test.ts). Needs real Postgres
 // and NATS (TEST_DATABASE_URL | DATABASE_URL | postgres://postgres@127.0.0.1:5432/test, and
-// TEST_NATS_URL | NATS_URL | nats://127.0.0.1:4222). Exits 1 when an invariant broke.
+// TEST_NATS_URL | NATS_URL | nats://127.0.0.1:4222), or with --infra-restarts the machine's Postgres
+// and nats-server binaries (it runs its own). Exits 1 when an invariant broke.
 import { parseArgs } from 'node:util';
 import { runChaos, violations } from './chaos.js';
 
-const { values } = parseArgs({
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
   options: {
     minutes: { type: 'string', default: '2' },
     seed: { type: 'string' },
     invoker: { type: 'boolean', default: false },
+    'infra-restarts': { type: 'boolean', default: false },
     'in-flight': { type: 'string', default: '20' },
     settle: { type: 'string', default: '60' },
   },
@@ -29,9 +33,11 @@ process.env.TEST_DATABASE_URL ||= process.env.DATABASE_URL || 'postgres://postgr
 process.env.TEST_NATS_URL ||= process.env.NATS_URL || 'nats://127.0.0.1:4222';
 
 const report = await runChaos({
-  loadMs: num('minutes', values.minutes)! * 60_000,
+  // `pnpm test:chaos 5`: the minutes may come as the one positional argument.
+  loadMs: num('minutes', positionals[0] ?? values.minutes)! * 60_000,
   seed: num('seed', values.seed),
   forceInvoker: values.invoker,
+  infraRestarts: values['infra-restarts'],
   inFlight: num('in-flight', values['in-flight']),
   settleMs: num('settle', values.settle)! * 1000,
   log: (line) => console.log(line),

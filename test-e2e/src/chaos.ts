@@ -1,18 +1,24 @@
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Runner } from '@dws/sdk';
 import { seededRandom } from '@dws/testing';
 import { api } from './api.js';
 import { checkInvariants, isTerminal, toldEvent, type InvariantReport, type StartedKey } from './chaos-check.js';
 import { SERVICES, startDeployment, type Deployment } from './deployment.js';
+import { startPrivateInfra, type PrivateInfra } from './private-infra.js';
 import { startRunner, type TestRunner } from './runner.js';
 
 /**
- * The chaos test (issue 11): the six-process fleet under ~20 runs in flight
- * (10-step, sleeping, and emit / waitForEvent pairs) while a seeded killer
- * SIGKILLs a random service every 10 s and restarts it. When the load stops,
- * every run must be terminal within the settle time, no step stored twice,
- * no emit logged twice. Everything is driven and read through the public API
- * and the SDK; see chaos-check.ts for the invariants.
+ * The chaos test (issues 11 and 17): the six-process fleet under ~20 runs in
+ * flight (10-step, sleeping, emit / waitForEvent pairs, child runs, webhooks
+ * from steps, approvals granted through the API) while a seeded killer
+ * SIGKILLs a random service every 10 s and restarts it, and (with
+ * `infraRestarts`) nats-server and Postgres crash once each. When the load
+ * stops, every run must be terminal within the settle time with its expected
+ * result, no step stored twice, no emit or webhook duplicated, no delivery
+ * lost, every timeline gap-free. Everything is driven and read through the
+ * public API and the SDK; see chaos-check.ts for the invariants.
  */
 
 export interface ChaosOptions {
@@ -28,6 +34,13 @@ export interface ChaosOptions {
   forceInvoker?: boolean;
   /** Every run must be terminal this long after the load stops, in ms. @default 60_000 */
   settleMs?: number;
+  /**
+   * Also crash and restart the infrastructure once each during the load:
+   * nats-server at a third, Postgres at two thirds. The fleet then runs on a
+   * private Postgres and nats-server (private-infra.ts), so no other test on
+   * the machine is hurt. @default false
+   */
+  infraRestarts?: boolean;
   /** Extra environment for every service process. */
   env?: Record<string, string>;
   /** Progress lines. @default none */
@@ -67,8 +80,8 @@ const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 /** A seeded PRNG, so a seed replays the kill order and the mix. */
 const prng = seededRandom;
 
-/** The four workflows; `executed` counts each (run, step) execution to report re-runs. */
-function defineWorkflows(r: Runner, executed: Map<string, number>): void {
+/** The workflows; `executed` counts each (run, step) execution to report re-runs; webhooks go to `hookUrl`. */
+function defineWorkflows(r: Runner, executed: Map<string, number>, hookUrl: string): void {
   const token = () => randomBytes(6).toString('hex');
   // A step takes a few ms, so some pass is nearly always in flight when a process dies.
   const work = async (runId: string, name: string) => {
@@ -101,7 +114,29 @@ function defineWorkflows(r: Runner, executed: Map<string, number>): void {
     const ev = await step.waitForEvent<{ token: string }>('told', { event: toldEvent(event.data.emitter), timeout: WAIT_TIMEOUT_MS });
     return { got: ev !== null, token: ev?.data.token ?? null };
   });
+  // A child run: its result comes back to the parent exactly once, however often either is re-driven.
+  r.workflow<{ key: string }>('chaos.parent', {}, async ({ event, step, ctx }) => {
+    const token = await step.run('p', () => work(ctx.runId, 'p'));
+    const child = await step.runWorkflow('kid', { workflow: 'chaos.child', data: { key: childKey(event.data.key) } });
+    return { token, child };
+  });
+  r.workflow<{ key: string }>('chaos.child', {}, async ({ step, ctx }) => ({ token: await step.run('c', () => work(ctx.runId, 'c')) }));
+  // A webhook from a step: one delivery per run (its id memoised), received at least once.
+  r.workflow<{ key: string }>('chaos.hook', {}, async ({ event, step, ctx }) => {
+    const token = await step.run('h', () => work(ctx.runId, 'h'));
+    const sent = (await ctx.webhook.send('hook', { url: hookUrl, body: { key: event.data.key, token } })) as { deliveryId: string };
+    return { token, deliveryId: sent.deliveryId };
+  });
+  // An approval the load generator grants: the run resumes once, with the decision.
+  r.workflow<{ key: string }>('chaos.gated', {}, async ({ event, step, ctx }) => {
+    const decision = await step.approval('gate', { tool: 'chaos.tool', args: { key: event.data.key } });
+    const token = await step.run('after', () => work(ctx.runId, 'after'));
+    return { status: decision.status, token };
+  });
 }
+
+/** The key a parent's child run carries in its input. */
+export const childKey = (key: string): string => `${key}c`;
 
 /** Start the fleet and a runner, run the chaos, check the invariants, stop everything. */
 export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
@@ -110,22 +145,80 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   log(
     `chaos: seed ${seed}, load ${Math.round(opts.loadMs / 1000)} s, ${opts.inFlight ?? 20} in flight, a kill every ${(opts.killEveryMs ?? 10_000) / 1000} s${opts.forceInvoker ? ' (invoker forced)' : ''}`,
   );
-  const dep = await startDeployment('fleet', { env: opts.env });
+  const infra = opts.infraRestarts ? await startPrivateInfra() : undefined;
+  const saved = { db: process.env.TEST_DATABASE_URL, nats: process.env.TEST_NATS_URL };
+  if (infra) {
+    // startDeployment takes the infrastructure where the jest setup publishes it.
+    process.env.TEST_DATABASE_URL = infra.databaseUrl;
+    process.env.TEST_NATS_URL = infra.natsUrl;
+    log(`chaos: private Postgres ${infra.databaseUrl}, nats-server ${infra.natsUrl}`);
+  }
+  let dep: Deployment | undefined;
   let runner: TestRunner | undefined;
+  let hooks: HookReceiver | undefined;
   try {
+    dep = await startDeployment('fleet', { env: opts.env });
     const executed = new Map<string, number>();
-    runner = await startRunner(dep, (r) => defineWorkflows(r, executed), { app: CHAOS_APP });
-    const report = await drive(dep, seed, opts, log);
+    hooks = await startHookReceiver();
+    runner = await startRunner(dep, (r) => defineWorkflows(r, executed, hooks!.url), { app: CHAOS_APP });
+    const report = await drive(dep, seed, opts, log, infra, hooks);
     report.reExecutions = [...executed.values()].reduce((n, c) => n + c - 1, 0);
     log(summaryLine(report));
     return report;
   } finally {
     await runner?.close();
-    await dep.stop();
+    await dep?.stop();
+    await hooks?.close();
+    if (infra) {
+      await infra.stop();
+      process.env.TEST_DATABASE_URL = saved.db;
+      process.env.TEST_NATS_URL = saved.nats;
+    }
   }
 }
 
-async function drive(dep: Deployment, seed: number, opts: ChaosOptions, log: (line: string) => void): Promise<ChaosReport> {
+/** The partner end of the chaos webhooks: every POST it got, by delivery id (a redelivery is allowed, a second id per run is not). */
+interface HookReceiver {
+  url: string;
+  /** delivery id -> { key, times received } */
+  got: Map<string, { key: string; times: number }>;
+  close(): Promise<void>;
+}
+
+async function startHookReceiver(): Promise<HookReceiver> {
+  const got: HookReceiver['got'] = new Map();
+  const server = createServer((req, res) => {
+    let raw = '';
+    req.on('data', (c: Buffer) => (raw += c.toString()));
+    req.on('end', () => {
+      const id = String(req.headers['x-service-delivery-id'] ?? '');
+      let key = '?';
+      try {
+        key = String((JSON.parse(raw) as { key?: unknown }).key);
+      } catch {
+        /* recorded under '?' */
+      }
+      const seen = got.get(id);
+      got.set(id, { key, times: (seen?.times ?? 0) + 1 });
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    got,
+    close: () => new Promise((r) => server.close(() => r())),
+  };
+}
+
+async function drive(
+  dep: Deployment,
+  seed: number,
+  opts: ChaosOptions,
+  log: (line: string) => void,
+  infra: PrivateInfra | undefined,
+  hooks: HookReceiver,
+): Promise<ChaosReport> {
   // Two streams: the workers draw from theirs in whatever order their runs end, so the kill order
   // replays from the seed only if the killer has its own.
   const rng = prng(seed);
@@ -188,6 +281,14 @@ async function drive(dep: Deployment, seed: number, opts: ChaosOptions, log: (li
     const r = await get(`/v1/runs/${runId}`);
     return r.status === 200 && isTerminal((r.body as { status: string }).status);
   };
+  const approve = (runId: string) => async () => {
+    const list = await get(`/v1/approvals?runId=${runId}`);
+    const a = list.status === 200 ? (list.body as { id: string; status: string }[])[0] : undefined;
+    if (!a) return false;
+    if (a.status !== 'pending') return true;
+    const res = await api(dep.base, 'POST', `/v1/approvals/${a.id}/decision`, { key: dep.secretKey, body: { status: 'approved' } });
+    return res.status === 200 || res.status === 409;
+  };
   const parked = (runId: string) => async () => {
     const r = await get(`/v1/runs/${runId}/steps`);
     return r.status === 200 && (r.body as { name: string; status: string }[]).some((st) => st.name === 'told' && st.status === 'waiting');
@@ -198,10 +299,21 @@ async function drive(dep: Deployment, seed: number, opts: ChaosOptions, log: (li
     while (loading()) {
       const pick = rng();
       const key = `k${++seq}`;
-      if (pick < 0.45) {
+      if (pick < 0.3) {
         const id = await send({ key, kind: 'ten' }, 'chaos.ten', {});
         if (id) await until(terminal(id), WATCH_CAP_MS);
-      } else if (pick < 0.75) {
+      } else if (pick < 0.4) {
+        const id = await send({ key, kind: 'parent' }, 'chaos.parent', {});
+        if (id) await until(terminal(id), WATCH_CAP_MS);
+      } else if (pick < 0.5) {
+        const id = await send({ key, kind: 'hook' }, 'chaos.hook', {});
+        if (id) await until(terminal(id), WATCH_CAP_MS);
+      } else if (pick < 0.6) {
+        const id = await send({ key, kind: 'gated' }, 'chaos.gated', {});
+        // Granted as soon as it is listed, through the public API (a retry after a lost answer finds it decided).
+        if (id) await until(approve(id), WATCH_CAP_MS, true);
+        if (id) await until(terminal(id), WATCH_CAP_MS);
+      } else if (pick < 0.8) {
         const sleepMs = [1000 + Math.floor(rng() * 2000), 1000 + Math.floor(rng() * 2000)];
         const id = await send({ key, kind: 'sleepy' }, 'chaos.sleepy', { sleepMs });
         if (id) await until(terminal(id), WATCH_CAP_MS);
@@ -237,9 +349,26 @@ async function drive(dep: Deployment, seed: number, opts: ChaosOptions, log: (li
     }
   };
 
+  // The infrastructure crashes once each, while the service kills go on.
+  const infraCrashes = async () => {
+    if (!infra) return;
+    for (const [frac, what, restart] of [
+      [1 / 3, 'nats-server', () => infra.restartNats()],
+      [2 / 3, 'postgres', () => infra.restartPostgres()],
+    ] as const) {
+      await delay(Math.max(0, t0 + opts.loadMs * frac - Date.now()));
+      const atMs = Date.now() - t0;
+      log(`chaos: ${at()} crash ${what}`);
+      await restart();
+      killLog.push({ atMs, service: what, restartMs: Date.now() - t0 - atMs });
+      kills[what] = (kills[what] ?? 0) + 1;
+      log(`chaos: ${at()} ${what} back (${killLog.at(-1)!.restartMs} ms)`);
+    }
+  };
+
   // A worker holds 1.25 runs on average (a pair, a quarter of the time, is two).
   const workers = Math.max(1, Math.round((opts.inFlight ?? 20) / 1.25));
-  const killing = killer();
+  const killing = Promise.all([killer(), infraCrashes()]);
   await Promise.all(Array.from({ length: workers }, worker));
   await killing; // a restart in progress at the end finishes first (its kill was during the load)
   const stoppedAt = loadEnd;
@@ -249,6 +378,12 @@ async function drive(dep: Deployment, seed: number, opts: ChaosOptions, log: (li
   const settleMs = opts.settleMs ?? 60_000;
   let terminalAfterMs: number | undefined;
   while (Date.now() < stoppedAt + settleMs) {
+    // A gated run whose approval was listed only after its worker stopped watching is granted here: a run
+    // still waiting with no approval pending would be a lost request, and shows as stranded.
+    const pending = await get('/v1/approvals?status=pending&limit=1000').catch(() => undefined);
+    for (const a of pending?.status === 200 ? (pending.body as { id: string }[]) : []) {
+      await api(dep.base, 'POST', `/v1/approvals/${a.id}/decision`, { key: dep.secretKey, body: { status: 'approved' } }).catch(() => undefined);
+    }
     const s = await get(`/v1/runs/stats?app=${CHAOS_APP}`).catch(() => undefined);
     const stats = s?.body as { total?: number; active?: number } | undefined;
     if (s?.status === 200 && stats?.active === 0) {
@@ -263,7 +398,7 @@ async function drive(dep: Deployment, seed: number, opts: ChaosOptions, log: (li
       : `chaos: every run ended ${terminalAfterMs} ms after the load stopped`,
   );
 
-  const inv = await checkInvariants({ base: dep.base, secretKey: dep.secretKey, app: CHAOS_APP, started });
+  const inv = await checkInvariants({ base: dep.base, secretKey: dep.secretKey, app: CHAOS_APP, started, hooks: hooks.got, settleMs });
   return {
     ...inv,
     seed,
@@ -299,6 +434,14 @@ export function summaryLine(r: ChaosReport): string {
     `missing emits=${r.missingEmits.length}`,
     `missed wakes=${r.missedWakes.length}`,
     `wait timeouts=${r.waitTimeouts.length}`,
+    `children mismatched=${r.childMismatches.length}`,
+    `webhooks=${r.webhooks}`,
+    `duplicate webhooks=${r.duplicateWebhooks.length}`,
+    `lost deliveries=${r.lostDeliveries.length}`,
+    `redeliveries=${r.redeliveries}`,
+    `approvals mismatched=${r.approvalMismatches.length}`,
+    `timelines checked=${r.timelinesChecked}`,
+    `timeline gaps=${r.timelineGaps.length}`,
     `lost starts=${r.lostStarts.length}`,
     `duplicate starts=${r.duplicateStarts.length}`,
     `re-executed steps=${r.reExecutions}`,
@@ -324,5 +467,10 @@ export function violations(r: ChaosReport): string[] {
   for (const k of r.lostStarts) out.push(`event started no run: ${k}`);
   for (const k of r.duplicateStarts) out.push(`event started more than one run: ${k}`);
   for (const e of r.loadErrors) out.push(`during the load: ${e}`);
+  for (const m of r.childMismatches) out.push(`child run not handed back once: ${m}`);
+  for (const d of r.duplicateWebhooks) out.push(`webhook step delivered under more than one id: ${d}`);
+  for (const l of r.lostDeliveries) out.push(`webhook delivery never received: ${l}`);
+  for (const m of r.approvalMismatches) out.push(`gated run did not resume approved: ${m}`);
+  for (const g of r.timelineGaps) out.push(`timeline not gap-free: ${g}`);
   return out;
 }
