@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { index, integer, jsonb, pgSchema, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
-import { outboxTable } from '@dws/runtime';
+import { outboxTable, retentionTable } from '@dws/runtime';
 
 export const approvals = pgSchema('approvals');
 
@@ -52,3 +52,6 @@ export const approvalRequests = approvals.table(
 );
 
 export const outbox = outboxTable(approvals);
+
+/** Each workspace's retention window (projection of `gateway.fact.workspace`): what store/retention.ts deletes past. */
+export const retention = retentionTable(approvals);
