@@ -11,6 +11,7 @@ import {
   DLQ_HEADERS,
   DLQ_STREAM,
   DLQ_SUBJECTS,
+  checkAppHeaders,
   checkIdleTimeout,
   errorMessage,
   errorPayload,
@@ -168,6 +169,7 @@ class EmbeddedBus implements Bus, DurableHost {
     // it cannot die while the requester lives, and a stalled event loop stalls both alike.
     try {
       checkIdleTimeout(opts?.idleTimeoutMs);
+      checkAppHeaders(opts?.headers);
     } catch (err) {
       return Promise.reject(err as Error);
     }
@@ -181,6 +183,8 @@ class EmbeddedBus implements Bus, DurableHost {
     }
     if (groups.size === 0) return Promise.reject(new BusError('no_responders', `no responders on '${subject}'`));
     const timeoutMs = opts?.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    // A copy: the responder must not see the caller change them afterwards (nor change them).
+    const headers = opts?.headers && Object.keys(opts.headers).length > 0 ? { ...opts.headers } : undefined;
     return new Promise<Uint8Array>((resolve, reject) => {
       let settled = false;
       const timer = setTimeout(() => {
@@ -195,7 +199,7 @@ class EmbeddedBus implements Bus, DurableHost {
         const task = (async () => {
           await Promise.resolve();
           try {
-            const out = await r.handler(data, subject);
+            const out = await r.handler(data, subject, headers);
             if (!settled) resolve(out);
           } catch (err) {
             const p = errorPayload(err);

@@ -43,9 +43,11 @@ import {
   DLQ_STREAM,
   DLQ_SUBJECTS,
   ERROR_HEADER,
+  checkAppHeaders,
   checkIdleTimeout,
   errorMessage,
   errorPayload,
+  isBusHeader,
   parseProgressEvery,
   PROGRESS_EVERY_HEADER,
   PROGRESS_HEADER,
@@ -197,9 +199,11 @@ class JetStreamBus implements Bus {
     this.assertOpen();
     const timeout = opts?.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     const idleMs = checkIdleTimeout(opts?.idleTimeoutMs);
+    checkAppHeaders(opts?.headers);
     const spilled = this.spill.needed(data);
     let headers = spilled ? await this.spill.put('transient', data) : undefined;
     if (idleMs !== undefined) (headers ??= natsHeaders()).set(PROGRESS_EVERY_HEADER, String(progressEveryMs(idleMs)));
+    if (opts?.headers) for (const [k, v] of Object.entries(opts.headers)) (headers ??= natsHeaders()).set(k, v);
     const reply = await this.roundTrip(subject, spilled ? EMPTY : data, headers, timeout, idleMs);
     if (reply.headers?.has(ERROR_HEADER)) {
       let p: { message?: unknown; code?: unknown; status?: unknown } = {};
@@ -304,7 +308,7 @@ class JetStreamBus implements Bus {
     const answer = async (m: Msg): Promise<void> => {
       const beat = this.progressBeat(m);
       try {
-        const reply = await handler(await this.spill.resolve(m, true), m.subject);
+        const reply = await handler(await this.spill.resolve(m, true), m.subject, appHeaders(m.headers));
         if (this.spill.needed(reply)) {
           const headers = await this.spill.put('transient', reply);
           clearInterval(beat);
@@ -557,4 +561,14 @@ async function drainQuietly(sub: { drain(): Promise<void>; unsubscribe(): void; 
     // The connection is already closing: unsubscribing is all that is left.
     sub.unsubscribe();
   }
+}
+
+/** The application headers of a request (RequestOptions.headers): none of the bus's own. */
+function appHeaders(h: MsgHdrs | undefined): Record<string, string> | undefined {
+  if (!h) return undefined;
+  let out: Record<string, string> | undefined;
+  for (const k of h.keys()) {
+    if (!isBusHeader(k)) (out ??= {})[k] = h.get(k);
+  }
+  return out;
 }

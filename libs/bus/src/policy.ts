@@ -56,6 +56,17 @@ export function checkIdleTimeout(idleTimeoutMs: number | undefined): number | un
   return idleTimeoutMs;
 }
 
+/** Header names the bus itself uses (and NATS does): never application headers. */
+export const isBusHeader = (name: string): boolean => /^(dws|nats)-/i.test(name);
+
+/** Validate a request's application headers (RequestOptions.headers). */
+export function checkAppHeaders(headers: Readonly<Record<string, string>> | undefined): void {
+  if (!headers) return;
+  for (const name of Object.keys(headers)) {
+    if (isBusHeader(name)) throw new RangeError(`request header '${name}' is reserved for the bus (Dws-*, Nats-*)`);
+  }
+}
+
 /** Headers on a dead-lettered message. */
 export const DLQ_HEADERS = {
   stream: 'Dws-Dlq-Stream',

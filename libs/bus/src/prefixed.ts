@@ -39,7 +39,7 @@ export function prefixedBus(bus: Bus, prefix: string): Bus {
           }),
       ),
     request: (subject, data, opts) => bus.request(subj(subject), data, opts),
-    respond: (subject, group, handler) => bus.respond(subj(subject), group, (data, s) => handler(data, strip(s))),
+    respond: (subject, group, handler) => bus.respond(subj(subject), group, (data, s, headers) => handler(data, strip(s), headers)),
     emit: (subject, data) => bus.emit(subj(subject), data),
     subscribe: (subject, handler) => bus.subscribe(subj(subject), (data, s) => handler(data, strip(s))),
     healthy: () => bus.healthy(),

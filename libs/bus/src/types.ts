@@ -73,7 +73,12 @@ export interface BusMessage {
  */
 export type MessageHandler = (msg: BusMessage) => Promise<void | { retryInMs: number }>;
 
-export type RequestHandler = (data: Uint8Array, subject: string) => Promise<Uint8Array>;
+/**
+ * Answers one request. `headers` are the application headers the requester
+ * set (`RequestOptions.headers`; the bus's own are not among them), absent
+ * when it set none.
+ */
+export type RequestHandler = (data: Uint8Array, subject: string, headers?: Readonly<Record<string, string>>) => Promise<Uint8Array>;
 export type EventHandler = (data: Uint8Array, subject: string) => void;
 
 export interface Subscription {
@@ -101,6 +106,12 @@ export interface RequestOptions {
    * @default none: only `timeoutMs`
    */
   idleTimeoutMs?: number;
+  /**
+   * Application headers handed to the responder's handler (W3C `traceparent`,
+   * for one). Names starting with `Dws-` or `Nats-` are the bus's own and
+   * are refused. @default none
+   */
+  headers?: Readonly<Record<string, string>>;
 }
 
 export interface Bus {

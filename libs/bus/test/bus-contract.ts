@@ -347,6 +347,21 @@ export function runBusContract(name: string, makeBus: () => Promise<Bus>, opts: 
         expect(dec(out)).toBe(`${subject}:HI`);
       }, T);
 
+      test('hands the request\'s application headers to the responder, none of the bus\'s own', async () => {
+        const subject = `rr${Math.random().toString(36).slice(2, 10)}.hdr`;
+        const seen: (Readonly<Record<string, string>> | undefined)[] = [];
+        subs.push(bus.respond(subject, 'svc', async (data, _s, headers) => {
+          seen.push(headers);
+          return data;
+        }));
+        const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+        // With liveness asked for, the bus adds a header of its own: the handler does not see it.
+        expect(dec(await bus.request(subject, enc('a'), { timeoutMs: 2000, idleTimeoutMs: 1000, headers: { traceparent } }))).toBe('a');
+        expect(dec(await bus.request(subject, enc('b'), { timeoutMs: 2000, idleTimeoutMs: 1000 }))).toBe('b');
+        expect(seen).toEqual([{ traceparent }, undefined]);
+        await expect(bus.request(subject, enc(''), { timeoutMs: 2000, headers: { 'Dws-Progress': '1' } })).rejects.toThrow(/reserved/);
+      }, T);
+
       test('times out when nobody answers in time', async () => {
         const subject = `rr${Math.random().toString(36).slice(2, 10)}.slow`;
         subs.push(bus.respond(subject, 'svc', async () => {
@@ -514,8 +529,9 @@ export function runBusContract(name: string, makeBus: () => Promise<Bus>, opts: 
         const out = await bus.request(subject, req, { timeoutMs: 10_000 });
         expect(same(out, big(2, 3 * 1024 * 1024))).toBe(true);
         // And a small reply to a big request, a big reply to a small one.
-        subs.push(bus.respond(`${subject}.len`, 'svc', async (data) => enc(String(data.length))));
-        expect(dec(await bus.request(`${subject}.len`, big(3), { timeoutMs: 10_000 }))).toBe(String(2.5 * 1024 * 1024));
+        subs.push(bus.respond(`${subject}.len`, 'svc', async (data, _s, headers) => enc(`${data.length} ${headers?.traceparent}`)));
+        // A spilled request keeps its application headers.
+        expect(dec(await bus.request(`${subject}.len`, big(3), { timeoutMs: 10_000, headers: { traceparent: 'tp' } }))).toBe(`${2.5 * 1024 * 1024} tp`);
       }, T);
 
       test('a stream message is stored and delivered intact, redelivery included', async () => {
