@@ -2,6 +2,7 @@ import { loadConfig } from '@dws/config';
 import { createLogger } from '@dws/log';
 import { infraGauges, onShutdown, openInfra } from '@dws/runtime';
 import { credentialsBanner } from '@dws/gateway';
+import { startTracing } from '@dws/telemetry';
 import { startFleet } from './fleet.js';
 
 /** `pnpm dev`: the six services in one process; embedded storage and bus unless DATABASE_URL / NATS_URL say otherwise. */
@@ -15,6 +16,8 @@ try {
 }
 const log = createLogger({ level: cfg.LOG_LEVEL });
 try {
+  // OpenTelemetry traces when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/tracing.md): one process, one service.name.
+  const tracing = await startTracing({ serviceName: process.env.OTEL_SERVICE_NAME || 'dws', env: process.env });
   const infra = await openInfra(cfg, log, { standalone: false, name: 'dev' });
   const fleet = await startFleet(cfg, infra);
   infraGauges(infra);
@@ -23,6 +26,7 @@ try {
   onShutdown(log, async () => {
     await fleet.stop();
     await infra.close();
+    await tracing.shutdown();
   });
 } catch (err) {
   log.fatal({ err }, 'dev failed to start');

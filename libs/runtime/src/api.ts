@@ -14,6 +14,12 @@ export interface Caller {
   suspended?: boolean;
   /** How the caller reached the API (SPEC Approval decidedVia), set by the gateway. @default 'api' */
   via?: 'api' | 'mcp' | 'console' | 'unrecorded';
+  /**
+   * W3C trace context of the request, when it came with one (the gateway
+   * copies the HTTP `traceparent` header): rides the bus as a header, so
+   * the owning service's spans continue the caller's trace. @default none
+   */
+  traceparent?: string;
 }
 
 const VIAS = new Set(['api', 'mcp', 'console', 'unrecorded']);
@@ -47,7 +53,7 @@ const dec = new TextDecoder();
  * and answered as 500 `internal` (the cause never leaves the service).
  */
 export function serveApi(bus: Bus, service: string, log: Logger, handlers: Record<string, ApiHandler>): Subscription {
-  return bus.respond(apiSubject(service), service, async (data) => {
+  return bus.respond(apiSubject(service), service, async (data, _subject, headers) => {
     const req = fromBinary(ApiRequestSchema, data);
     const handler = handlers[req.op];
     try {
@@ -61,6 +67,7 @@ export function serveApi(bus: Bus, service: string, log: Logger, handlers: Recor
           requestId: req.requestId,
           suspended: req.suspended,
           via: VIAS.has(req.via) ? (req.via as Caller['via']) : 'api',
+          ...(headers?.traceparent ? { traceparent: headers.traceparent } : {}),
         },
         params: parsed?.params ?? {},
         query: parsed?.query ?? {},
@@ -132,6 +139,7 @@ export async function callApi(
   const replyBytes = await bus.request(apiSubject(service), toBinary(ApiRequestSchema, req), {
     timeoutMs,
     idleTimeoutMs: API_SILENCE_MS,
+    ...(caller.traceparent ? { headers: { traceparent: caller.traceparent } } : {}),
   });
   const reply = fromBinary(ApiReplySchema, replyBytes);
   if (reply.errorCode) throw new ServiceError(reply.status || 500, reply.errorCode, reply.errorMessage);

@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import { Pool } from 'undici';
 import { checkProtocolVersion, errorBody, PROTOCOL_HEADER, PROTOCOL_VERSION, SIGNATURE_HEADER, signInvoke } from '@dws/protocol';
+import { runTraceId } from '@dws/telemetry';
 import { randomPooled } from './ids.js';
 
 /** SPEC Limits: an invoke reply over 1 MiB fails the invoke. */
@@ -18,12 +18,13 @@ export function tooLargeBody(bytes: number): string {
 }
 
 /**
- * W3C trace context of one invoke: the trace id is derived from the run id
- * (every pass of a run lands in one trace), the span id is this invoke's.
+ * W3C trace context of one invoke while tracing is off: the run's trace id
+ * (derived from the run id: every pass of a run lands in one trace, see
+ * @dws/telemetry runTraceIds) and a span id of this invoke's. With tracing
+ * on, callers pass the traceparent of their own invoke span instead.
  */
 export function traceparentFor(runId: string): string {
-  const trace = createHash('sha256').update(runId).digest('hex').slice(0, 32);
-  return `00-${trace}-${randomPooled(8).toString('hex')}-01`;
+  return `00-${runTraceId(runId)}-${randomPooled(8).toString('hex')}-01`;
 }
 
 /** Connection-level failures: the request never reached the runner, so another runner may take it at once. */
@@ -52,7 +53,8 @@ export class RunnerHttp {
 
   constructor(private readonly timeoutMs: number) {}
 
-  async post(url: string, body: Uint8Array, signingKey: string, runId: string): Promise<RunnerPost> {
+  /** `traceparent`: the caller's invoke span, when tracing is on. @default traceparentFor(runId) */
+  async post(url: string, body: Uint8Array, signingKey: string, runId: string, traceparent?: string): Promise<RunnerPost> {
     const u = new URL(url);
     try {
       const res = await this.pool(u.origin).request({
@@ -62,7 +64,7 @@ export class RunnerHttp {
           'content-type': 'application/json',
           [SIGNATURE_HEADER]: signInvoke(signingKey, body),
           [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
-          traceparent: traceparentFor(runId),
+          traceparent: traceparent ?? traceparentFor(runId),
         },
         body,
       });

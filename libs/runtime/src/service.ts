@@ -4,6 +4,7 @@ import { infraGauges, METRICS_CONTENT_TYPE, metricsText } from './metrics.js';
 import { loadConfig, type Config } from '@dws/config';
 import { createLogger, type Logger } from '@dws/log';
 import { createHttpApp, errorMiddleware, healthRoutes, listen, notFoundHandler } from '@dws/http';
+import { startTracing, type Tracing } from '@dws/telemetry';
 import { openInfra, type Infra } from './infra.js';
 
 /** What a service's `start<Name>(cfg, infra)` returns. */
@@ -42,7 +43,10 @@ export async function runStandalone(name: string, defaultPort: number, start: St
   process.on('unhandledRejection', die('unhandled rejection; exiting'));
   let infra: Infra;
   let handle: ServiceHandle;
+  let tracing: Tracing;
   try {
+    // OpenTelemetry traces when OTEL_EXPORTER_OTLP_ENDPOINT is set; nothing at all otherwise (docs/tracing.md).
+    tracing = await startTracing({ serviceName: name, env: process.env });
     infra = await openInfra(cfg, log, { standalone: true, name });
     handle = await start(cfg, infra);
     infraGauges(infra);
@@ -66,11 +70,13 @@ export async function runStandalone(name: string, defaultPort: number, start: St
     const upgrade = handle.upgrade?.bind(handle);
     if (upgrade) http.server.on('upgrade', upgrade);
   }
-  log.info({ port: http?.port, db: infra.mode.db, bus: infra.mode.bus }, 'service started');
+  log.info({ port: http?.port, db: infra.mode.db, bus: infra.mode.bus, ...(tracing.enabled ? { traces: tracing.endpoint } : {}) }, 'service started');
   onShutdown(log, async () => {
     await http?.close();
     await handle.stop();
     await infra.close();
+    // Last: spans of the shutdown itself are exported too.
+    await tracing.shutdown();
   });
 }
 

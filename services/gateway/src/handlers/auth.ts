@@ -34,6 +34,9 @@ export class Authenticator {
 
   async caller(req: Request, opts: { write: boolean }): Promise<AuthedCaller> {
     const requestId = req.requestId ?? '';
+    // W3C trace context: forwarded as is to the owning service, which continues it when it is valid.
+    const tp = req.headers.traceparent;
+    const trace = typeof tp === 'string' && tp.length <= 256 ? { traceparent: tp } : {};
     const key = this.bearer(req);
     if (!this.opts.enabled) {
       // SERVICE_AUTH=off: no key needed. A valid key still picks its workspace, so admin-made workspaces stay reachable.
@@ -46,6 +49,7 @@ export class Authenticator {
         requestId,
         suspended: rec?.suspended ?? false,
         via: 'unrecorded',
+        ...trace,
       };
     }
     if (!key) throw unauthorized('An API key is required: authorization: Bearer <key>.');
@@ -61,6 +65,7 @@ export class Authenticator {
       requestId,
       suspended: rec.suspended,
       via: person ? 'console' : 'api',
+      ...trace,
     };
     this.authorize(caller, opts);
     return caller;
