@@ -1,6 +1,7 @@
 import type { Bus, Subscription } from '@dws/bus';
 import { EmitEventSchema, fromBinary } from '@dws/proto';
 import { COMMAND_ACK_WAIT_MS, streams, subjects } from '@dws/runtime';
+import { runTraceparent, tracer } from '@dws/telemetry';
 import type { Ingestor } from './ingestor.js';
 
 const dec = new TextDecoder();
@@ -15,7 +16,9 @@ export function consumeEmits(bus: Bus, ingestor: Ingestor): Promise<Subscription
   return bus.consume({ stream: streams.ingestCmds.name, durable: 'ingest-emits', filterSubject: subjects.emitEvent, concurrency: 16, ackWaitMs: COMMAND_ACK_WAIT_MS }, async (msg) => {
     const e = fromBinary(EmitEventSchema, msg.data);
     const dataJson = e.data.length ? dec.decode(e.data) : 'null';
-    await ingestor.ingest({ workspaceId: e.workspaceId, actor: `run:${e.sourceRunId}`, keyKind: 'internal', requestId: '' }, [
+    // Tracing on: the emitted event's spans continue the emitting run's trace (its root span).
+    const trace = tracer() && e.sourceRunId ? { traceparent: runTraceparent(e.sourceRunId) } : {};
+    await ingestor.ingest({ workspaceId: e.workspaceId, actor: `run:${e.sourceRunId}`, keyKind: 'internal', requestId: '', ...trace }, [
       {
         source: 'emit',
         id: e.eventId,

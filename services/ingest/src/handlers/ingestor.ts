@@ -11,7 +11,9 @@ import { insertEvents, recordEvents, seenDedupeId, setOutcomes, type EventOutbox
 import type { BufferedEvent } from '../store/buffers.js';
 import { lockAll, type GateScope } from '../store/gates.js';
 import { withTxRetry } from '../store/retry.js';
+import { nowMs, tracer } from '@dws/telemetry';
 import { Admission, singletonId, type SingletonCheck } from './admission.js';
+import { startedRuns, traceIngest } from './ingest-trace.js';
 import { policyId, type WorkflowIndex, type WorkspaceIndex } from './workflow-index.js';
 
 const enc = new TextEncoder();
@@ -71,6 +73,8 @@ interface Job {
   suspended: boolean;
   singletons: Map<string, SingletonCheck>;
   locks: string[];
+  /** Tracing on: the run ids whose StartRun the job's transaction wrote (its `event.ingest` spans). */
+  started?: Set<string>;
   resolve(results: IngestResult[]): void;
   reject(err: unknown): void;
 }
@@ -97,6 +101,8 @@ export class Ingestor {
   ) {}
 
   async ingest(caller: Caller, items: Incoming[]): Promise<IngestResult[]> {
+    const t = tracer();
+    const startMs = t ? nowMs() : 0;
     // Reads and bus calls happen before the transaction: on PGlite (one connection) they would wait for it.
     const ix = await this.d.index.of(caller.workspaceId);
     // SPEC POST /events: a suspended workspace wakes waiters and starts nothing. The gateway knows first; the projection covers emits.
@@ -105,10 +111,16 @@ export class Ingestor {
     if (this.d.db.kind === 'pglite') await Promise.all(prepared.map((p) => p.wake));
     const singletons = suspended ? new Map<string, SingletonCheck>() : await this.singletonChecks(caller, ix, prepared);
     const locks = this.lockNames(caller, ix, prepared, suspended);
+    let job: Job | undefined;
     const results = await new Promise<IngestResult[]>((resolve, reject) => {
-      this.queue.push({ caller, ix, prepared, suspended, singletons, locks, resolve, reject });
+      job = { caller, ix, prepared, suspended, singletons, locks, resolve, reject };
+      this.queue.push(job);
       this.pump();
     });
+    if (t) {
+      const events = results.map((r, i) => ({ id: r.id, name: prepared[i]!.item.ev.name, source: prepared[i]!.item.source, triggered: r.triggered }));
+      traceIngest(t, startMs, caller, events, job?.started ?? new Set());
+    }
     // Live tail of GET /v1/events/stream (best-effort, after commit); data rides as the raw JSON text it came in as.
     const receivedAt = new Date().toISOString();
     results.forEach((r, i) => {
@@ -147,6 +159,10 @@ export class Ingestor {
             const results = await this.accept(tx, group, out);
             return { results, pending: await this.d.outbox.enqueue(tx, out) };
           });
+      if (tracer()) {
+        const started = startedRuns(pending);
+        for (const j of group) j.started = started;
+      }
       // The outbox rows are the durable copy: answer now, publish meanwhile (the relay covers a crash).
       group.forEach((j, i) => j.resolve(results[i]!));
       void this.d.outbox.afterCommit(pending);

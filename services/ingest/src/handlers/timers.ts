@@ -8,7 +8,9 @@ import { advanceSchedule, claimTick, dueSchedules, pruneTicks } from '../store/c
 import { lockAll, pruneGates } from '../store/gates.js';
 import { withTxRetry } from '../store/retry.js';
 import { isSuspended, policyOf } from '../store/workflows.js';
+import { nowMs, tracer } from '@dws/telemetry';
 import type { Admission, NewRun } from './admission.js';
+import { traceScheduled } from './ingest-trace.js';
 
 /** Rows taken per statement: a backlog drains over several polls instead of one long transaction. */
 const BATCH = 100;
@@ -71,11 +73,14 @@ export class Timers {
   }
 
   private async fire(work: (tx: Database, out: OutboxMessage[]) => Promise<number>): Promise<number> {
+    const t = tracer();
+    const startMs = t ? nowMs() : 0;
     const { n, pending } = await withTxRetry(this.d.db, async (tx) => {
       const out: OutboxMessage[] = [];
       const n = await work(tx, out);
       return { n, pending: await this.d.outbox.enqueue(tx, out) };
     });
+    if (t && pending.messages.length > 0) traceScheduled(t, startMs, pending);
     await this.d.outbox.afterCommit(pending);
     return n;
   }
