@@ -35,13 +35,14 @@ export class DirectRoutes {
     private readonly log: Logger,
   ) {}
 
-  async target(workspaceId: string, app: string, workflow: string, runner: string): Promise<DirectTarget | undefined> {
+  /** `headers`: the asking pass's trace context (tracing on), so the invoker's lookup joins that run's trace. */
+  async target(workspaceId: string, app: string, workflow: string, runner: string, headers?: Record<string, string>): Promise<DirectTarget | undefined> {
     const k = key(workspaceId, app, workflow, runner);
     const now = Date.now();
     let hit = this.routes.get(k);
     if (!hit || hit.until <= now) {
       const previous = hit?.route;
-      const entry = { until: now + ROUTE_TIMEOUT_MS, route: this.ask(workspaceId, app, workflow, runner, (ms) => (entry.until = Date.now() + ms), previous) };
+      const entry = { until: now + ROUTE_TIMEOUT_MS, route: this.ask(workspaceId, app, workflow, runner, (ms) => (entry.until = Date.now() + ms), previous, headers) };
       this.routes.set(k, entry);
       hit = entry;
     }
@@ -54,12 +55,20 @@ export class DirectRoutes {
     this.routes.delete(key(workspaceId, app, workflow, runner));
   }
 
-  private async ask(workspaceId: string, app: string, workflow: string, runner: string, keepFor: (ms: number) => void, previous?: Promise<Route>): Promise<Route> {
+  private async ask(
+    workspaceId: string,
+    app: string,
+    workflow: string,
+    runner: string,
+    keepFor: (ms: number) => void,
+    previous?: Promise<Route>,
+    headers?: Record<string, string>,
+  ): Promise<Route> {
     try {
       const bytes = await this.bus.request(
         subjects.route,
         toBinary(RouteRequestSchema, create(RouteRequestSchema, { workspaceId, app, workflow, runner })),
-        { timeoutMs: ROUTE_TIMEOUT_MS },
+        { timeoutMs: ROUTE_TIMEOUT_MS, ...(headers && { headers }) },
       );
       const reply = fromBinary(RouteReplySchema, bytes);
       keepFor(reply.ttlMs);

@@ -17,6 +17,7 @@ import { admitToSlots } from '../store/flow.js';
 import { heldFromClaim, type HeldRun } from './held-run.js';
 import type { WorkflowConfigs } from './workflow-configs.js';
 import type { DirectRoutes } from './direct-routes.js';
+import { PassTrace } from './pass-trace.js';
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -183,14 +184,17 @@ export class Engine {
     for (;;) {
       run.invoking = true;
       run.checkpointed = 0;
+      // Tracing off: undefined, and nothing more is done for it.
+      const trace = PassTrace.start(run);
       let reply: PassOutcome;
       const t0 = performance.now();
       try {
-        reply = await this.invoke(run);
+        reply = await this.invoke(run, trace);
       } finally {
         run.invoking = false;
       }
       invokeSeconds.observe((performance.now() - t0) / 1000, { outcome: reply.kind });
+      trace?.replied(reply.kind);
       // A checkpoint still being stored as the reply came back goes first.
       await run.applying;
       const outcome = withParsedBody(reply);
@@ -201,7 +205,7 @@ export class Engine {
       const aiSpend: AiSpendView | undefined =
         infer && cfg?.aiSpend ? { ceilings: cfg.aiSpend, ...(await aiSpendOf(this.o.db, run, cfg.aiSpend.perWindow?.windowMs ?? 0)) } : undefined;
       const decision = decide(this.view(run, cfg?.maxAttempts ?? 1, aiSpend), outcome, Date.now(), NEW_IDS);
-      const again = await this.apply(run, decision, logsOf(outcome));
+      const again = await PassTrace.settle(trace, decision.type, this.apply(run, decision, logsOf(outcome)));
       if (!again || this.stopping) return;
     }
   }
@@ -312,7 +316,7 @@ export class Engine {
     return entry !== undefined && !entry.endsWith('{"pending":true}');
   }
 
-  private async invoke(run: HeldRun): Promise<PassOutcome> {
+  private async invoke(run: HeldRun, trace?: PassTrace): Promise<PassOutcome> {
     const body = invokeBody(
       {
         runId: run.id,
@@ -329,9 +333,10 @@ export class Engine {
     );
     const bytesOut = enc.encode(body);
     const direct = this.o.direct;
-    const target = direct && (await direct.routes.target(run.workspaceId, run.app, run.workflow, run.runner));
+    const target = direct && (await direct.routes.target(run.workspaceId, run.app, run.workflow, run.runner, trace?.headers));
     if (direct && target) {
-      const out = await direct.http.post(target.url, bytesOut, target.signingKey, run.id);
+      trace?.via('direct', target.runnerId);
+      const out = await direct.http.post(target.url, bytesOut, target.signingKey, run.id, trace?.traceparent);
       invokes.inc({ path: 'direct', outcome: out.kind === 'reply' ? 'reply' : 'transport_error' });
       if (out.kind === 'reply') return { kind: 'reply', status: out.status, body: dec.decode(out.body) };
       direct.routes.forget(run.workspaceId, run.app, run.workflow, run.runner);
@@ -348,11 +353,13 @@ export class Engine {
       pass: BigInt(run.pass),
       body: bytesOut,
     });
+    trace?.via('invoker');
     let bytes: Uint8Array;
     try {
       bytes = await this.o.bus.request(subjects.invoke, toBinary(InvokeRequestSchema, req), {
         timeoutMs: this.o.invokeTimeoutMs + 5000,
         idleTimeoutMs: INVOKER_SILENCE_MS,
+        ...(trace && { headers: trace.headers }),
       });
     } catch (err) {
       invokes.inc({ path: 'invoker', outcome: 'invoker_unavailable' });

@@ -1,0 +1,83 @@
+import { endSpan, headersOf, runContext, SpanKind, trace, traceparentOf, tracer, type Context, type Span, type Tracer } from '@dws/telemetry';
+import type { HeldRun } from './held-run.js';
+
+/**
+ * The spans of one pass (docs/tracing.md), made only while tracing is on:
+ * `run.pass` under the root of the run's trace (its ids come from the run
+ * id, so every pass on any replica joins it with nothing stored), and under
+ * it `runner.invoke` (client: the call that reaches the runner, directly or
+ * through the invoker; its context is what the runner continues) then
+ * `pass.apply` (deciding and writing the reply).
+ */
+export class PassTrace {
+  private apply: Span | undefined;
+  /** The W3C traceparent a runner or the invoker continues: the `runner.invoke` span's. */
+  readonly traceparent: string;
+
+  private constructor(
+    private readonly t: Tracer,
+    private readonly pass: Span,
+    private readonly ctx: Context,
+    private readonly invoke: Span,
+  ) {
+    this.traceparent = traceparentOf(invoke);
+  }
+
+  /** The pass about to start, or undefined with tracing off (the engine then does nothing more). */
+  static start(run: HeldRun): PassTrace | undefined {
+    const t = tracer();
+    if (!t) return undefined;
+    const parent = runContext(run.id);
+    const pass = t.startSpan(
+      'run.pass',
+      {
+        attributes: {
+          'dws.workspace.id': run.workspaceId,
+          'dws.run.id': run.id,
+          'dws.app': run.app,
+          'dws.workflow': run.workflow,
+          'dws.pass': run.pass,
+          'dws.attempt': run.attempt,
+        },
+      },
+      parent,
+    );
+    const ctx = trace.setSpan(parent, pass);
+    const invoke = t.startSpan('runner.invoke', { kind: SpanKind.CLIENT, attributes: { 'dws.run.id': run.id } }, ctx);
+    return new PassTrace(t, pass, ctx, invoke);
+  }
+
+  /** Bus headers carrying the `runner.invoke` context (the invoker's spans continue it). */
+  get headers(): Record<string, string> {
+    return headersOf(this.invoke);
+  }
+
+  /** Which way the pass went: `direct` (the scheduler POSTed a serve runner) or `invoker`. */
+  via(path: 'direct' | 'invoker', runnerId?: string): void {
+    this.invoke.setAttribute('dws.invoke.path', path);
+    if (runnerId) this.invoke.setAttribute('dws.runner.id', runnerId);
+  }
+
+  /** The reply (or its failure) is back: `runner.invoke` ends, `pass.apply` begins. */
+  replied(outcome: string): void {
+    this.invoke.setAttribute('dws.invoke.outcome', outcome);
+    this.invoke.end();
+    this.apply = this.t.startSpan('pass.apply', {}, this.ctx);
+  }
+
+  /** Ends `pass.apply` and `run.pass` once `applied` settles, with what the reply decided. */
+  static async settle(pt: PassTrace | undefined, decision: string, applied: Promise<boolean>): Promise<boolean> {
+    if (!pt) return applied;
+    let err: unknown;
+    try {
+      return await applied;
+    } catch (e) {
+      err = e;
+      throw e;
+    } finally {
+      pt.pass.setAttribute('dws.decision', decision);
+      if (pt.apply) endSpan(pt.apply, err);
+      endSpan(pt.pass, err);
+    }
+  }
+}
