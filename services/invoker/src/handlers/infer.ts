@@ -24,6 +24,8 @@ import {
   type Usage,
 } from '../domain/inference.js';
 import { workspaceProvidersSealed } from '../store/workspaces.js';
+import { SpanKind } from '@dws/telemetry';
+import { traced } from './invoke-trace.js';
 
 const dec = new TextDecoder();
 
@@ -105,7 +107,16 @@ export function consumeInferences(d: InferDeps): Promise<Subscription> {
       if (!outcome) {
         const beat = setInterval(() => msg.working(), ACK_WAIT_MS / 3);
         try {
-          outcome = await call(d, h);
+          // A span under the run's root (docs/tracing.md): the model call of this Infer step.
+          outcome = await traced('step.infer', { runId: h.runId, kind: SpanKind.CLIENT, attributes: { 'dws.run.id': h.runId, 'dws.step.name': h.stepName } }, async (span) => {
+            const o = await call(d, h);
+            span?.setAttributes(
+              'error' in o
+                ? { 'dws.infer.error': o.error }
+                : { 'dws.infer.model': o.usage.model ?? '', 'dws.infer.tokens_in': o.usage.tokensIn ?? 0, 'dws.infer.tokens_out': o.usage.tokensOut ?? 0, 'dws.infer.cache_hit': o.usage.cacheHit === true },
+            );
+            return o;
+          });
           inferences.inc({ outcome: 'error' in outcome ? 'failed' : outcome.usage.cacheHit ? 'cached' : 'called' });
         } finally {
           clearInterval(beat);

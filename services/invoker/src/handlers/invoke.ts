@@ -15,10 +15,12 @@ import {
 } from '@dws/proto';
 import { seal, signInvoke } from '@dws/protocol';
 import { RunnerHttp, subjects, traceparentFor } from '@dws/runtime';
+import type { Span } from '@dws/telemetry';
 import { pickRunner } from '../domain/routing.js';
 import { detachReplica, type RunnerRow } from '../store/runners.js';
 import type { ConnectHub } from './connect-hub.js';
 import type { RunnerDirectory } from './runner-directory.js';
+import { traced } from './invoke-trace.js';
 
 /** Subject on which one invoker replica takes invokes for the Connect sockets it holds. */
 export const replicaSubject = (replica: string): string => `invoker.replica.${replica}`;
@@ -89,7 +91,8 @@ export function serveInvokes(o: InvokeRouting): { subs: Subscription[]; close():
     return out;
   };
 
-  async function route(req: InvokeRequest): Promise<Result> {
+  /** `span`, `tp`: the `invoker.invoke` span and its traceparent, with tracing on. */
+  async function route(req: InvokeRequest, span?: Span, tp?: string): Promise<Result> {
     const key = await o.directory.signingKey(req.workspaceId);
     if (!key) return result(InvokeResult_Outcome.TRANSPORT_ERROR, { error: 'The workspace signing key is not known to the invoker yet.' });
     const tried = new Set<string>();
@@ -112,7 +115,8 @@ export function serveInvokes(o: InvokeRouting): { subs: Subscription[]; close():
       if (!runner || !target || tried.has(target)) break;
       tried.add(target);
       triedIds.add(runner.id);
-      const attempt = runner.transport === 'connect' ? await viaSocket(runner, req, key) : await viaHttp(runner, req, key);
+      span?.setAttributes({ 'dws.runner.id': runner.id, 'dws.runner.transport': runner.transport, 'dws.invoke.targets': tried.size });
+      const attempt = runner.transport === 'connect' ? await viaSocket(runner, req, key, tp) : await viaHttp(runner, req, key, tp);
       if (attempt.kind === 'done') return attempt.result;
       last = attempt.result;
       o.directory.forget(req.workspaceId, req.app);
@@ -122,8 +126,8 @@ export function serveInvokes(o: InvokeRouting): { subs: Subscription[]; close():
     return last ?? result(InvokeResult_Outcome.NO_RUNNER);
   }
 
-  async function viaHttp(runner: RunnerRow, req: InvokeRequest, key: string): Promise<Attempt> {
-    const out = await http.post(runner.url, req.body, key, req.runId);
+  async function viaHttp(runner: RunnerRow, req: InvokeRequest, key: string, tp?: string): Promise<Attempt> {
+    const out = await http.post(runner.url, req.body, key, req.runId, tp);
     if (out.kind === 'reply') {
       suspects.delete(suspectKey(req.workspaceId, runner.id));
       return { kind: 'done', result: result(InvokeResult_Outcome.REPLY, { status: out.status, body: out.body, runnerId: runner.id }) };
@@ -135,14 +139,14 @@ export function serveInvokes(o: InvokeRouting): { subs: Subscription[]; close():
     return out.neverSent ? { kind: 'elsewhere', result: failed } : { kind: 'done', result: failed };
   }
 
-  async function viaSocket(runner: RunnerRow, req: InvokeRequest, key: string): Promise<Attempt> {
-    if (runner.replica === o.replica) return fromSocket(await local(req, runner.id, key), runner.id);
+  async function viaSocket(runner: RunnerRow, req: InvokeRequest, key: string, tp?: string): Promise<Attempt> {
+    if (runner.replica === o.replica) return fromSocket(await local(req, runner.id, key, tp), runner.id);
     if (!runner.replica) return { kind: 'elsewhere', result: result(InvokeResult_Outcome.NO_RUNNER) };
     try {
       const bytes = await o.bus.request(
         replicaSubject(runner.replica),
         toBinary(ReplicaInvokeSchema, create(ReplicaInvokeSchema, { request: req, runnerId: runner.id })),
-        { timeoutMs: o.timeoutMs + 5000, idleTimeoutMs: REPLICA_SILENCE_MS },
+        { timeoutMs: o.timeoutMs + 5000, idleTimeoutMs: REPLICA_SILENCE_MS, ...(tp && { headers: { traceparent: tp } }) },
       );
       const res = fromBinary(InvokeResultSchema, bytes);
       if (res.outcome === InvokeResult_Outcome.NO_RUNNER) return { kind: 'elsewhere', result: bytes };
@@ -158,8 +162,8 @@ export function serveInvokes(o: InvokeRouting): { subs: Subscription[]; close():
     }
   }
 
-  function local(req: InvokeRequest, runnerId: string, key: string) {
-    return o.hub.invoke(req.workspaceId, runnerId, req.body, signInvoke(key, req.body), traceparentFor(req.runId));
+  function local(req: InvokeRequest, runnerId: string, key: string, tp?: string) {
+    return o.hub.invoke(req.workspaceId, runnerId, req.body, signInvoke(key, req.body), tp ?? traceparentFor(req.runId));
   }
 
   function fromSocket(out: Awaited<ReturnType<typeof local>>, runnerId: string): Attempt {
@@ -189,23 +193,32 @@ export function serveInvokes(o: InvokeRouting): { subs: Subscription[]; close():
 
   const subs: Subscription[] = [];
   if (o.serveScheduler !== false) {
-    subs.push(o.bus.respond(subjects.invoke, 'invoker', async (data) => route(fromBinary(InvokeRequestSchema, data))));
     subs.push(
-      o.bus.respond(subjects.route, 'invoker', async (data) => {
+      o.bus.respond(subjects.invoke, 'invoker', async (data, _s, headers) => {
+        const req = fromBinary(InvokeRequestSchema, data);
+        return traced('invoker.invoke', { headers, runId: req.runId, attributes: invokeAttributes(req) }, (span, tp) => route(req, span, tp));
+      }),
+    );
+    subs.push(
+      o.bus.respond(subjects.route, 'invoker', async (data, _s, headers) => {
         const r = fromBinary(RouteRequestSchema, data);
-        return directRoute(r.workspaceId, r.app, r.workflow, r.runner);
+        const attributes = { 'dws.workspace.id': r.workspaceId, 'dws.app': r.app, 'dws.workflow': r.workflow };
+        return traced('invoker.route', { headers, attributes }, () => directRoute(r.workspaceId, r.app, r.workflow, r.runner));
       }),
     );
   }
   // Invokes other replicas route to the sockets this one holds.
   subs.push(
-    o.bus.respond(replicaSubject(o.replica), `invoker-${o.replica}`, async (data) => {
+    o.bus.respond(replicaSubject(o.replica), `invoker-${o.replica}`, async (data, _s, headers) => {
       const msg = fromBinary(ReplicaInvokeSchema, data);
       const req = msg.request;
       if (!req) return result(InvokeResult_Outcome.TRANSPORT_ERROR, { error: 'ReplicaInvoke without a request' });
-      const key = await o.directory.signingKey(req.workspaceId);
-      if (!key) return result(InvokeResult_Outcome.TRANSPORT_ERROR, { error: 'The workspace signing key is not known to the invoker yet.' });
-      return fromSocket(await local(req, msg.runnerId, key), msg.runnerId).result;
+      const attributes = { ...invokeAttributes(req), 'dws.runner.id': msg.runnerId, 'dws.runner.transport': 'connect' };
+      return traced('invoker.relay', { headers, runId: req.runId, attributes }, async (_span, tp) => {
+        const key = await o.directory.signingKey(req.workspaceId);
+        if (!key) return result(InvokeResult_Outcome.TRANSPORT_ERROR, { error: 'The workspace signing key is not known to the invoker yet.' });
+        return fromSocket(await local(req, msg.runnerId, key, tp), msg.runnerId).result;
+      });
     }),
   );
   return {
@@ -215,3 +228,11 @@ export function serveInvokes(o: InvokeRouting): { subs: Subscription[]; close():
     },
   };
 }
+
+const invokeAttributes = (req: InvokeRequest) => ({
+  'dws.workspace.id': req.workspaceId,
+  'dws.run.id': req.runId,
+  'dws.app': req.app,
+  'dws.workflow': req.workflow,
+  'dws.pass': Number(req.pass),
+});
