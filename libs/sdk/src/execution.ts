@@ -22,6 +22,7 @@ import { MAX_OPCODE_BYTES, MAX_REPLY_BYTES, normalise } from './json.js';
 import { createLogCollector } from './logger.js';
 import { fitReply, REPLY_OVERHEAD_BYTES } from './reply-size.js';
 import { createStepTools, type OpcodeFields } from './step-tools.js';
+import type { PassTrace } from './tracing.js';
 import type { StepRunOptions, WorkflowContext, WorkflowHandler } from './types.js';
 
 /**
@@ -88,6 +89,8 @@ export interface ExecuteOptions {
   checkpoint?: Checkpoint;
   /** @default CHECKPOINT_PASS_MS */
   checkpointPassMs?: number;
+  /** The pass's OpenTelemetry spans (serve sets it when tracing is on here): each new step.run runs in a `step.run` span. */
+  trace?: PassTrace;
 }
 
 // Which pass and which step the running code belongs to. Log lines take
@@ -158,6 +161,7 @@ export async function executePass<TData = unknown>(
   options: ExecuteOptions = {},
 ): Promise<PassResult> {
   const now = options.now ?? Date.now;
+  const passTrace = options.trace;
   const budgetMs = options.stepBudgetMs ?? DEFAULT_STEP_BUDGET_MS;
   const startedAt = now();
   const pass = {};
@@ -264,7 +268,7 @@ export async function executePass<TData = unknown>(
     let ahead: (() => unknown) | undefined;
     try {
       if (options?.input !== undefined) op.input = normalise(options.input, `input of step "${name}"`).value;
-      const value: unknown = await scopes.run({ pass, scope: name, inStep: true }, fn);
+      const value: unknown = await scopes.run({ pass, scope: name, inStep: true }, passTrace ? () => passTrace.step(name, hashed, fn) : fn);
       const result = normalise(value, `result of step "${name}"`);
       op.data = result.value;
       const usage = options?.usage?.(result.value);

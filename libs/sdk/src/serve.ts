@@ -10,6 +10,7 @@ import {
   type VerifyFailureReason,
 } from '@dws/protocol';
 import { executePass, type Checkpoint, type ExecuteOptions } from './execution.js';
+import { loadOtel, startPassTrace } from './tracing.js';
 import type { WorkflowHandler } from './types.js';
 
 /** An invoke reply ready to be written: status, wrapped body, extra headers. */
@@ -103,7 +104,13 @@ export async function handleInvoke(
   if (ctx.checkpoint !== undefined && target.checkpoint && !((options.stepBudgetMs ?? 0) > 0)) {
     options.checkpoint = target.checkpoint(ctx.runId, ctx.checkpoint);
   }
+  // OpenTelemetry, when the runner has @opentelemetry/api and a tracer provider: the pass continues ctx.traceparent.
+  const otel = loadOtel();
+  if (otel) await otel;
+  const trace = startPassTrace(ctx);
+  if (trace) options.trace = trace;
   const result = await executePass(handler, parsed.value, options);
+  trace?.end(result.status, 'error' in result ? result.error : undefined);
   return { status: result.status, body: result.body };
 }
 
