@@ -1,0 +1,587 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import path from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { api, eventually, runReached } from '../src/api.js';
+import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
+import { realInfra } from '../src/infra.js';
+import { ROOT } from '../src/processes.js';
+import { startRunner, type TestRunner } from '../src/runner.js';
+
+/**
+ * The web console in a real browser (Debian's headless Chromium, driven by
+ * playwright-core) against the six-process fleet: a workspace made with the
+ * admin API, a runner on the SDK, setup through the public API only, and
+ * every behaviour under test done by clicking through the console as a
+ * person would: sign in, watch a run go from queued to succeeded live,
+ * cancel a run, retry one from a step, approve with edited arguments,
+ * redeliver a webhook delivery, send a test event and follow it to its run.
+ * Each page is saved as a screenshot under test-e2e/screenshots/ (git-ignored).
+ */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const HAVE_CHROMIUM = existsSync(CHROMIUM);
+const ON_CI = process.env.CI === 'true';
+if (!HAVE_CHROMIUM && !ON_CI) {
+  console.warn(`\n!!! ${CHROMIUM} missing: the console browser tests are SKIPPED (apt-get install chromium) !!!\n`);
+}
+// On CI a missing browser fails the suite (beforeAll throws) instead of skipping it.
+const suite = HAVE_CHROMIUM || ON_CI ? describe : describe.skip;
+
+const mode: Mode = realInfra() ? 'fleet' : 'embedded';
+if (!realInfra()) console.warn('\n!!! Postgres/NATS missing: the console browser tests run on `pnpm dev` (embedded), not the fleet !!!\n');
+
+const ADMIN = `admin-${randomBytes(8).toString('hex')}`;
+const APP = 'shop';
+const PERSON = 'Ada Lovelace';
+const SHOTS = path.join(ROOT, 'test-e2e', 'screenshots');
+/** Long enough for a pass through the fleet on a loaded 2-core machine; every wait below ends as soon as its condition holds. */
+const UI_WAIT = 30_000;
+
+interface Workspace {
+  id: string;
+  secretKey: string;
+  publicKey: string;
+  consoleKey: string;
+  signingKey: string;
+}
+
+/** A step the test holds open until it says so: lets the browser see a run queued and running before it finishes. */
+class Gates {
+  private readonly gates = new Map<string, { wait: Promise<void>; open: () => void }>();
+  private gate(key: string) {
+    let g = this.gates.get(key);
+    if (!g) {
+      let open!: () => void;
+      const wait = new Promise<void>((resolve) => (open = resolve));
+      g = { wait, open };
+      this.gates.set(key, g);
+    }
+    return g;
+  }
+  wait(key: string): Promise<void> {
+    return this.gate(key).wait;
+  }
+  open(key: string): void {
+    this.gate(key).open();
+  }
+  openAll(): void {
+    for (const g of this.gates.values()) g.open();
+  }
+}
+
+interface Received {
+  headers: IncomingHttpHeaders;
+  body: Record<string, unknown>;
+}
+
+/** A partner's webhook endpoint on 127.0.0.1: records every POST and answers 200. */
+async function startReceiver(): Promise<{ url: string; got: Received[]; close(): Promise<void> }> {
+  const got: Received[] = [];
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      got.push({ headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as Record<string, unknown> });
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('thanks');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  return {
+    url: `http://127.0.0.1:${port}/hooks/dws`,
+    got,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+suite(`web console in Chromium on ${mode}`, () => {
+  let dep: Deployment;
+  let ws: Workspace;
+  let runner: TestRunner;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  const gates = new Gates();
+  const invoices = { renders: 0, emails: 0, failEmail: true };
+  const refunds: { orderId: string; amount: number }[] = [];
+  const consoleErrors: string[] = [];
+
+  const url = (p: string) => `${dep.base}${p}`;
+  // Animations are stopped for the picture (the fresh-row flash, the live pulse), so it shows the resting page.
+  const shot = (name: string, p: Page = page) => p.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true, animations: 'disabled' });
+  const send = async (name: string, data: unknown): Promise<{ id: string; runId: string }> => {
+    const res = await api(dep.base, 'POST', '/v1/events', { key: ws.secretKey, body: { name, data } });
+    expect(res.status).toBe(202);
+    expect(res.body.runId).toEqual(expect.stringMatching(/^run_/));
+    return res.body;
+  };
+  const runOf = async (id: string) => (await api(dep.base, 'GET', `/v1/runs/${id}`, { key: ws.publicKey })).body;
+  /** Marks the page; `sameDocument()` is false once anything reloaded it, so "it updated live" is checked, not assumed. */
+  const markDocument = () => page.evaluate(() => void ((globalThis as { __dwsMark?: boolean }).__dwsMark = true));
+  const sameDocument = () => page.evaluate(() => (globalThis as { __dwsMark?: boolean }).__dwsMark === true);
+  /**
+   * Opens a console path in `p`, signing in with the console key first if the
+   * tab has no session yet (the sign-in test covers the form itself; this
+   * keeps one failure there from failing every later test).
+   */
+  const open = async (pathname: string, p: Page = page) => {
+    await p.goto(url(pathname));
+    const form = p.getByRole('heading', { name: 'Sign in to your workspace' });
+    const shell = p.getByRole('navigation', { name: 'Main' });
+    await form.or(shell).first().waitFor();
+    if (await form.isVisible()) {
+      await p.getByLabel('API key').fill(ws.consoleKey);
+      await p.getByLabel(/Your name/).fill(PERSON);
+      await p.getByRole('button', { name: 'Sign in' }).click();
+      await shell.waitFor();
+    }
+  };
+  /** Waits until the run page's status badge reads `status`. */
+  const runIs = (status: string, p: Page = page) => p.locator(`[data-testid="run-status"][data-status="${status}"]`).waitFor();
+
+  beforeAll(async () => {
+    if (!HAVE_CHROMIUM) {
+      throw new Error(`Chromium is not installed at ${CHROMIUM}: the console browser tests need it (apt-get install chromium; .ci/run installs it).`);
+    }
+    mkdirSync(SHOTS, { recursive: true });
+    receiver = await startReceiver();
+    dep = await startDeployment(mode, { env: { SERVICE_ADMIN_TOKEN: ADMIN, SERVICE_WEBHOOK_ALLOW_PRIVATE: 'on' } });
+    const made = await api(dep.base, 'POST', '/v1/admin/workspaces', { key: ADMIN, body: { name: 'acme' } });
+    expect(made.status).toBe(201);
+    ws = made.body as Workspace;
+    expect(ws.consoleKey).toMatch(/^ck_/);
+
+    // The runner of the new workspace: its own secret and signing keys.
+    runner = await startRunner(
+      { ...dep, secretKey: ws.secretKey, signingKey: ws.signingKey },
+      (r) => {
+        r.workflow<{ orderId: string; items: number }>(
+          'fulfil-order',
+          { triggers: [{ event: 'order.placed' }], concurrency: { limit: 1 } },
+          async ({ event, step, logger }) => {
+            const reserved = await step.run('reserve-stock', () => ({ orderId: event.data.orderId, items: event.data.items }));
+            // Held until the test opens it: the run is running (its first step stored) while the browser looks.
+            const charged = await step.run('charge-card', async () => {
+              await gates.wait(event.data.orderId);
+              return { charged: true, items: reserved.items };
+            });
+            logger.info('order fulfilled', { orderId: event.data.orderId });
+            return { orderId: event.data.orderId, charged: charged.charged };
+          },
+        );
+        r.workflow<{ day: string }>('nightly-report', { triggers: [{ event: 'report.requested' }] }, async ({ event, step }) => {
+          const rows = await step.run('collect', () => ({ day: event.data.day, rows: 1280 }));
+          await step.sleep('cool-down', '1h');
+          return step.run('publish', () => ({ published: rows.rows }));
+        });
+        r.workflow<{ invoice: string }>('send-invoice', { triggers: [{ event: 'invoice.created' }] }, async ({ event, step }) => {
+          const pdf = await step.run('render-pdf', () => {
+            invoices.renders++;
+            return { invoice: event.data.invoice, pages: 2 };
+          });
+          const mail = await step.run('email-customer', () => {
+            invoices.emails++;
+            if (invoices.failEmail) throw new Error('SMTP 451: mailbox temporarily unavailable');
+            return { sent: true, pages: pdf.pages };
+          });
+          return { invoice: pdf.invoice, ...mail };
+        });
+        r.workflow<{ orderId: string; amount: number }>(
+          'refund-agent',
+          { triggers: [{ event: 'support.refund_requested' }] },
+          async ({ event, step }) => {
+            const d = await step.approval<{ orderId: string; amount: number }>('refund-gate', {
+              tool: 'issue_refund',
+              args: event.data,
+              risk: 'high',
+              minRisk: 'high',
+              summary: `Refund $${event.data.amount} on order ${event.data.orderId}`,
+              policy: 'Refunds over $100 need a person’s sign-off.',
+              context: 'Customer reports the parcel arrived damaged; photos attached to the ticket.',
+            });
+            const done = d.status === 'approved' ? await step.run('refund', () => (refunds.push(d.args), { refunded: d.args.amount })) : null;
+            return { decision: d.status, decidedBy: d.decidedBy, decidedVia: d.decidedVia, done };
+          },
+        );
+        r.workflow<{ name: string }>('greet', { triggers: [{ event: 'user.signed_up' }] }, async ({ event, step }) => {
+          const name = await step.run('load', () => event.data.name);
+          return { text: await step.run('compose', () => `Hello, ${name}!`) };
+        });
+      },
+      { app: APP },
+    );
+    const endpoint = await api(dep.base, 'POST', '/v1/webhook-endpoints', {
+      key: ws.secretKey,
+      body: { name: 'Billing partner', url: receiver.url, eventKinds: ['run.succeeded'] },
+    });
+    expect(endpoint.status).toBe(201);
+    const receiverMade = await api(dep.base, 'POST', '/v1/webhook-receivers', {
+      key: ws.secretKey,
+      body: { name: 'Stripe payments', eventName: 'payment.received', app: APP },
+    });
+    expect(receiverMade.status).toBe(201);
+
+    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
+    context = await browser.newContext({ viewport: { width: 1440, height: 900 }, colorScheme: 'light', locale: 'en-US', timezoneId: 'UTC' });
+    context.setDefaultTimeout(UI_WAIT);
+    page = await context.newPage();
+    page.on('pageerror', (err) => consoleErrors.push(String(err)));
+    page.on('console', (m) => {
+      if (m.type() === 'error') consoleErrors.push(m.text());
+    });
+  }, 180_000);
+
+  afterAll(async () => {
+    gates.openAll();
+    await browser?.close();
+    await runner?.close();
+    await dep?.stop();
+    await receiver?.close();
+  }, 60_000);
+
+  it('signs in with a console key and a name; a bad key and a nameless console key are refused', async () => {
+    await page.goto(url('/'));
+    await page.getByRole('heading', { name: 'Sign in to your workspace' }).waitFor();
+    await shot('01-sign-in');
+
+    await page.getByLabel('API key').fill('ck_not_a_key');
+    await page.getByLabel(/Your name/).fill(PERSON);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').filter({ hasText: 'This key was not accepted' }).waitFor();
+    await shot('02-sign-in-refused');
+
+    await page.getByLabel('API key').fill(ws.consoleKey);
+    await page.getByLabel(/Your name/).fill('');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').filter({ hasText: 'enter your name' }).waitFor();
+
+    await page.getByLabel(/Your name/).fill(PERSON);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Runs', level: 1 }).waitFor();
+    expect(new URL(page.url()).pathname).toBe('/runs');
+    const nav = page.getByRole('navigation', { name: 'Main' });
+    await nav.getByText(PERSON).waitFor();
+    await nav.getByText('console key').waitFor();
+    await page.getByText('No runs yet').waitFor();
+    await shot('03-runs-empty');
+
+    // A public key reads but may not write: the console says so and hides write actions.
+    const readOnly = await context.browser()!.newContext({ viewport: { width: 1440, height: 900 } });
+    try {
+      const p = await readOnly.newPage();
+      await p.goto(url('/events'));
+      await p.getByLabel('API key').fill(ws.publicKey);
+      await p.getByRole('button', { name: 'Sign in' }).click();
+      await p.getByRole('heading', { name: 'Events', level: 1 }).waitFor();
+      await p.getByText('read-only').waitFor();
+      expect(await p.getByRole('button', { name: 'Send test event' }).count()).toBe(0);
+    } finally {
+      await readOnly.close();
+    }
+  }, 60_000);
+
+  it('shows a run go from queued to running to succeeded live, without a reload', async () => {
+    await open('/runs');
+    await page.getByRole('heading', { name: 'Runs', level: 1 }).waitFor();
+    await page.getByText('Live', { exact: true }).waitFor();
+    await markDocument();
+
+    // The first order holds the workflow's only concurrency slot; the second one queues behind it.
+    const first = await send('order.placed', { orderId: 'ord-1001', items: 3 });
+    const firstRow = page.locator(`tr[data-run="${first.runId}"]`);
+    // The new run appears on the list by itself, and reads running once its first step is stored.
+    await firstRow.locator('[data-status="running"]').waitFor();
+    const second = await send('order.placed', { orderId: 'ord-1002', items: 1 });
+    const secondRow = page.locator(`tr[data-run="${second.runId}"]`);
+    await secondRow.locator('[data-status="queued"]').waitFor();
+    await shot('04-runs-live');
+    expect(await sameDocument()).toBe(true);
+
+    // Open the queued run in the console: it says why it is not moving.
+    await secondRow.getByRole('link', { name: second.runId }).click();
+    await page.waitForURL(`**/runs/${second.runId}`);
+    await runIs('queued');
+    await page.locator('[data-waiting="concurrency"]').getByText('Queued behind a concurrency limit').waitFor();
+    await page.getByText('Live', { exact: true }).waitFor();
+    await shot('05-run-queued');
+
+    // The first order finishes and frees the slot: the second one starts, its first step done, the second in flight.
+    gates.open('ord-1001');
+    await runIs('running');
+    await page.locator('[data-step="reserve-stock"] [data-status="succeeded"]').waitFor();
+    await page.locator('[data-waiting="running"]').waitFor();
+    await shot('06-run-running');
+    gates.open('ord-1002');
+    await runIs('succeeded');
+    await page.locator('[data-step="charge-card"] [data-status="succeeded"]').waitFor();
+    await page.locator('[data-step="reserve-stock"] [data-status="succeeded"]').waitFor();
+    expect(await sameDocument()).toBe(true);
+    await page.getByRole('tab', { name: /Logs/ }).click();
+    await page.getByRole('log').getByText('order fulfilled').waitFor();
+    await page.getByRole('tab', { name: /Timeline/ }).click();
+    await page.locator('[data-step="charge-card"] button').click();
+    await page.locator('[data-step="charge-card"]').getByText('"charged"').waitFor();
+    await shot('07-run-succeeded');
+
+    // Back on the list (in-app, still no reload) both orders read succeeded.
+    await page.getByRole('navigation', { name: 'Breadcrumb' }).getByRole('link', { name: 'Runs' }).click();
+    await firstRow.locator('[data-status="succeeded"]').waitFor();
+    await secondRow.locator('[data-status="succeeded"]').waitFor();
+    expect(await sameDocument()).toBe(true);
+    expect((await runOf(second.runId)).status).toBe('succeeded');
+    await shot('08-runs');
+  }, 120_000);
+
+  it('cancels a sleeping run after a confirmation, and audits who did it', async () => {
+    const { runId } = await send('report.requested', { day: '2026-11-24' });
+    await eventually('the report run to sleep', async () => {
+      const r = runReached(await runOf(runId), ['queued', 'running', 'waiting']);
+      return r?.waitingFor?.kind === 'sleep' ? r : undefined;
+    });
+    await open(`/runs/${runId}`);
+    await page.locator('[data-waiting="sleep"]').getByText('Sleeping until').waitFor();
+    await page.locator('[data-step="cool-down"] [data-status="sleeping"]').waitFor();
+    await shot('09-run-sleeping');
+
+    await page.getByRole('button', { name: 'Cancel run' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Cancel this run?' });
+    await dialog.waitFor();
+    await shot('10-run-cancel-confirm');
+    await dialog.getByRole('button', { name: 'Cancel run' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    await runIs('cancelled');
+    expect(await page.getByRole('button', { name: 'Cancel run' }).count()).toBe(0);
+    await page.getByTestId('cancelled').getByText(PERSON).waitFor();
+    await page.getByRole('tab', { name: /Audit/ }).click();
+    await page.getByRole('tabpanel').getByRole('row').filter({ hasText: 'cancel' }).filter({ hasText: PERSON }).waitFor();
+    await shot('11-run-cancelled');
+
+    const run = await runOf(runId);
+    expect(run.status).toBe('cancelled');
+  }, 90_000);
+
+  it('retries a failed run from its failed step: the earlier step is not run again', async () => {
+    const { runId } = await send('invoice.created', { invoice: 'INV-2042' });
+    await eventually('the invoice run to fail', async () => runReached(await runOf(runId), 'failed'), 60_000);
+    expect([invoices.renders, invoices.emails]).toEqual([1, 1]);
+
+    await open(`/runs/${runId}`);
+    await runIs('failed');
+    await page.getByRole('alert').getByText('SMTP 451: mailbox temporarily unavailable').first().waitFor();
+    await shot('12-run-failed');
+
+    invoices.failEmail = false;
+    await page.getByRole('button', { name: 'Retry from step…' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Retry from a step' });
+    const select = dialog.getByLabel('Step');
+    // The first failed step is offered by default.
+    expect(await select.inputValue()).toBe('email-customer');
+    await shot('13-run-retry-dialog');
+    await dialog.getByRole('button', { name: 'Retry from this step' }).click();
+
+    // The console opens the new run, which names the run it retries.
+    await page.waitForURL((u) => /^\/runs\/run_/.test(u.pathname) && !u.pathname.endsWith(runId));
+    const newId = decodeURIComponent(new URL(page.url()).pathname.split('/').pop()!);
+    await page.locator('.meta').getByRole('link', { name: runId }).waitFor();
+    await runIs('succeeded');
+    await page.locator('[data-step="email-customer"] [data-status="succeeded"]').waitFor();
+    await page.locator('[data-step="render-pdf"] [data-status="succeeded"]').waitFor();
+    await shot('14-run-retried');
+
+    const retried = await runOf(newId);
+    expect(retried).toMatchObject({ status: 'succeeded', replayOf: runId, result: { invoice: 'INV-2042', sent: true, pages: 2 } });
+    // render-pdf came from the memo: it ran once in all, the email twice.
+    expect([invoices.renders, invoices.emails]).toEqual([1, 2]);
+  }, 120_000);
+
+  it('approves a parked tool call with edited arguments; the run carries them out and records the person', async () => {
+    const { runId } = await send('support.refund_requested', { orderId: 'ord-7731', amount: 180 });
+    await eventually('the refund run to park on its approval', async () => {
+      const r = runReached(await runOf(runId), ['queued', 'running', 'waiting']);
+      return r?.needsAttention === true ? r : undefined;
+    });
+
+    await open(`/runs/${runId}`);
+    await runIs('needs_attention');
+    await page.locator('[data-waiting="approval"]').getByRole('link', { name: /Open the approval/ }).click();
+    await page.waitForURL(`**/approvals?runId=${runId}`);
+    const card = page.getByRole('article', { name: 'Approval for issue_refund' });
+    await card.getByText('Refund $180 on order ord-7731').waitFor();
+    await page.getByRole('navigation', { name: 'Main' }).getByLabel('1 open').waitFor();
+    await shot('15-approvals-open');
+
+    await card.getByRole('button', { name: 'Edit & approve' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Approve issue_refund with edited arguments' });
+    const args = dialog.getByLabel('Arguments');
+    // Not JSON: the console says why and will not send it.
+    await args.fill('{ "orderId": "ord-7731", "amount": ');
+    await dialog.getByText('Not valid JSON').waitFor();
+    expect(await dialog.getByRole('button', { name: 'Approve', exact: true }).isDisabled()).toBe(true);
+    await args.fill(JSON.stringify({ orderId: 'ord-7731', amount: 40 }, null, 2));
+    await dialog.getByText('Valid JSON').waitFor();
+    // The dialog spells out the edit before it is approved.
+    await dialog.getByTestId('arg-changes').getByText('amount').waitFor();
+    expect(await dialog.getByTestId('arg-changes').innerText()).toContain('180 → 40');
+    await dialog.getByLabel(/Response/).fill('Partial refund: the customer keeps the item.');
+    await shot('16-approval-edit');
+    await dialog.getByRole('button', { name: 'Approve', exact: true }).click();
+    await dialog.waitFor({ state: 'hidden' });
+
+    await page.getByText('Inbox zero').waitFor();
+    // The nav's open-approvals badge follows the decision at once.
+    await page.getByRole('navigation', { name: 'Main' }).getByLabel('1 open').waitFor({ state: 'detached' });
+    const decided = page.getByRole('row').filter({ hasText: 'issue_refund' });
+    await decided.getByText(PERSON).waitFor();
+    await decided.getByText('console', { exact: true }).waitFor();
+    await decided.getByText('"amount":40').waitFor();
+    await shot('17-approvals-decided');
+
+    const run = await eventually('the refund run to succeed', async () => runReached(await runOf(runId)), 60_000);
+    expect(run.result).toEqual({ decision: 'approved', decidedBy: PERSON, decidedVia: 'console', done: { refunded: 40 } });
+    expect(refunds).toEqual([{ orderId: 'ord-7731', amount: 40 }]);
+    const approvals = await api(dep.base, 'GET', `/v1/approvals?runId=${runId}`, { key: ws.publicKey });
+    expect(approvals.body[0]).toMatchObject({
+      status: 'approved',
+      args: { orderId: 'ord-7731', amount: 180 },
+      editedArgs: { orderId: 'ord-7731', amount: 40 },
+      decidedBy: PERSON,
+      decidedVia: 'console',
+    });
+
+    await decided.getByRole('link', { name: runId }).click();
+    await runIs('succeeded');
+    await page.locator('[data-step="refund"] [data-status="succeeded"]').waitFor();
+  }, 120_000);
+
+  it('redelivers a webhook delivery: the partner gets it again, and a second attempt is logged', async () => {
+    // The orders that succeeded above were delivered to the partner as run.succeeded.
+    const delivery = await eventually('a succeeded run.succeeded delivery', async () => {
+      const r = await api(dep.base, 'GET', '/v1/webhook-deliveries?status=succeeded&limit=200', { key: ws.publicKey });
+      return (r.body as { id: string; sourceRunId?: string; attemptCount: number }[]).find((d) => d.attemptCount === 1);
+    }, 60_000);
+    const before = receiver.got.filter((g) => g.headers['x-service-delivery-id'] === delivery.id).length;
+    expect(before).toBe(1);
+
+    await open('/webhooks');
+    const endpointRow = page.getByRole('row').filter({ hasText: 'Billing partner' });
+    await endpointRow.getByText('run.succeeded').waitFor();
+    await shot('18-webhooks-endpoints');
+
+    await page.getByRole('tab', { name: 'Deliveries' }).click();
+    const row = page.locator(`tr[data-delivery="${delivery.id}"]`);
+    await row.locator('[data-status="succeeded"]').waitFor();
+    await shot('19-webhooks-deliveries');
+    await row.getByRole('button', { name: receiver.url }).click();
+    const detail = page.getByRole('dialog', { name: 'Delivery' });
+    await detail.locator('tr[data-attempt="1"]').getByText('200').waitFor();
+    await shot('20-webhook-delivery');
+
+    await detail.getByRole('button', { name: 'Redeliver' }).click();
+    const confirm = page.getByRole('dialog', { name: 'Redeliver?' });
+    await confirm.getByRole('button', { name: 'Redeliver' }).click();
+    await confirm.waitFor({ state: 'hidden' });
+    // The dialog follows the new attempt by itself: no refresh click.
+    await detail.locator('tr[data-attempt="2"] [data-status="succeeded"]').waitFor();
+    await detail.getByRole('button', { name: 'Redeliver' }).waitFor();
+    expect(await detail.locator('tr[data-attempt]').count()).toBe(2);
+    await shot('21-webhook-redelivered');
+
+    const again = receiver.got.filter((g) => g.headers['x-service-delivery-id'] === delivery.id);
+    expect(again).toHaveLength(2);
+    expect(again[1]!.body).toEqual(again[0]!.body);
+    await detail.getByRole('button', { name: 'Close' }).click();
+    await detail.waitFor({ state: 'hidden' });
+    // The list behind it was refreshed: two attempts now.
+    await row.getByRole('cell', { name: /^2\// }).waitFor();
+  }, 90_000);
+
+  it('sends a test event from the Events page and follows it to the run it started', async () => {
+    await open('/events');
+    await page.getByRole('heading', { name: 'Events', level: 1 }).waitFor();
+    await page.getByRole('button', { name: 'Send test event' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Send a test event' });
+    await dialog.getByLabel('Event name').fill('user.signed_up');
+    await dialog.getByLabel('Data').fill(JSON.stringify({ name: 'Grace' }, null, 2));
+    await shot('22-events-send');
+    await dialog.getByRole('button', { name: 'Send event' }).click();
+
+    const result = dialog.getByTestId('send-result');
+    await result.getByText('greet').waitFor();
+    const link = result.getByRole('link', { name: /^run_/ });
+    const runId = (await link.textContent())!.trim();
+    await shot('23-events-sent');
+
+    // The event is in the log behind the dialog, with its fan-out to that run.
+    const eventRow = page.locator('tr[data-event]').filter({ hasText: 'user.signed_up' });
+    await eventRow.getByRole('link', { name: runId }).waitFor({ state: 'attached' });
+
+    await link.click();
+    await page.waitForURL(`**/runs/${runId}`);
+    await runIs('succeeded');
+    await page.getByRole('tab', { name: 'Input & result' }).click();
+    await page.getByRole('tabpanel').getByText('"Hello, Grace!"').waitFor();
+    await shot('24-run-from-event');
+    expect((await runOf(runId)).result).toEqual({ text: 'Hello, Grace!' });
+
+    await page.goBack();
+    await eventRow.getByRole('link', { name: runId }).waitFor();
+    await eventRow.getByRole('button', { name: 'user.signed_up' }).click();
+    await page.locator('tr.detail-row').getByText('"Grace"').waitFor();
+    await shot('25-events');
+  }, 90_000);
+
+  it('renders the remaining pages: runners, workflows, receivers, inbound posts, an unknown page, and dark mode', async () => {
+    await open('/runners');
+    const runnerRow = page.getByRole('row').filter({ hasText: APP });
+    await runnerRow.locator('[data-status="live"]').waitFor();
+    await runnerRow.getByText('matches').waitFor();
+    await shot('26-runners');
+
+    await open('/workflows');
+    for (const w of ['fulfil-order', 'nightly-report', 'send-invoice', 'refund-agent', 'greet']) {
+      await page.getByRole('article', { name: w }).waitFor();
+    }
+    await shot('27-workflows');
+
+    // A refused partner post, so the inbound log has something to show.
+    const receivers = await api(dep.base, 'GET', '/v1/webhook-receivers', { key: ws.publicKey });
+    const slug = (receivers.body as { slug: string }[])[0]!.slug;
+    const refused = await api(dep.base, 'POST', `/v1/webhooks/${slug}`, { body: { amount: 12 }, headers: { 'x-service-signature': 't=1&s=00' } });
+    expect(refused.status).toBe(401);
+
+    await open('/webhooks?tab=receivers');
+    await page.getByRole('row').filter({ hasText: 'Stripe payments' }).getByText('payment.received').waitFor();
+    await shot('28-webhooks-receivers');
+    await page.getByRole('tab', { name: 'Inbound posts' }).click();
+    await page.getByRole('row').filter({ hasText: slug }).waitFor();
+    await shot('29-webhooks-inbound');
+
+    await open('/no/such/page');
+    await page.getByText('No such page').waitFor();
+    await shot('30-not-found');
+
+    const dark = await context.browser()!.newContext({ viewport: { width: 1440, height: 900 }, colorScheme: 'dark', locale: 'en-US', timezoneId: 'UTC' });
+    try {
+      const p = await dark.newPage();
+      await open('/runs', p);
+      await p.locator('tr[data-run]').first().waitFor();
+      await shot('31-dark-runs', p);
+      await p.locator('tr[data-run]').filter({ hasText: 'send-invoice' }).first().getByRole('link').click();
+      await p.getByTestId('run-status').waitFor();
+      await p.locator('[data-step]').first().waitFor();
+      await shot('32-dark-run', p);
+    } finally {
+      await dark.close();
+    }
+    // Nothing the pages did threw in the browser.
+    // (The sign-in probes answer 401 for the bad key and 400 for the empty bulk replay: Chromium logs those loads.)
+    expect(consoleErrors.filter((e) => !/Failed to load resource: the server responded with a status of 40[01]/.test(e))).toEqual([]);
+  }, 90_000);
+});
