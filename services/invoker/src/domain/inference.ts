@@ -2,6 +2,14 @@
  * The Infer opcode's model call, as data (CONTRACT.md "AI steps"): the
  * request a runner stated, the HTTP request each provider kind takes, and
  * what its answer means for the step. No I/O here.
+ *
+ * Why not the providers' official clients (`@anthropic-ai/sdk`, `openai`):
+ * the step stores the provider's answer body as it came and passes unknown
+ * request fields through untouched, and the retry policy (which statuses,
+ * `retry-after`, the attempt cap, keeping the hand-off alive meanwhile) is
+ * the service's, decided once for both kinds. The clients retry on their own
+ * terms and type away unknown fields; one plain HTTP request per attempt,
+ * shaped as each provider's API reference shows, keeps those ours.
  */
 
 export type ProviderKind = 'anthropic' | 'openai';
