@@ -1,0 +1,191 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createRunner, type Connection } from '@dws/sdk';
+import { runTraceIds, startTracing, type Tracing } from '@dws/telemetry';
+import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '@dws/telemetry/testing';
+import { api, eventually, runReached } from '../src/api.js';
+import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
+import { realInfra } from '../src/infra.js';
+import { startRunner, type TestRunner } from '../src/runner.js';
+
+/**
+ * OpenTelemetry across the fleet (docs/tracing.md): a tiny OTLP/HTTP
+ * receiver on 127.0.0.1 gets the spans of the six processes (and of `pnpm
+ * dev`), and of the runner in this process, and one run's spans from
+ * ingest, the scheduler, the invoker and the runner share the run's trace
+ * id with parent links that follow the pass.
+ */
+const modes: Mode[] = realInfra() ? ['fleet', 'embedded'] : ['embedded'];
+if (!realInfra()) console.warn('\n!!! Postgres/NATS missing: tracing e2e runs embedded only (fleet SKIPPED) !!!\n');
+
+const KIND = { internal: 1, server: 2, client: 3, producer: 4 };
+const CLIENT_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
+const CLIENT_SPAN = '00f067aa0ba902b7';
+
+/** The spans of one trace as an indented tree (for failure messages). */
+function treeOf(spans: ReceivedSpan[]): string {
+  const ids = new Set(spans.map((s) => s.spanId));
+  const lines: string[] = [];
+  const walk = (parent: string, depth: number) => {
+    for (const s of spans.filter((x) => x.parentSpanId === parent).sort((a, b) => a.startMs - b.startMs)) {
+      lines.push(`${'  '.repeat(depth)}${s.name} [${s.service}] ${JSON.stringify(s.attributes)}`);
+      walk(s.spanId, depth + 1);
+    }
+  };
+  walk('', 0);
+  for (const s of spans.filter((x) => x.parentSpanId !== '' && !ids.has(x.parentSpanId))) lines.push(`(parent ${s.parentSpanId} not received) ${s.name} [${s.service}]`);
+  return lines.join('\n');
+}
+
+describe.each(modes)('tracing on %s', (mode) => {
+  let receiver: OtlpReceiver;
+  let runnerTracing: Tracing;
+  let dep: Deployment;
+  let conn: Connection;
+  let served: TestRunner;
+  const svc = (name: 'ingest' | 'scheduler' | 'invoker') => (mode === 'fleet' ? name : 'dws');
+
+  beforeAll(async () => {
+    receiver = await startOtlpReceiver();
+    // Every service process exports to the receiver; a short batch delay keeps the test quick.
+    dep = await startDeployment(mode, { env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '100' } });
+    // The runners live in this process: its OTel SDK exports their spans to the same receiver.
+    runnerTracing = await startTracing({ serviceName: 'runner', env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url } });
+    expect(runnerTracing.enabled).toBe(true);
+
+    // A Connect runner: the invoker relays every pass over its socket.
+    const runner = createRunner({ url: `${dep.base}/v1`, apiKey: dep.secretKey, signingKey: dep.signingKey, app: 'traced', runnerId: 'traced-1' });
+    runner.workflow<{ n: number }>('relayed', { triggers: [{ event: 'trace/relayed' }] }, async ({ event, step }) => {
+      const a = await step.run('a', () => event.data.n + 1);
+      const b = await step.run('b', () => a * 10);
+      await step.sleep('nap', 50);
+      const c = await step.run('c', () => b + 1);
+      return { c };
+    });
+    conn = runner.connect();
+    await conn.ready;
+    // A serve runner: the scheduler POSTs its passes itself on the route the invoker names.
+    served = await startRunner(
+      dep,
+      (r) => {
+        r.workflow('direct', { triggers: [{ event: 'trace/direct' }] }, async ({ step }) => step.run('only', () => 'done'));
+      },
+      { app: 'traced-serve' },
+    );
+  }, 180_000);
+
+  afterAll(async () => {
+    await conn?.close();
+    await served?.close();
+    await dep?.stop();
+    await runnerTracing?.shutdown();
+    await receiver?.close();
+  }, 60_000);
+
+  const runToEnd = async (body: Record<string, unknown>, headers: Record<string, string> = {}) => {
+    const sent = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body, headers });
+    expect(sent.status).toBe(202);
+    const runId = sent.body.runId as string;
+    await eventually(`run ${runId} to succeed`, async () => runReached((await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.publicKey })).body), 60_000);
+    return runId;
+  };
+
+  /**
+   * The run's trace once it is whole: the pass that succeeded it arrived,
+   * every span's parent arrived (processes export on their own schedules),
+   * and `ready` says what else the test needs is there.
+   */
+  const traceOf = (runId: string, ready: (spans: ReceivedSpan[]) => boolean) => {
+    const { traceId } = runTraceIds(runId);
+    return eventually(
+      `the spans of run ${runId}`,
+      async () => {
+        await runnerTracing.flush();
+        const spans = receiver.spans.filter((s) => s.traceId === traceId);
+        const ids = new Set(spans.map((s) => s.spanId));
+        const whole = spans.some((s) => s.name === 'run.pass' && s.attributes['dws.decision'] === 'succeed') && spans.every((s) => s.parentSpanId === '' || ids.has(s.parentSpanId));
+        return whole && ready(spans) ? spans : undefined;
+      },
+      30_000,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}\nreceived so far:\n${treeOf(receiver.spans.filter((s) => s.traceId === traceId))}`);
+    });
+  };
+
+  it('puts one run relayed by the invoker under one trace id: ingest -> scheduler -> invoker -> runner -> apply, every pass', async () => {
+    const runId = await runToEnd({ name: 'trace/relayed', data: { n: 1 } }, { traceparent: `00-${CLIENT_TRACE}-${CLIENT_SPAN}-01` });
+    const ids = runTraceIds(runId);
+    const steps = (spans: ReceivedSpan[]) => spans.filter((s) => s.name === 'step.run').map((s) => s.attributes['dws.step.name']);
+    const spans = await traceOf(runId, (s) => {
+      const passes = s.filter((x) => x.name === 'run.pass').length;
+      return passes >= 2 && s.filter((x) => x.name === 'workflow.pass').length === passes && s.filter((x) => x.name === 'pass.apply').length === passes;
+    });
+    const tree = treeOf(spans);
+    if (process.env.DWS_PRINT_TRACE) process.stderr.write(`\n${mode}, run ${runId}, trace ${ids.traceId}:\n${tree}\n`);
+    const byId = new Map(spans.map((s) => [s.spanId, s]));
+    const parentOf = (s: ReceivedSpan) => byId.get(s.parentSpanId);
+
+    // The root: ingest's event.ingest, with the run's own ids, linked to the client's request.
+    const root = spans.find((s) => s.parentSpanId === '');
+    expect(root).toMatchObject({ name: 'event.ingest', service: svc('ingest'), spanId: ids.rootSpanId, kind: KIND.producer });
+    expect(root!.attributes).toMatchObject({ 'dws.run.id': runId, 'dws.workflow': 'relayed', 'dws.event.name': 'trace/relayed' });
+    expect(root!.links).toEqual([{ traceId: CLIENT_TRACE, spanId: CLIENT_SPAN }]);
+    expect(spans.filter((s) => s.parentSpanId === '')).toHaveLength(1);
+
+    // Every pass: run.pass under the root; runner.invoke (client) -> invoker.invoke (server) -> workflow.pass (the runner).
+    const passes = spans.filter((s) => s.name === 'run.pass');
+    for (const pass of passes) {
+      expect(pass).toMatchObject({ service: svc('scheduler'), parentSpanId: ids.rootSpanId, attributes: expect.objectContaining({ 'dws.run.id': runId }) });
+      const children = spans.filter((s) => s.parentSpanId === pass.spanId);
+      const invoke = children.find((s) => s.name === 'runner.invoke');
+      expect(invoke).toMatchObject({ service: svc('scheduler'), kind: KIND.client, attributes: expect.objectContaining({ 'dws.invoke.path': 'invoker', 'dws.invoke.outcome': 'reply' }) });
+      expect(children.find((s) => s.name === 'pass.apply')).toMatchObject({ service: svc('scheduler') });
+      // The scheduler asks the invoker for a direct route first (none for a Connect runner) when it has none cached.
+      const underInvoke = spans.filter((s) => s.parentSpanId === invoke!.spanId);
+      expect(underInvoke.filter((s) => s.name !== 'invoker.invoke').map((s) => [s.name, s.service])).toEqual(
+        underInvoke.length > 1 ? [['invoker.route', svc('invoker')]] : [],
+      );
+      const relayed = underInvoke.filter((s) => s.name === 'invoker.invoke');
+      expect(relayed).toEqual([expect.objectContaining({ service: svc('invoker'), kind: KIND.server })]);
+      expect(relayed[0]!.attributes).toMatchObject({ 'dws.run.id': runId, 'dws.runner.id': 'traced-1', 'dws.runner.transport': 'connect' });
+      const onRunner = spans.filter((s) => s.parentSpanId === relayed[0]!.spanId);
+      expect(onRunner).toEqual([expect.objectContaining({ name: 'workflow.pass', service: 'runner', kind: KIND.server })]);
+      expect(onRunner[0]!.attributes).toMatchObject({ 'dws.run.id': runId, 'dws.workflow': 'relayed' });
+      // The reply is applied after the runner answered, inside the pass.
+      const apply = children.find((s) => s.name === 'pass.apply')!;
+      expect(apply.startMs).toBeGreaterThanOrEqual(onRunner[0]!.endMs - 5);
+      expect(pass.endMs).toBeGreaterThanOrEqual(apply.endMs - 1);
+    }
+    // Each step ran once, in a step.run span under the runner's pass span.
+    expect(steps(spans).sort()).toEqual(['a', 'b', 'c']);
+    for (const s of spans.filter((x) => x.name === 'step.run')) expect(parentOf(s)).toMatchObject({ name: 'workflow.pass', service: 'runner' });
+    // The later pass (after the sleep) joined the same trace: c ran in it.
+    const lastPass = passes.sort((a, b) => a.startMs - b.startMs).at(-1)!;
+    const cSpan = spans.find((s) => s.attributes['dws.step.name'] === 'c')!;
+    expect(parentOf(parentOf(parentOf(parentOf(cSpan)!)!)!)).toBe(lastPass);
+
+    // In the client's own trace: ingest continued its request, linked to the run's root.
+    const inClient = receiver.spans.filter((s) => s.traceId === CLIENT_TRACE);
+    expect(inClient).toEqual([
+      expect.objectContaining({ name: 'event.ingest', service: svc('ingest'), parentSpanId: CLIENT_SPAN, links: [{ traceId: ids.traceId, spanId: ids.rootSpanId }] }),
+    ]);
+  }, 90_000);
+
+  it('traces a serve runner\'s pass the scheduler POSTs itself, and the invoker\'s route lookup that let it', async () => {
+    const runId = await runToEnd({ name: 'trace/direct', data: {} });
+    const ids = runTraceIds(runId);
+    const spans = await traceOf(runId, (s) => s.some((x) => x.name === 'workflow.pass') && s.some((x) => x.name === 'pass.apply'));
+    const tree = treeOf(spans);
+    expect(spans.find((s) => s.parentSpanId === '')).toMatchObject({ name: 'event.ingest', service: svc('ingest'), spanId: ids.rootSpanId });
+    const invoke = spans.find((s) => s.name === 'runner.invoke')!;
+    expect(invoke.attributes).toMatchObject({ 'dws.invoke.path': 'direct', 'dws.invoke.outcome': 'reply' });
+    expect(spans.find((s) => s.spanId === invoke.parentSpanId)).toMatchObject({ name: 'run.pass', parentSpanId: ids.rootSpanId });
+    const under = spans.filter((s) => s.parentSpanId === invoke.spanId);
+    // The first pass of a workflow finds no route cached: the invoker answers the lookup inside it.
+    expect(under.map((s) => [s.name, s.service]).sort()).toEqual([
+      ['invoker.route', svc('invoker')],
+      ['workflow.pass', 'runner'],
+    ]);
+    expect(spans.filter((s) => s.name === 'step.run').map((s) => s.attributes['dws.step.name'])).toEqual(['only']);
+    if (process.env.DWS_PRINT_TRACE) process.stderr.write(`\n${mode}, run ${runId}, trace ${ids.traceId}:\n${tree}\n`);
+  }, 90_000);
+});
