@@ -4,7 +4,7 @@ import type { Duplex } from 'node:stream';
 import type { Config } from '@dws/config';
 import { fromBinary, WorkspaceUpsertedSchema } from '@dws/proto';
 import { hopKey, seal } from '@dws/protocol';
-import { Outbox, sealKeyFor, serveApi, streams, subjects, type Infra, type ServiceHandle } from '@dws/runtime';
+import { followRetention, Outbox, Retention, sealKeyFor, serveApi, streams, subjects, type Infra, type ServiceHandle } from '@dws/runtime';
 import { migrate } from '@dws/db';
 import { fileURLToPath } from 'node:url';
 import { ConnectHub } from './handlers/connect-hub.js';
@@ -16,6 +16,7 @@ import { registerRunner } from './handlers/register.js';
 import { RunnerDirectory } from './handlers/runner-directory.js';
 import { detachSocket, touchSockets } from './store/runners.js';
 import { upsertWorkspace } from './store/workspaces.js';
+import { invokerRetention } from './store/retention.js';
 
 const MIGRATIONS = fileURLToPath(new URL('./store/migrations', import.meta.url));
 const dec = new TextDecoder();
@@ -107,6 +108,10 @@ export async function startInvoker(cfg: Config, infra: Infra, opts: InvokerOptio
   const inferences = await consumeInferences({ bus, db, log, outbox, providers: providersOf(cfg), sealKey, timeoutMs: cfg.SERVICE_INFER_TIMEOUT_MS, ...opts.infer });
   const cachePrune = pruneInferenceCache({ db, log });
   cachePrune.start();
+  // Stored Infer answers past each workspace's window go, in small batches, on every replica (docs/retention.md).
+  const retentionFacts = await followRetention({ bus, db, schema: 'invoker', durable: 'invoker-retention' });
+  const retention = new Retention({ db, log, schema: 'invoker', targets: invokerRetention });
+  retention.start();
 
   return {
     name: 'invoker',
@@ -117,6 +122,8 @@ export async function startInvoker(cfg: Config, infra: Infra, opts: InvokerOptio
       await api.stop();
       await inferences.stop();
       await cachePrune.stop();
+      await retention.stop();
+      await retentionFacts.stop();
       for (const s of invokes.subs) await s.stop();
       // Runners reconnect through the gateway to a replica that is still up.
       await hub.close();

@@ -1,5 +1,5 @@
 import { bigint, boolean, index, jsonb, pgSchema, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
-import { outboxTable } from '@dws/runtime';
+import { outboxTable, retentionTable } from '@dws/runtime';
 
 export const invoker = pgSchema('invoker');
 
@@ -70,6 +70,9 @@ export const appRegistrations = invoker.table(
 
 export const outbox = outboxTable(invoker);
 
+/** Each workspace's retention window (projection of `gateway.fact.workspace`): what store/retention.ts deletes past. */
+export const retention = retentionTable(invoker);
+
 /**
  * One row per Infer step the invoker answered: the model is called once per
  * step, and a redelivered hand-off resends the stored answer instead.
@@ -84,7 +87,8 @@ export const inferences = invoker.table(
     outcome: jsonb('outcome').notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [primaryKey({ columns: [t.runId, t.stepId] })],
+  // Retention (store/retention.ts): a workspace's oldest answers first; the skip scan of workspaces rides it too.
+  (t) => [primaryKey({ columns: [t.runId, t.stepId] }), index('inferences_ws_created').on(t.workspaceId, t.createdAt)],
 );
 
 /**
