@@ -68,6 +68,8 @@ describe.each(modes)('tracing on %s', (mode) => {
       dep,
       (r) => {
         r.workflow('direct', { triggers: [{ event: 'trace/direct' }] }, async ({ step }) => step.run('only', () => 'done'));
+        r.workflow('parent', { triggers: [{ event: 'trace/parent' }] }, async ({ step }) => step.runWorkflow('kid', { workflow: 'child', data: { x: 1 } }));
+        r.workflow<{ x: number }>('child', async ({ event, step }) => step.run('double', () => event.data.x * 2));
       },
       { app: 'traced-serve' },
     );
@@ -187,5 +189,22 @@ describe.each(modes)('tracing on %s', (mode) => {
     ]);
     expect(spans.filter((s) => s.name === 'step.run').map((s) => s.attributes['dws.step.name'])).toEqual(['only']);
     if (process.env.DWS_PRINT_TRACE) process.stderr.write(`\n${mode}, run ${runId}, trace ${ids.traceId}:\n${tree}\n`);
+  }, 90_000);
+
+  it('gives a child run a trace of its own, rooted by the scheduler and linked to the parent\'s pass', async () => {
+    const parentId = await runToEnd({ name: 'trace/parent', data: {} });
+    const steps = await api(dep.base, 'GET', `/v1/runs/${parentId}/steps`, { key: dep.secretKey });
+    const childId = (steps.body as { name: string; childRunId?: string }[]).find((s) => s.name === 'kid')?.childRunId;
+    expect(childId).toMatch(/^run_/);
+    const child = runTraceIds(childId!);
+    const spans = await traceOf(childId!, (s) => s.some((x) => x.name === 'workflow.pass'));
+    const parentPasses = await traceOf(parentId, () => true);
+    const root = spans.find((s) => s.parentSpanId === '');
+    expect(root).toMatchObject({ name: 'run.start', service: svc('scheduler'), spanId: child.rootSpanId, attributes: expect.objectContaining({ 'dws.parent.run.id': parentId, 'dws.trigger': 'invoke' }) });
+    // The link points at the parent's pass that started it.
+    const [link] = root!.links;
+    expect(parentPasses.find((s) => s.spanId === link?.spanId)).toMatchObject({ name: 'run.pass', traceId: runTraceIds(parentId).traceId });
+    expect(spans.filter((s) => s.name === 'run.pass').every((s) => s.parentSpanId === child.rootSpanId)).toBe(true);
+    expect(spans.find((s) => s.name === 'step.run')!.attributes['dws.step.name']).toBe('double');
   }, 90_000);
 });

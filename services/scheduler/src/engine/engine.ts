@@ -205,7 +205,7 @@ export class Engine {
       const aiSpend: AiSpendView | undefined =
         infer && cfg?.aiSpend ? { ceilings: cfg.aiSpend, ...(await aiSpendOf(this.o.db, run, cfg.aiSpend.perWindow?.windowMs ?? 0)) } : undefined;
       const decision = decide(this.view(run, cfg?.maxAttempts ?? 1, aiSpend), outcome, Date.now(), NEW_IDS);
-      const again = await PassTrace.settle(trace, decision.type, this.apply(run, decision, logsOf(outcome)));
+      const again = await PassTrace.settle(trace, decision, this.apply(run, decision, logsOf(outcome)));
       if (!again || this.stopping) return;
     }
   }

@@ -1,4 +1,5 @@
-import { endSpan, headersOf, runContext, SpanKind, trace, traceparentOf, tracer, type Context, type Span, type Tracer } from '@dws/telemetry';
+import { endSpan, headersOf, runContext, SpanKind, startRunRoot, trace, traceparentOf, tracer, type Context, type Span, type Tracer } from '@dws/telemetry';
+import type { Decision } from '../domain/reply.js';
 import type { HeldRun } from './held-run.js';
 
 /**
@@ -15,6 +16,7 @@ export class PassTrace {
   readonly traceparent: string;
 
   private constructor(
+    private readonly runId: string,
     private readonly t: Tracer,
     private readonly pass: Span,
     private readonly ctx: Context,
@@ -44,7 +46,7 @@ export class PassTrace {
     );
     const ctx = trace.setSpan(parent, pass);
     const invoke = t.startSpan('runner.invoke', { kind: SpanKind.CLIENT, attributes: { 'dws.run.id': run.id } }, ctx);
-    return new PassTrace(t, pass, ctx, invoke);
+    return new PassTrace(run.id, t, pass, ctx, invoke);
   }
 
   /** Bus headers carrying the `runner.invoke` context (the invoker's spans continue it). */
@@ -65,8 +67,13 @@ export class PassTrace {
     this.apply = this.t.startSpan('pass.apply', {}, this.ctx);
   }
 
-  /** Ends `pass.apply` and `run.pass` once `applied` settles, with what the reply decided. */
-  static async settle(pt: PassTrace | undefined, decision: string, applied: Promise<boolean>): Promise<boolean> {
+  /**
+   * Ends `pass.apply` and `run.pass` once `applied` settles, with what the
+   * reply decided. A child run the pass started (step.invoke) gets the root
+   * of its own trace here, `run.start`, linked to this pass: the scheduler
+   * creates it, so nobody else would.
+   */
+  static async settle(pt: PassTrace | undefined, decision: Decision, applied: Promise<boolean>): Promise<boolean> {
     if (!pt) return applied;
     let err: unknown;
     try {
@@ -75,9 +82,23 @@ export class PassTrace {
       err = e;
       throw e;
     } finally {
-      pt.pass.setAttribute('dws.decision', decision);
+      pt.pass.setAttribute('dws.decision', decision.type);
       if (pt.apply) endSpan(pt.apply, err);
       endSpan(pt.pass, err);
+      if (err === undefined) pt.childRoots(decision);
+    }
+  }
+
+  private childRoots(decision: Decision): void {
+    const parent = this.pass.spanContext();
+    for (const s of decision.steps) {
+      if (!s.child) continue;
+      const root = startRunRoot(this.t, 'run.start', s.child.runId, {
+        kind: SpanKind.PRODUCER,
+        links: [{ context: parent }],
+        attributes: { 'dws.run.id': s.child.runId, 'dws.workflow': s.child.workflow, 'dws.trigger': 'invoke', 'dws.parent.run.id': this.runId },
+      });
+      root.end();
     }
   }
 }
