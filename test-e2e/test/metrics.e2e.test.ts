@@ -55,6 +55,10 @@ describe.each(modes)('metrics (%s)', (mode) => {
     expect(after.has('dws_scheduler_timers_due')).toBe(true);
     expect(after.get('dws_db_up')).toBe(1);
     expect(after.get('dws_bus_up')).toBe(1);
+    // The scheduler's durables, each with its lag (drained by now: the runs ended).
+    const lags = [...after].filter(([k]) => k.startsWith('dws_bus_consumer_pending{'));
+    expect(lags.length).toBeGreaterThan(0);
+    expect(lags.every(([k, v]) => /durable="[^"]+",stream="[^"]+"/.test(k) && v >= 0)).toBe(true);
     expect(sum(after, 'dws_scheduler_invokes_total{outcome="reply",path="direct"}')).toBeGreaterThan(0);
     expect(after.has('dws_scheduler_held_runs')).toBe(true);
 

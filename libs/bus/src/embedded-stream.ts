@@ -103,6 +103,13 @@ export class Durable {
     return this.filter === undefined || subjectMatches(this.filter, subject);
   }
 
+  /** Not yet delivered (past the cursor, for this durable) and delivered but not acked: the metrics' lag. */
+  backlog(): { pending: number; ackPending: number } {
+    let pending = 0;
+    for (let i = this.stream.indexAfter(this.cursor); i < this.stream.log.length; i++) if (this.wants(this.stream.log[i]!.subject)) pending++;
+    return { pending, ackPending: this.pending.size };
+  }
+
   /** Done with `seq` for pruning: acked, or never meant for this durable. Pending or unseen is not done. */
   isDone(m: StoredMessage): boolean {
     return this.acked.has(m.seq) || !this.wants(m.subject);

@@ -24,6 +24,7 @@ import { assertValidSubject, subjectMatches, subjectsOverlap } from './subjects.
 import {
   BusError,
   type Bus,
+  type ConsumerBacklog,
   type ConsumerSpec,
   type EventHandler,
   type MessageHandler,
@@ -260,6 +261,12 @@ class EmbeddedBus implements Bus, DurableHost {
 
   healthy(): Promise<boolean> {
     return Promise.resolve(!this.closed);
+  }
+
+  backlog(): Promise<ConsumerBacklog[]> {
+    const out: ConsumerBacklog[] = [];
+    for (const st of this.streams.values()) for (const d of st.durables.values()) out.push({ stream: st.spec.name, durable: d.name, ...d.backlog() });
+    return Promise.resolve(out);
   }
 
   close(): Promise<void> {

@@ -61,6 +61,7 @@ import {
 import {
   BusError,
   type Bus,
+  type ConsumerBacklog,
   type ConsumerSpec,
   type EventHandler,
   type MessageHandler,
@@ -109,6 +110,9 @@ class JetStreamBus implements Bus {
   private readonly spill: Spill;
   /** Emits queue here while an earlier one is being spilled, so live tails stay in order. */
   private emitTail: Promise<void> | undefined;
+
+  /** The durables this process consumes, for `backlog()`. */
+  private readonly consumed = new Map<string, { stream: string; durable: string }>();
 
   constructor(
     private readonly nc: NatsConnection,
@@ -172,9 +176,20 @@ class JetStreamBus implements Bus {
     }
   }
 
+  async backlog(): Promise<ConsumerBacklog[]> {
+    const out: ConsumerBacklog[] = [];
+    for (const { stream, durable } of this.consumed.values()) {
+      // A consumer being re-created, or the server away: left out of this scrape, not an error.
+      const info = await this.jsm.consumers.info(stream, durable).catch(() => undefined);
+      if (info) out.push({ stream, durable, pending: info.num_pending, ackPending: info.num_ack_pending });
+    }
+    return out;
+  }
+
   async consume(spec: ConsumerSpec, handler: MessageHandler): Promise<Subscription> {
     this.assertOpen();
     const c = resolveConsumer(spec);
+    this.consumed.set(`${c.stream}\u0000${c.durable}`, { stream: c.stream, durable: c.durable });
     await this.ensureDlq();
     // Reopening re-creates the durable too, so a deleted consumer heals on the next pull.
     const open = async () => {

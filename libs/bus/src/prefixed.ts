@@ -43,6 +43,9 @@ export function prefixedBus(bus: Bus, prefix: string): Bus {
     emit: (subject, data) => bus.emit(subj(subject), data),
     subscribe: (subject, handler) => bus.subscribe(subj(subject), (data, s) => handler(data, strip(s))),
     healthy: () => bus.healthy(),
+    // Another prefix's durables on a shared bus are not ours: only this prefix's, named as given.
+    backlog: async () =>
+      (await bus.backlog()).filter((b) => b.stream.startsWith(stream(''))).map((b) => ({ ...b, stream: b.stream.slice(stream('').length) })),
     close: () => bus.close(),
   };
 }

@@ -135,8 +135,20 @@ export interface Bus {
   subscribe(subject: string, handler: EventHandler): Subscription;
   /** True while the connection is usable (for /readyz). */
   healthy(): Promise<boolean>;
+  /** How far behind each durable this process consumes is (for /metrics): stream names as given to `consume`. */
+  backlog(): Promise<ConsumerBacklog[]>;
   /** Stop every subscription (draining in-flight handlers), then disconnect. */
   close(): Promise<void>;
+}
+
+/** One durable consumer's lag, as the stream sees it (shared by its whole work group). */
+export interface ConsumerBacklog {
+  stream: string;
+  durable: string;
+  /** Messages stored for it and not yet delivered. */
+  pending: number;
+  /** Messages delivered and not yet acknowledged (in flight, or waiting for a redelivery). */
+  ackPending: number;
 }
 
 export type BusErrorCode = 'timeout' | 'no_responders' | 'closed' | 'remote';

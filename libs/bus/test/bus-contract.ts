@@ -29,9 +29,9 @@ const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function waitFor(what: string, cond: () => boolean, timeoutMs = 5000): Promise<void> {
+async function waitFor(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
   const end = Date.now() + timeoutMs;
-  while (!cond()) {
+  while (!(await cond())) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await sleep(10);
   }
@@ -245,6 +245,29 @@ export function runBusContract(name: string, makeBus: () => Promise<Bus>, opts: 
     });
 
     describe('consumers', () => {
+      test('reports each durable it consumes with its backlog, down to zero once handled', async () => {
+        const { stream, prefix } = await freshStream();
+        const held = gate();
+        let handled = 0;
+        await consume({ stream, durable: 'lagging', concurrency: 1 }, async () => {
+          await held.wait;
+          handled++;
+        });
+        for (let i = 0; i < 3; i++) await bus.publish(`${prefix}.lag`, enc(String(i)));
+        const mine = async () => (await bus.backlog()).find((b) => b.stream === stream && b.durable === 'lagging');
+        // The handler holds the first: every message is either waiting or given out and not acked.
+        await waitFor('a backlog of 3', async () => {
+          const b = await mine();
+          return b !== undefined && b.pending + b.ackPending === 3;
+        });
+        held.open();
+        await waitFor('3 handled', () => handled >= 3);
+        await waitFor('no backlog', async () => {
+          const b = await mine();
+          return b !== undefined && b.pending === 0 && b.ackPending === 0;
+        });
+      }, T);
+
       test('keeps stream order per subject with concurrency 1', async () => {
         const { stream, prefix } = await freshStream();
         const n = 25;

@@ -127,10 +127,34 @@ gauge('dws_process_heap_used_bytes', 'V8 heap in use.', () => process.memoryUsag
 gauge('dws_process_uptime_seconds', 'Seconds since the process loaded its metrics.', () => (Date.now() - started) / 1000);
 gauge('dws_process_event_loop_lag_seconds', 'How late the last 500 ms timer fired.', () => lastLag / 1000);
 
-/** Health of the process's own storage and bus, read when scraped (1 up, 0 down). */
-export function infraGauges(infra: { db: { healthy(): Promise<boolean> }; bus: { healthy(): Promise<boolean> } }): void {
+interface BusBacklog {
+  stream: string;
+  durable: string;
+  pending: number;
+  ackPending: number;
+}
+
+/**
+ * Health of the process's own storage and bus, read when scraped (1 up, 0
+ * down), and the lag of each durable consumer the process is part of (one
+ * consumer info call per durable per scrape).
+ */
+export function infraGauges(infra: {
+  db: { healthy(): Promise<boolean> };
+  bus: { healthy(): Promise<boolean>; backlog(): Promise<BusBacklog[]> };
+}): void {
   gauge('dws_db_up', 'The database answers (1) or not (0).', async () => ((await infra.db.healthy().catch(() => false)) ? 1 : 0));
   gauge('dws_bus_up', 'The bus answers (1) or not (0).', async () => ((await infra.bus.healthy().catch(() => false)) ? 1 : 0));
+  // One read serves both gauges of a scrape (they are read one after the other).
+  let read: { at: number; rows: Promise<BusBacklog[]> } | undefined;
+  const backlog = () => {
+    if (!read || Date.now() - read.at > 1000) read = { at: Date.now(), rows: infra.bus.backlog().catch(() => []) };
+    return read.rows;
+  };
+  const by = (pick: (b: BusBacklog) => number) => async () =>
+    (await backlog()).map((b) => ({ labels: { stream: b.stream, durable: b.durable }, value: pick(b) }));
+  gauge('dws_bus_consumer_pending', 'Messages stored for a durable consumer and not yet delivered: its lag.', by((b) => b.pending));
+  gauge('dws_bus_consumer_ack_pending', 'Messages a durable consumer has been given and not yet acknowledged.', by((b) => b.ackPending));
 }
 
 /** Content type of the exposition. */
