@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createRunner, type Connection } from '@dws/sdk';
 import { runTraceIds, startTracing, type Tracing } from '@dws/telemetry';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '@dws/telemetry/testing';
@@ -42,12 +44,28 @@ describe.each(modes)('tracing on %s', (mode) => {
   let dep: Deployment;
   let conn: Connection;
   let served: TestRunner;
+  let provider: Server;
   const svc = (name: 'ingest' | 'scheduler' | 'invoker') => (mode === 'fleet' ? name : 'dws');
 
   beforeAll(async () => {
     receiver = await startOtlpReceiver();
+    // A model provider speaking Anthropic's Messages API, for an Infer step.
+    provider = createServer((req, res) => {
+      let raw = '';
+      req.on('data', (c: Buffer) => (raw += c.toString()));
+      req.on('end', () => {
+        const body = JSON.parse(raw) as { model: string };
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ type: 'message', role: 'assistant', model: body.model, content: [{ type: 'text', text: 'hi' }], usage: { input_tokens: 4, output_tokens: 3 } }));
+      });
+    });
+    await new Promise<void>((r) => provider.listen(0, '127.0.0.1', r));
+    const providerUrl = `http://127.0.0.1:${(provider.address() as AddressInfo).port}`;
     // Every service process exports to the receiver; a short batch delay keeps the test quick.
-    dep = await startDeployment(mode, { env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '100' } });
+    dep = await startDeployment(mode, {
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '100', SERVICE_ANTHROPIC_BASE_URL: providerUrl, SERVICE_ANTHROPIC_API_KEY: 'sk-ant-e2e' },
+    });
     // The runners live in this process: its OTel SDK exports their spans to the same receiver.
     runnerTracing = await startTracing({ serviceName: 'runner', env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url } });
     expect(runnerTracing.enabled).toBe(true);
@@ -70,6 +88,7 @@ describe.each(modes)('tracing on %s', (mode) => {
         r.workflow('direct', { triggers: [{ event: 'trace/direct' }] }, async ({ step }) => step.run('only', () => 'done'));
         r.workflow('parent', { triggers: [{ event: 'trace/parent' }] }, async ({ step }) => step.runWorkflow('kid', { workflow: 'child', data: { x: 1 } }));
         r.workflow<{ x: number }>('child', async ({ event, step }) => step.run('double', () => event.data.x * 2));
+        r.workflow('think', { triggers: [{ event: 'trace/think' }] }, async ({ step }) => (await step.ai.generate('ask', { model: 'claude-e2e', prompt: 'hello', maxTokens: 8 })).text);
       },
       { app: 'traced-serve' },
     );
@@ -81,6 +100,7 @@ describe.each(modes)('tracing on %s', (mode) => {
     await dep?.stop();
     await runnerTracing?.shutdown();
     await receiver?.close();
+    await new Promise((r) => provider?.close(r));
   }, 60_000);
 
   const runToEnd = async (body: Record<string, unknown>, headers: Record<string, string> = {}) => {
@@ -206,5 +226,17 @@ describe.each(modes)('tracing on %s', (mode) => {
     expect(parentPasses.find((s) => s.spanId === link?.spanId)).toMatchObject({ name: 'run.pass', traceId: runTraceIds(parentId).traceId });
     expect(spans.filter((s) => s.name === 'run.pass').every((s) => s.parentSpanId === child.rootSpanId)).toBe(true);
     expect(spans.find((s) => s.name === 'step.run')!.attributes['dws.step.name']).toBe('double');
+  }, 90_000);
+
+  it('puts the invoker\'s model call of an Infer step in the run\'s trace', async () => {
+    const runId = await runToEnd({ name: 'trace/think', data: {} });
+    const ids = runTraceIds(runId);
+    const spans = await traceOf(runId, (s) => s.some((x) => x.name === 'step.infer'));
+    expect(spans.find((s) => s.name === 'step.infer')).toMatchObject({
+      service: svc('invoker'),
+      kind: KIND.client,
+      parentSpanId: ids.rootSpanId,
+      attributes: expect.objectContaining({ 'dws.run.id': runId, 'dws.step.name': 'ask', 'dws.infer.model': 'claude-e2e', 'dws.infer.tokens_in': 4, 'dws.infer.tokens_out': 3 }),
+    });
   }, 90_000);
 });
