@@ -41,6 +41,13 @@ export interface ChaosOptions {
    * the machine is hurt. @default false
    */
   infraRestarts?: boolean;
+  /**
+   * A rolling restart instead of crashes: every `killEveryMs` the next service
+   * in turn gets SIGTERM, has 30 s to drain and exit by itself, and is started
+   * again; each stop is recorded (and one that had to be forced, or exited
+   * non-zero, breaks an invariant). @default false
+   */
+  rolling?: boolean;
   /** Extra environment for every service process. */
   env?: Record<string, string>;
   /** Progress lines. @default none */
@@ -66,6 +73,8 @@ export interface ChaosReport extends InvariantReport {
   terminalAfterMs?: number;
   /** Unexpected answers during the load (an event that started no run, a 4xx). */
   loadErrors: string[];
+  /** Rolling mode: how each SIGTERMed service went (a forced or failed exit is a violation). */
+  stops: { service: string; ms: number; forced: boolean; code: number | null }[];
 }
 
 export const CHAOS_APP = 'chaos';
@@ -143,7 +152,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const seed = opts.seed ?? randomBytes(4).readUInt32LE();
   const log = opts.log ?? (() => undefined);
   log(
-    `chaos: seed ${seed}, load ${Math.round(opts.loadMs / 1000)} s, ${opts.inFlight ?? 20} in flight, a kill every ${(opts.killEveryMs ?? 10_000) / 1000} s${opts.forceInvoker ? ' (invoker forced)' : ''}`,
+    `chaos: seed ${seed}, load ${Math.round(opts.loadMs / 1000)} s, ${opts.inFlight ?? 20} in flight, ${opts.rolling ? 'a rolling restart' : 'a kill'} every ${(opts.killEveryMs ?? 10_000) / 1000} s${opts.forceInvoker ? ' (invoker forced)' : ''}`,
   );
   const infra = opts.infraRestarts ? await startPrivateInfra() : undefined;
   const saved = { db: process.env.TEST_DATABASE_URL, nats: process.env.TEST_NATS_URL };
@@ -332,17 +341,29 @@ async function drive(
 
   const kills: Record<string, number> = {};
   const killLog: ChaosReport['killLog'] = [];
+  const stops: ChaosReport['stops'] = [];
   const killer = async () => {
     const every = opts.killEveryMs ?? 10_000;
     let sinceInvoker = Infinity;
     for (let k = 1; t0 + k * every < loadEnd; k++) {
       await delay(Math.max(0, t0 + k * every - Date.now()));
       const forced = opts.forceInvoker && (k === 1 || sinceInvoker >= 2);
-      const service = forced ? 'invoker' : SERVICES[Math.floor(killRng() * SERVICES.length)]!;
+      const service = opts.rolling
+        ? SERVICES[(k - 1) % SERVICES.length]!
+        : forced
+          ? 'invoker'
+          : SERVICES[Math.floor(killRng() * SERVICES.length)]!;
       sinceInvoker = service === 'invoker' ? 0 : sinceInvoker + 1;
       const atMs = Date.now() - t0;
-      log(`chaos: ${at()} SIGKILL ${service}`);
-      await dep.crashAndRestart(service);
+      if (opts.rolling) {
+        log(`chaos: ${at()} SIGTERM ${service}`);
+        const stop = await dep.restart!(service);
+        stops.push({ service, ...stop });
+        log(`chaos: ${at()} ${service} exited ${stop.forced ? 'only when killed' : `by itself with ${stop.code}`} after ${stop.ms} ms`);
+      } else {
+        log(`chaos: ${at()} SIGKILL ${service}`);
+        await dep.crashAndRestart(service);
+      }
       killLog.push({ atMs, service, restartMs: Date.now() - t0 - atMs });
       kills[service] = (kills[service] ?? 0) + 1;
       log(`chaos: ${at()} ${service} back (${killLog.at(-1)!.restartMs} ms)`);
@@ -410,6 +431,7 @@ async function drive(
     postRetries,
     terminalAfterMs,
     loadErrors,
+    stops,
   };
 }
 
@@ -472,5 +494,8 @@ export function violations(r: ChaosReport): string[] {
   for (const l of r.lostDeliveries) out.push(`webhook delivery never received: ${l}`);
   for (const m of r.approvalMismatches) out.push(`gated run did not resume approved: ${m}`);
   for (const g of r.timelineGaps) out.push(`timeline not gap-free: ${g}`);
+  for (const st of r.stops) {
+    if (st.forced || st.code !== 0) out.push(`${st.service} did not drain and exit by itself on SIGTERM: ${JSON.stringify(st)}`);
+  }
   return out;
 }

@@ -22,6 +22,12 @@ export interface Deployment {
    * Replicas past the first are named `<service>-<i>` (`ingest-1`).
    */
   crashAndRestart(name: string, beforeRestart?: () => Promise<void>): Promise<void>;
+  /**
+   * A rolling restart of one process: SIGTERM, up to 30 s to drain and exit on
+   * its own (then SIGKILL), start it again and wait until it is ready. Says how
+   * the old process went.
+   */
+  restart?(name: string): Promise<{ ms: number; forced: boolean; code: number | null }>;
   /** The deployment's own database on the real Postgres (absent when embedded). */
   readonly databaseUrl?: string;
   /** Pids of the service processes (for CPU accounting in benchmarks). */
@@ -119,6 +125,14 @@ export async function startDeployment(
       await beforeRestart?.();
       const proc = launch(name, p.entry, p.env, p.port);
       await waitReady(`http://127.0.0.1:${p.port}`, proc);
+    },
+    async restart(name) {
+      const p = procs.get(name);
+      if (!p) throw new Error(`no process ${name}`);
+      const stopped = await p.proc.kill('SIGTERM', 30_000);
+      const proc = launch(name, p.entry, p.env, p.port);
+      await waitReady(`http://127.0.0.1:${p.port}`, proc);
+      return stopped;
     },
     databaseUrl,
     pids: () => [...procs.values()].map((p) => p.proc.child.pid).filter((x): x is number => x !== undefined),

@@ -13,7 +13,11 @@ export interface Proc {
   readonly child: ChildProcess;
   /** Everything the process printed, for failure messages. */
   output(): string;
-  kill(signal?: NodeJS.Signals): Promise<void>;
+  /**
+   * Send `signal` and wait for the exit; SIGKILL after `graceMs`. Says how
+   * long the exit took, whether it had to be forced, and the exit code.
+   */
+  kill(signal?: NodeJS.Signals, graceMs?: number): Promise<{ ms: number; forced: boolean; code: number | null }>;
 }
 
 /** Run a TypeScript entry point (as `pnpm dev` / `pnpm start:x` do, via tsx) with its own env. */
@@ -38,12 +42,18 @@ export function startTs(name: string, entry: string, env: Record<string, string>
     name,
     child,
     output: () => out,
-    async kill(signal: NodeJS.Signals = 'SIGTERM') {
-      if (child.exitCode !== null || child.signalCode !== null) return;
+    async kill(signal: NodeJS.Signals = 'SIGTERM', graceMs = 10_000) {
+      if (child.exitCode !== null || child.signalCode !== null) return { ms: 0, forced: false, code: child.exitCode };
+      const t0 = Date.now();
+      let forced = false;
       child.kill(signal);
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      const timer = setTimeout(() => {
+        forced = true;
+        child.kill('SIGKILL');
+      }, graceMs);
       await exited;
       clearTimeout(timer);
+      return { ms: Date.now() - t0, forced, code: child.exitCode };
     },
   };
 }
