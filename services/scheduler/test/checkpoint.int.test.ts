@@ -72,6 +72,39 @@ describe.each(modes())('scheduler checkpoints (%s)', (mode) => {
     expect(stepFrames).toHaveLength(3);
   });
 
+  // A run's stored status is `running` only once a pass of it applied: one that was queued (flow
+  // control, children, replays) or parked (a sleep) is claimed under its old status. Its checkpoints
+  // must be taken all the same, or every such run pays one pass more.
+  it('takes the checkpoints of a run claimed from the queue, and of one woken from a sleep, in that same pass', async () => {
+    const statuses: string[] = [];
+    pass = async (body, cp) => {
+      if (!body.steps[hashStepId('nap')]) return { status: 206, body: { opcodes: [{ op: 'Sleep', id: hashStepId('nap'), name: 'nap', sleepMs: 50 }], logs: [] } };
+      for (let i = 0; i < 2; i++) {
+        expect(await cp(`w${i}`, i)).toMatchObject({ status: 200, body: { stored: true } });
+        statuses.push((await h.call('runs.get', { params: { id: body.ctx.runId } })).body.status);
+      }
+      return { status: 200, body: { data: 'woke', logs: [] } };
+    };
+    const slept = await h.start('cp-sleep');
+    expect((await h.waitFor(slept, ['succeeded'])).result).toBe('woke');
+    expect(passesOf(slept)).toHaveLength(2);
+    expect(statuses).toEqual(['running', 'running']);
+
+    pass = async (body, cp) => {
+      for (let i = 0; i < 2; i++) expect(await cp(`q${i}`, i)).toMatchObject({ status: 200, body: { stored: true } });
+      return { status: 200, body: { data: 'from the queue', logs: [] } };
+    };
+    const queued = await h.start('cp-queued', {}, { flow: { concurrencyLimit: 5, concurrencyKey: `k-${Date.now()}` } });
+    expect((await h.waitFor(queued, ['succeeded'])).result).toBe('from the queue');
+    expect(passesOf(queued)).toHaveLength(1);
+    const frames = await h.db.query<{ seq: number; kind: string; status: string | null }>(
+      `select seq, kind, payload->>'status' as status from scheduler.frames where run_id = $1 order by seq`,
+      [queued],
+    );
+    expect(frames.map((f) => Number(f.seq))).toEqual(frames.map((_, i) => i + 1));
+    expect(frames.filter((f) => f.kind === 'run_status').map((f) => f.status)).toEqual(['queued', 'running', 'succeeded']);
+  });
+
   it('a runner that dies after its checkpoints re-runs only the step in flight', async () => {
     const ran: string[] = [];
     let first = true;

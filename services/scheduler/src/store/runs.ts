@@ -105,16 +105,19 @@ export interface ApplyCheckpoint {
 
 /**
  * Store steps a runner finished while its pass goes on, in ONE statement,
- * guarded like a pass: this replica still holds the run at this pass and it
- * is running with no pause asked for (a pause or cancel ends the pass at
- * this step boundary instead). The pass number does not move: the pass's
- * own reply still applies after its checkpoints. True when stored.
+ * guarded like a pass: this replica still holds the run at this pass, it is
+ * not ended, paused or cancelled, and no pause is asked for (a pause or
+ * cancel ends the pass at this step boundary instead). A run claimed as
+ * queued or waiting is stored `running` here (the engine's held run already
+ * is, and its `running` frame rides these frames), as its pass's reply would.
+ * The pass number does not move: the pass's own reply still applies after
+ * its checkpoints. True when stored.
  */
 export async function applyCheckpoint(db: Database, a: ApplyCheckpoint): Promise<boolean> {
   const rows = await db.query<{ id: string }>(
     `with r as (
-       update scheduler.runs set step_count = step_count + $4, next_seq = $5, updated_at = now()
-        where id = $1 and pass = $2 and lease_owner = $3 and status = 'running' and not pause_requested
+       update scheduler.runs set status = 'running', step_count = step_count + $4, next_seq = $5, updated_at = now()
+        where id = $1 and pass = $2 and lease_owner = $3 and status in ('queued', 'waiting', 'running') and not pause_requested
         returning id
      ), s as (${upsertSteps('$6', '$7')}
      ), f as (${insertFrames('$6', '$8')}
