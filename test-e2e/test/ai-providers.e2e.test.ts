@@ -1,28 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { api, eventually, runReached } from '../src/api.js';
 import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
+import { anthropicMessage, startFakeModel } from '../src/fake-model.js';
 import { realInfra } from '../src/infra.js';
 import { startRunner, type TestRunner } from '../src/runner.js';
 
 const ADMIN = `admin-${randomBytes(8).toString('hex')}`;
 const modes: Mode[] = realInfra() ? ['embedded', 'fleet'] : ['embedded'];
 
-/** A local server speaking Anthropic's Messages API that records which key called it. */
-async function fakeAnthropic(name: string): Promise<{ server: Server; url: string; keys: string[] }> {
-  const keys: string[] = [];
-  const server = createServer((req, res) => {
-    req.resume().on('end', () => {
-      keys.push(String(req.headers['x-api-key']));
-      res.writeHead(200, { 'content-type': 'application/json' }).end(
-        JSON.stringify({ type: 'message', role: 'assistant', model: 'm', content: [{ type: 'text', text: name }], usage: { input_tokens: 1, output_tokens: 1 } }),
-      );
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, keys };
+/** A local server speaking Anthropic's Messages API that answers `name` and records which key called it. */
+async function fakeAnthropic(name: string) {
+  const model = await startFakeModel(({ body }) => anthropicMessage(body.model, name));
+  return { ...model, keys: () => model.calls.map((c) => String(c.headers['x-api-key'])) };
 }
 
 /**
@@ -50,7 +40,7 @@ describe.each(modes)('per-workspace model providers (%s)', (mode) => {
   afterAll(async () => {
     await runner?.close();
     await dep?.stop();
-    for (const s of [fallback, own]) await new Promise((r) => s?.server.close(r));
+    for (const s of [fallback, own]) await s?.close();
   }, 60_000);
 
   const admin = (body?: unknown) => api(dep.base, body === undefined ? 'GET' : 'PATCH', '/v1/admin/workspaces/ws_default', { key: ADMIN, body });
@@ -62,7 +52,7 @@ describe.each(modes)('per-workspace model providers (%s)', (mode) => {
 
   it('calls the workspace provider with its key, shows no key, and falls back once it is removed', async () => {
     expect(await ask()).toBe('from the default');
-    expect(fallback.keys).toEqual(['sk-env']);
+    expect(fallback.keys()).toEqual(['sk-env']);
 
     const set = await admin({ providers: { anthropic: { baseUrl: own.url, apiKey: 'sk-workspace' } } });
     expect(set.status).toBe(200);
@@ -70,11 +60,11 @@ describe.each(modes)('per-workspace model providers (%s)', (mode) => {
     expect(JSON.stringify((await admin()).body)).not.toContain('sk-workspace');
     // The invoker learns it from the workspace fact: the next call may race it, so ask until it lands.
     await eventually('the workspace provider answers', async () => ((await ask()) === 'from the workspace' ? true : undefined), 30_000);
-    expect(own.keys.every((k) => k === 'sk-workspace')).toBe(true);
+    expect(own.keys().every((k) => k === 'sk-workspace')).toBe(true);
 
     // A field at a time: the key alone changes, the base URL stays.
     expect((await admin({ providers: { anthropic: { apiKey: 'sk-rotated' } } })).body.providers).toEqual({ anthropic: { baseUrl: own.url, apiKeySet: true } });
-    await eventually('the rotated key is used', async () => ((await ask(), own.keys.at(-1) === 'sk-rotated') ? true : undefined), 30_000);
+    await eventually('the rotated key is used', async () => ((await ask(), own.keys().at(-1) === 'sk-rotated') ? true : undefined), 30_000);
 
     expect((await admin({ providers: { anthropic: null } })).body.providers).toEqual({});
     await eventually('back to the default', async () => ((await ask()) === 'from the default' ? true : undefined), 30_000);

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { api, eventually, runReached } from '../src/api.js';
 import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
+import { anthropicMessage, startFakeModel } from '../src/fake-model.js';
 import { realInfra } from '../src/infra.js';
 import { startRunner, type TestRunner } from '../src/runner.js';
 
@@ -18,24 +17,11 @@ const modes: Mode[] = realInfra() ? ['embedded', 'fleet'] : ['embedded'];
 describe.each(modes)('AI spend ceilings (%s)', (mode) => {
   let dep: Deployment;
   let runner: TestRunner;
-  let server: Server;
-  const prompts: string[] = [];
+  let model: Awaited<ReturnType<typeof startFakeModel>>;
 
   beforeAll(async () => {
-    server = createServer((req, res) => {
-      let raw = '';
-      req.on('data', (c: Buffer) => (raw += c.toString()));
-      req.on('end', () => {
-        const body = JSON.parse(raw);
-        prompts.push(body.messages[0].content);
-        res.writeHead(200, { 'content-type': 'application/json' }).end(
-          JSON.stringify({ type: 'message', role: 'assistant', model: body.model, content: [{ type: 'text', text: 'ok' }], usage: { input_tokens: 60, output_tokens: 50 } }),
-        );
-      });
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    dep = await startDeployment(mode, { env: { SERVICE_ANTHROPIC_BASE_URL: url, SERVICE_ANTHROPIC_API_KEY: 'sk-ant-e2e' } });
+    model = await startFakeModel(({ body }) => anthropicMessage(body.model, 'ok', { input_tokens: 60, output_tokens: 50 }));
+    dep = await startDeployment(mode, { env: { SERVICE_ANTHROPIC_BASE_URL: model.url, SERVICE_ANTHROPIC_API_KEY: 'sk-ant-e2e' } });
     /** Three model calls in a row; a refused one is caught and reported in the result. */
     const threeCalls = async ({ step, event }: any) => {
       const tag = String(event.data.tag);
@@ -63,7 +49,7 @@ describe.each(modes)('AI spend ceilings (%s)', (mode) => {
   afterAll(async () => {
     await runner?.close();
     await dep?.stop();
-    await new Promise((r) => server?.close(r));
+    await model?.close();
   }, 60_000);
 
   const run = async (workflow: string, tag: string) => {
@@ -72,7 +58,11 @@ describe.each(modes)('AI spend ceilings (%s)', (mode) => {
     const id = sent.body.runId as string;
     return eventually(`${workflow} run succeeded`, async () => runReached((await api(dep.base, 'GET', `/v1/runs/${id}`, { key: dep.secretKey })).body), 30_000);
   };
-  const calledFor = (tag: string) => prompts.filter((p) => p.startsWith(`${tag}-`)).sort();
+  const calledFor = (tag: string) =>
+    model.calls
+      .map((c) => c.body.messages[0].content as string)
+      .filter((p) => p.startsWith(`${tag}-`))
+      .sort();
 
   it('refuses the call that would start past a run ceiling, without calling the provider', async () => {
     const tag = `run-${mode}`;
