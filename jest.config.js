@@ -24,7 +24,8 @@ export default {
       ...base,
       displayName: 'e2e',
       testMatch: ['<rootDir>/test-e2e/test/**/*.e2e.test.ts'],
-      globalSetup: '<rootDir>/scripts/jest-infra-setup.js',
+      // The infra, and one build of the services' bundles (they run from dist/).
+      globalSetup: '<rootDir>/scripts/jest-e2e-setup.js',
     },
   ],
 };

@@ -3,14 +3,18 @@
  * each service's main-thread V8 CPU profile written under DWS_CPU_PROF=<dir>
  * (`<dir>/<service>/*.cpuprofile`; the largest file of a service is its main thread).
  * Prints one markdown table per service: function, where, self ms and share.
+ * Frames in the services' bundles (dist/, scripts/build.mjs) are mapped back to
+ * their source files and lines through the bundles' source maps.
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { SourceMap } from 'node:module';
 import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 interface Node {
   id: number;
   children?: number[];
-  callFrame: { functionName: string; url: string; lineNumber: number };
+  callFrame: { functionName: string; url: string; lineNumber: number; columnNumber: number };
   hitCount?: number;
 }
 interface Profile {
@@ -35,6 +39,23 @@ function where(url: string, line: number): string {
   return `${rel}:${line + 1}`;
 }
 
+const maps = new Map<string, SourceMap | null>();
+
+/** A bundle frame's source file URL and line (0-based), or the frame itself when it has no source map. */
+function original(url: string, line: number, column: number): { url: string; line: number } {
+  if (!url.startsWith('file://') || !url.endsWith('.js') || !/\/dist\//.test(url)) return { url, line };
+  let map = maps.get(url);
+  if (map === undefined) {
+    const file = `${fileURLToPath(url)}.map`;
+    map = existsSync(file) ? new SourceMap(JSON.parse(readFileSync(file, 'utf8')) as ConstructorParameters<typeof SourceMap>[0]) : null;
+    maps.set(url, map);
+  }
+  const e = map?.findEntry(line, column);
+  if (!e || !('originalSource' in e)) return { url, line };
+  // Map sources are relative to the map file (a bundle's sits beside it).
+  return { url: new URL(e.originalSource, pathToFileURL(fileURLToPath(url))).href, line: e.originalLine };
+}
+
 for (const svc of readdirSync(dir).sort()) {
   const sdir = path.join(dir, svc);
   if (!statSync(sdir).isDirectory()) continue;
@@ -42,6 +63,11 @@ for (const svc of readdirSync(dir).sort()) {
   if (files.length === 0) continue;
   const main = files.map((f) => path.join(sdir, f)).sort((a, b) => statSync(b).size - statSync(a).size)[0]!;
   const p = JSON.parse(readFileSync(main, 'utf8')) as Profile;
+  for (const n of p.nodes) {
+    const o = original(n.callFrame.url, n.callFrame.lineNumber, n.callFrame.columnNumber);
+    n.callFrame.url = o.url;
+    n.callFrame.lineNumber = o.line;
+  }
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);

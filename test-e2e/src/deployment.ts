@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort, startTs, waitReady, type Proc } from './processes.js';
+import { freePort, startService, waitReady, type Proc } from './processes.js';
 import { freshDatabase, realInfra, uniquePrefix } from './infra.js';
 
 export type Mode = 'embedded' | 'dev-real' | 'fleet';
@@ -78,7 +78,7 @@ export async function startDeployment(
   }
 
   const launch = (name: string, entry: string, env: Record<string, string>, p: number) => {
-    const proc = startTs(name, entry, { ...env, PORT: String(p) });
+    const proc = startService(name, entry, { ...env, PORT: String(p) });
     procs.set(name, { proc, entry, env, port: p });
     return proc;
   };

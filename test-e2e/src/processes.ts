@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -20,12 +20,56 @@ export interface Proc {
   kill(signal?: NodeJS.Signals, graceMs?: number): Promise<{ ms: number; forced: boolean; code: number | null }>;
 }
 
-/** Run a TypeScript entry point (as `pnpm dev` / `pnpm start:x` do, via tsx) with its own env. */
+/**
+ * The bundle scripts/build.mjs makes of an entry point: dist/ mirrors the
+ * source path without `src/` (services/scheduler/src/bin.ts ->
+ * dist/services/scheduler/bin.js, apps/fleet/src/dev.ts -> dist/apps/fleet/dev.js).
+ */
+export function bundleOf(entry: string): string {
+  return path.join('dist', entry.replace('/src/', '/').replace(/\.ts$/, '.js'));
+}
+
+/**
+ * Builds dist/ unless this process or its parent already did (DWS_BUILT=1,
+ * set here and by the jest e2e global setup, which builds once per test
+ * session): the first service a process starts is never stale code, and the
+ * rest start without a build.
+ */
+export function ensureBuilt(): void {
+  if (process.env.DWS_BUILT === '1') return;
+  const res = spawnSync(process.execPath, [path.join(ROOT, 'scripts', 'build.mjs'), '--if-stale', '--quiet'], {
+    cwd: ROOT,
+    stdio: 'inherit',
+  });
+  if (res.status !== 0) throw new Error(`node scripts/build.mjs failed (${res.status ?? res.signal})`);
+  process.env.DWS_BUILT = '1';
+}
+
+/** Run a TypeScript entry point through tsx (examples, runners) with its own env. */
 export function startTs(name: string, entry: string, env: Record<string, string>): Proc {
-  // DWS_CPU_PROF=<dir>: each service writes a V8 CPU profile there when it exits (benchmark profiling).
-  // One directory per service: V8 writes one profile per thread (tsx's loader thread has its own).
+  return startNode(name, ['--import', tsxLoader, path.join(ROOT, entry)], env);
+}
+
+/**
+ * Run a service's or the embedded fleet's entry point (`services/<x>/src/bin.ts`,
+ * `apps/fleet/src/dev.ts`) as `pnpm start:<x>` / `pnpm dev` do: its bundle on
+ * plain node, built first if need be (ensureBuilt). DWS_RUN_TS=1 runs the
+ * TypeScript through tsx instead (to compare the two).
+ */
+export function startService(name: string, entry: string, env: Record<string, string>): Proc {
+  if (process.env.DWS_RUN_TS === '1') return startTs(name, entry, env);
+  ensureBuilt();
+  // As in the image, without --enable-source-maps (mapping a stack costs memory the first time);
+  // NODE_OPTIONS=--enable-source-maps reaches the child and maps its stack traces to the sources.
+  return startNode(name, [path.join(ROOT, bundleOf(entry))], env);
+}
+
+function startNode(name: string, args: string[], env: Record<string, string>): Proc {
+  // DWS_CPU_PROF=<dir>: each process writes a V8 CPU profile there when it exits (benchmark profiling;
+  // bench/src/profile-top.ts maps bundle frames back to sources through the source maps).
+  // One directory per process: V8 writes one profile per thread (tsx's loader thread has its own).
   const prof = process.env.DWS_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.join(process.env.DWS_CPU_PROF, name)}`] : [];
-  const child = spawn(process.execPath, [...prof, '--import', tsxLoader, path.join(ROOT, entry)], {
+  const child = spawn(process.execPath, [...prof, ...args], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

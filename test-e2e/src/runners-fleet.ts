@@ -1,6 +1,6 @@
 import { SERVICES, type Deployment } from './deployment.js';
 import { freshDatabase, realInfra, uniquePrefix } from './infra.js';
-import { freePort, startTs, waitReady, type Proc } from './processes.js';
+import { freePort, startService, waitReady, type Proc } from './processes.js';
 
 export interface RunnersFleet extends Deployment {
   /** Ports of the invoker replicas, in start order. */
@@ -38,7 +38,7 @@ export async function startRunnersFleet(opts: { invokers?: number; env?: Record<
   };
   const procs: { name: string; proc: Proc; port: number; entry: string }[] = [];
   const launch = async (name: string, entry: string, port: number) => {
-    const proc = startTs(name, entry, { ...shared, PORT: String(port) });
+    const proc = startService(name, entry, { ...shared, PORT: String(port) });
     procs.push({ name, proc, port, entry });
     await waitReady(`http://127.0.0.1:${port}`, proc);
   };
@@ -72,7 +72,7 @@ export async function startRunnersFleet(opts: { invokers?: number; env?: Record<
       if (!p) throw new Error(`no process ${name}`);
       await p.proc.kill('SIGKILL');
       await beforeRestart?.();
-      const proc = startTs(name, p.entry, { ...shared, PORT: String(p.port) });
+      const proc = startService(name, p.entry, { ...shared, PORT: String(p.port) });
       p.proc = proc;
       await waitReady(`http://127.0.0.1:${p.port}`, proc);
     },

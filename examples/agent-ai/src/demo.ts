@@ -9,7 +9,7 @@
  * with edits), and prints the run's reply, its scores and each model call's
  * usage. Exits 0 when the run succeeded.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
@@ -52,7 +52,11 @@ const modelUrl = `http://127.0.0.1:${(model.address() as { port: number }).port}
 const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dws-agent-ai-'));
-const service = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'apps/fleet/src/dev.ts')], {
+// As `pnpm dev` does: build the bundles when they are missing or stale, run the embedded one.
+if (spawnSync(process.execPath, [path.join(ROOT, 'scripts/build.mjs'), '--if-stale', '--quiet'], { stdio: 'inherit' }).status !== 0) {
+  throw new Error('node scripts/build.mjs failed');
+}
+const service = spawn(process.execPath, [path.join(ROOT, 'dist/apps/fleet/dev.js')], {
   cwd: ROOT,
   env: {
     ...process.env,
