@@ -1,39 +1,47 @@
 # One image for every service; the argument picks which one runs:
 #   docker build -t dws:0.1.0 .
-#   docker run dws:0.1.0 services/scheduler/src/bin.ts      (gateway by default)
-# The services run from TypeScript through tsx: there is no compile step.
+#   docker run dws:0.1.0 dist/services/scheduler/bin.js      (gateway by default)
+# The services run as esbuild bundles on plain node (scripts/build.mjs): no tsx, no
+# TypeScript at run time.
 
 ARG NODE_IMAGE=node:20-bookworm-slim
 
-FROM ${NODE_IMAGE} AS deps
+FROM ${NODE_IMAGE} AS source
 WORKDIR /app
 RUN npm install -g pnpm@10.34.8
 # The store is filled from the lockfile alone, so this layer outlives source edits.
 COPY pnpm-lock.yaml pnpm-workspace.yaml ./
 COPY patches ./patches
-RUN pnpm fetch --prod
+RUN pnpm fetch
 COPY . .
-# Production dependencies only: no jest, swc, buf, eslint, typescript, testcontainers.
+
+# Every dependency (esbuild is a devDependency), then the bundles into dist/. No install
+# scripts: the console is built in the deps stage, and esbuild needs none.
+FROM source AS build
+RUN pnpm install --frozen-lockfile --offline --ignore-scripts \
+ && node scripts/build.mjs
+
+# Production dependencies only: no jest, swc, buf, eslint, typescript, tsx, esbuild.
+FROM source AS deps
 RUN pnpm install --prod --frozen-lockfile --offline
-# tsx is a root devDependency, so --prod leaves it out: install the lockfile's version on
-# its own (apps/deploy-check checks that this ARG matches pnpm-lock.yaml).
-ARG TSX_VERSION=4.23.15
-RUN npm install --prefix /opt/tsx --no-save --no-audit --no-fund "tsx@${TSX_VERSION}" \
- && ln -s /opt/tsx/node_modules/tsx node_modules/tsx
-# What a service never loads: tests, benchmarks, examples, docs, tooling.
-RUN rm -rf .git test-e2e bench examples docs deploy scripts proto patches apps/deploy-check \
+# What a service never loads: tests, benchmarks, examples, docs, tooling, and the TypeScript
+# the bundles were made from. Kept: each service's store/migrations, libs/db's
+# pglite-init.mjs, the built console and node_modules (PGlite's wasm), which the bundles
+# find relative to the tree (scripts/build.mjs).
+RUN rm -rf .git dist test-e2e bench examples docs deploy scripts proto patches apps/deploy-check \
       libs/*/test services/*/test \
- && find libs services apps -name '*.test.ts' -delete
+ && find libs services apps -name node_modules -prune -o -name '*.ts' -type f -print | xargs rm -f
 
 FROM ${NODE_IMAGE}
 ENV NODE_ENV=production \
     HOST=0.0.0.0
 WORKDIR /app
-COPY --from=deps /opt/tsx /opt/tsx
 COPY --from=deps /app /app
+COPY --from=build /app/dist /app/dist
 # The base image's unprivileged `node` user, by uid so Kubernetes can check runAsNonRoot.
 USER 1000:1000
 EXPOSE 8288
 # node itself is PID 1 (not pnpm), so SIGTERM reaches the service and it drains.
-ENTRYPOINT ["node", "--import", "tsx"]
-CMD ["services/gateway/src/bin.ts"]
+# NODE_OPTIONS=--enable-source-maps maps stack traces to the TypeScript sources' lines.
+ENTRYPOINT ["node"]
+CMD ["dist/services/gateway/bin.js"]

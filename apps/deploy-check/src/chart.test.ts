@@ -44,7 +44,7 @@ describe('deploy/helm/dws', () => {
     expect([count('Deployment'), count('Service'), count('PodDisruptionBudget'), count('HorizontalPodAutoscaler')]).toEqual([6, 6, 6, 6]);
     expect([count('ConfigMap'), count('Secret'), count('Ingress')]).toEqual([1, 1, 1]);
     for (const s of SERVICES)
-      expect(find(objects, 'Deployment', `dws-${s}`).spec.template.spec.containers[0].args).toEqual([`services/${s}/src/bin.ts`]);
+      expect(find(objects, 'Deployment', `dws-${s}`).spec.template.spec.containers[0].args).toEqual([`dist/services/${s}/bin.js`]);
   });
 
   it('refuses to render without a sealing key, naming the value to set', () => {

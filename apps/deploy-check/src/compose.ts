@@ -104,8 +104,8 @@ export function checkComposeFleet(doc: Dict): string[] {
     if (context !== '.' || dockerfile !== 'Dockerfile')
       out.push(`services.${name}: must be built from the repository's Dockerfile (build.context ".")`);
     const command = Array.isArray(s.command) ? s.command : [];
-    if (command[0] !== `services/${name}/src/bin.ts`)
-      out.push(`services.${name}: command must be ["services/${name}/src/bin.ts"] (the image's entrypoint is node --import tsx)`);
+    if (command[0] !== `dist/services/${name}/bin.js`)
+      out.push(`services.${name}: command must be ["dist/services/${name}/bin.js"] (the image's entrypoint is node)`);
     const env = isDict(s.environment) ? s.environment : {};
     for (const v of ['DATABASE_URL', 'NATS_URL', 'SERVICE_SEAL_KEY', 'PORT'])
       if (!env[v]) out.push(`services.${name}: environment.${v} is not set`);

@@ -1,10 +1,9 @@
-import { parse } from 'yaml';
-
 /**
- * The Dockerfile's shape: several stages (dependencies built apart from the image that
- * runs), a final stage that runs as a non-root user, node --import tsx as the entrypoint
- * (what the chart's args and compose's commands assume), and the tsx it installs being
- * the lockfile's version.
+ * The Dockerfile's shape: several stages (dependencies and bundles built apart from the
+ * image that runs), a final stage that runs as a non-root user, plain `node` as the
+ * entrypoint (the chart's args and compose's commands name a bundle, dist/...), the
+ * bundles built by scripts/build.mjs in a stage and copied into the final one, and no
+ * tsx in the final stage.
  */
 
 interface Instruction {
@@ -28,13 +27,7 @@ function instructions(text: string): Instruction[] {
   return out;
 }
 
-/** The tsx version pnpm-lock.yaml resolves for the root package. */
-export function lockedTsxVersion(lockText: string): string | undefined {
-  const lock = parse(lockText) as { importers?: Record<string, { devDependencies?: Record<string, { version?: string }> }> };
-  return lock.importers?.['.']?.devDependencies?.tsx?.version?.replace(/\(.*$/, '');
-}
-
-export function checkDockerfile(text: string, lockText: string): string[] {
+export function checkDockerfile(text: string): string[] {
   const out: string[] = [];
   const ins = instructions(text);
   const froms = ins.filter((i) => i.op === 'FROM');
@@ -47,18 +40,23 @@ export function checkDockerfile(text: string, lockText: string): string[] {
   else if (!/^\d+(:\d+)?$/.test(user.args))
     out.push(`line ${user.line}: USER ${user.args}: use a numeric uid so Kubernetes can verify runAsNonRoot`);
   const entry = final.filter((i) => i.op === 'ENTRYPOINT').pop();
-  if (!entry || entry.args !== '["node", "--import", "tsx"]')
+  if (!entry || entry.args !== '["node"]')
     out.push(
-      'the final stage\'s ENTRYPOINT must be ["node", "--import", "tsx"] (the chart and compose pass the service file as the argument)',
+      'the final stage\'s ENTRYPOINT must be ["node"] (the chart and compose pass the bundle, dist/services/<name>/bin.js, as the argument)',
     );
+  const cmd = final.filter((i) => i.op === 'CMD').pop();
+  if (cmd && !/^\["dist\/services\/[a-z-]+\/bin\.js"\]$/.test(cmd.args))
+    out.push(`line ${cmd.line}: CMD ${cmd.args}: the default must be a service's bundle, ["dist/services/<name>/bin.js"]`);
   for (const f of froms) if (/:latest\b/.test(f.args)) out.push(`line ${f.line}: FROM ${f.args}: pin the base image`);
   if (final.some((i) => i.op === 'RUN' && /pnpm install(?![^&]*--prod)/.test(i.args)))
     out.push('the final stage installs dependencies: do it in a build stage');
   if (!final.some((i) => i.op === 'COPY' && /--from=/.test(i.args))) out.push('the final stage copies nothing from the build stage');
-  const arg = ins.find((i) => i.op === 'ARG' && i.args.startsWith('TSX_VERSION='));
-  const locked = lockedTsxVersion(lockText);
-  if (!arg) out.push('no ARG TSX_VERSION');
-  else if (!locked) out.push('pnpm-lock.yaml resolves no tsx for the root package');
-  else if (arg.args !== `TSX_VERSION=${locked}`) out.push(`line ${arg.line}: ${arg.args}, but pnpm-lock.yaml has tsx ${locked}`);
+  if (!ins.some((i) => i.op === 'RUN' && /node scripts\/build\.mjs|pnpm (run )?build\b/.test(i.args)))
+    out.push('no stage builds the bundles (node scripts/build.mjs)');
+  if (!final.some((i) => i.op === 'COPY' && /--from=\S+\s+\/app\/dist\s/.test(i.args)))
+    out.push('the final stage does not copy the bundles (COPY --from=<stage> /app/dist ...)');
+  for (const i of final)
+    if (['RUN', 'COPY', 'ENTRYPOINT', 'CMD'].includes(i.op) && /\btsx\b/.test(i.args))
+      out.push(`line ${i.line}: ${i.op} ${i.args}: the image runs bundles on plain node, without tsx`);
   return out;
 }
