@@ -395,7 +395,8 @@ async function main(): Promise<void> {
   process.env.TEST_NATS_URL ??= process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
   const results: { mode: Mode; workload: string; median: Figures; min: Figures; max: Figures }[] = [];
   for (const mode of MODES) {
-    const dep = await startDeployment(mode, { env: { LOG_LEVEL: 'warn' } });
+    // BENCH_DIRECT_CHECKPOINTS=off: the runner's checkpoints go through the gateway, as without SERVICE_SCHEDULER_URL.
+    const dep = await startDeployment(mode, { env: { LOG_LEVEL: 'warn' }, directCheckpoints: process.env.BENCH_DIRECT_CHECKPOINTS !== 'off' });
     const rig = await setup(dep);
     const run = async (wl: string): Promise<Figures> => {
       switch (wl) {

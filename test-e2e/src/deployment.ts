@@ -48,6 +48,8 @@ export async function startDeployment(
     env?: Record<string, string>;
     /** Fleet only: processes per service (default 1 each). */
     replicas?: Partial<Record<(typeof SERVICES)[number], number>>;
+    /** Fleet only: false leaves SERVICE_SCHEDULER_URL unset, so checkpoints go through the gateway. @default true */
+    directCheckpoints?: boolean;
   } = {},
 ): Promise<Deployment> {
   const port = await freePort();
@@ -98,7 +100,13 @@ export async function startDeployment(
           if (s === 'invoker') invokerUrls.push(`http://127.0.0.1:${p}`);
           if (s === 'gateway' && i > 0) bases.push(`http://127.0.0.1:${p}`);
           // The gateway hands GET /v1/connect to the invoker processes.
-          const env = s === 'gateway' ? { ...shared, SERVICE_INVOKER_URL: invokerUrls.join(',') } : shared;
+          const env =
+            s === 'gateway'
+              ? { ...shared, SERVICE_INVOKER_URL: invokerUrls.join(',') }
+              : // Each scheduler replica takes checkpoints on its own port (ctx.checkpointUrl), as the chart and compose set it.
+                s === 'scheduler' && opts.directCheckpoints !== false
+                ? { ...shared, SERVICE_SCHEDULER_URL: `http://127.0.0.1:${p}` }
+                : shared;
           const proc = launch(i === 0 ? s : `${s}-${i}`, `services/${s}/src/bin.ts`, env, p);
           await waitReady(`http://127.0.0.1:${p}`, proc);
         }

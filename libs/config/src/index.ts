@@ -67,6 +67,12 @@ const schema = z.object({
     .string()
     .default('http://127.0.0.1:8291')
     .refine((v) => v.split(',').every((u) => URL.canParse(u.trim())), 'one or more comma-separated http URLs'),
+  /**
+   * The base URL runners reach this scheduler replica's own port at (e.g. `http://$(POD_IP):8290`). When set, each
+   * invoke offers `ctx.checkpointUrl` and the SDK stores a pass's steps straight with the replica driving it, not
+   * through the gateway and the bus; a runner that cannot reach it falls back to the gateway.
+   */
+  SERVICE_SCHEDULER_URL: optionalString.pipe(z.string().url().optional()),
   /** Upper bound on one invoke (runner call), ms. */
   SERVICE_INVOKE_TIMEOUT_MS: z.coerce.number().int().min(100).default(300000),
   /** Infer: the anthropic-kind provider (Messages API) and the openai-kind one (Chat Completions). */

@@ -2,3 +2,4 @@ export { createHttpApp, jsonBody, errorMiddleware, notFoundHandler, healthRoutes
 export { listen, type HttpListener } from './listen.js';
 export { MAX_JSON_DEPTH, stringProblem, describeStringProblem, findBadString, jsonDepthExceeds, decodeUtf8, type StringProblem, type BadString } from './body-checks.js';
 export { checkWebSocketUpgrade, refuseUpgrade, type UpgradeRefusal } from './upgrade.js';
+export type { Express } from 'express';

@@ -63,7 +63,10 @@ function parseContext(v: unknown): Parsed<InvokeContext> {
     ctx.error = error;
   }
   if (v.traceparent !== undefined) ctx.traceparent = v.traceparent;
-  if (typeof v.checkpoint === 'string' && v.checkpoint !== '') ctx.checkpoint = v.checkpoint;
+  if (typeof v.checkpoint === 'string' && v.checkpoint !== '') {
+    ctx.checkpoint = v.checkpoint;
+    if (typeof v.checkpointUrl === 'string' && /^https?:\/\//.test(v.checkpointUrl) && URL.canParse(v.checkpointUrl)) ctx.checkpointUrl = v.checkpointUrl;
+  }
   return { ok: true, value: ctx };
 }
 

@@ -236,6 +236,13 @@ export interface InvokeContext {
    * steps stored as they finish, so one pass can run many steps durably.
    */
   checkpoint?: string;
+  /**
+   * Extension, with `checkpoint`: the scheduler replica driving this pass
+   * takes its checkpoints here itself (POST, the same body), with no gateway
+   * or bus in between. Offered only when the operator says where runners
+   * reach the replica; a runner that cannot falls back to the gateway.
+   */
+  checkpointUrl?: string;
 }
 
 /** SPEC POST /invoke request body (service to runner). */

@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { Express } from '@dws/http';
 import { infraGauges, METRICS_CONTENT_TYPE, metricsText } from './metrics.js';
 import { loadConfig, type Config } from '@dws/config';
 import { createLogger, type Logger } from '@dws/log';
@@ -14,6 +15,8 @@ export interface ServiceHandle {
   ready(): Promise<boolean>;
   /** Stop taking work, finish in-flight work, release resources it opened (not the infra). */
   stop(): Promise<void>;
+  /** Adds routes of its own to the service's port in standalone mode (the scheduler's direct checkpoints). */
+  routes?(app: Express): void;
   /** Takes HTTP upgrades (WebSockets) arriving on the service's own port in standalone mode. */
   upgrade?(req: IncomingMessage, socket: Duplex, head: Buffer): void;
 }
@@ -58,6 +61,7 @@ export async function runStandalone(name: string, defaultPort: number, start: St
   let http: Awaited<ReturnType<typeof listen>> | undefined;
   if (name !== 'gateway') {
     const app = createHttpApp();
+    handle.routes?.(app);
     healthRoutes(app, {
       ready: async () => (await handle.ready()) && (await infra.db.healthy()) && (await infra.bus.healthy()),
     });

@@ -251,3 +251,69 @@ describe('HTTP: register and invoke over a real express app', () => {
     await expect(createRunner({ apiKey: 'k', env: {} }).register()).rejects.toThrow(/SERVICE_URL/);
   });
 });
+
+describe('HTTP checkpoints: straight to ctx.checkpointUrl, through the gateway when that replica cannot be reached', () => {
+  let server: Server;
+  let base: string;
+  const hits: Array<{ where: 'direct' | 'gateway'; auth: string | undefined; body: any }> = [];
+  let runner: ReturnType<typeof createRunner>;
+
+  beforeAll(async () => {
+    const app = express();
+    const record = (where: 'direct' | 'gateway') => (req: express.Request, res: express.Response) => {
+      hits.push({ where, auth: req.headers.authorization, body: req.body });
+      res.json({ stored: true });
+    };
+    app.post('/replica/checkpoints/:id', express.json(), record('direct'));
+    app.post('/v1/runs/:id/checkpoint', express.json(), record('gateway'));
+    app.post('/invoke', (req, res) => void runner.serve()(req, res));
+    server = await new Promise<Server>((resolve) => {
+      const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    });
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    runner = createRunner({ apiKey: 'sk_cp', env: {}, url: `${base}/v1`, signingKey: SIGNING_KEY, app: 'shop' });
+    runner.workflow('three', async ({ step }) => {
+      for (const s of ['a', 'b']) await step.run(s, () => s);
+      return step.run('c', () => 'c');
+    });
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  async function pass(checkpointUrl: string) {
+    const body = JSON.stringify({
+      event: { name: 'go', data: {} },
+      steps: {},
+      ctx: { runId: 'run_cp', workflow: 'three', attempt: 0, app: 'shop', runner: '', checkpoint: 'tok.0.mac', checkpointUrl },
+    });
+    const res = await request(`${base}/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-service-signature': signInvoke(SIGNING_KEY, body) }, body });
+    return { status: res.statusCode, json: (await res.body.json()) as any };
+  }
+
+  it('posts each checkpoint to the replica without the API key; the reply carries only the last step', async () => {
+    hits.length = 0;
+    const r = await pass(`${base}/replica/checkpoints/run_cp`);
+    expect(r.status).toBe(200);
+    expect(r.json.opcodes.map((o: any) => o.name)).toEqual(['c']);
+    expect(hits.map((h) => [h.where, h.auth, h.body.token, h.body.opcodes.map((o: any) => o.name)])).toEqual([
+      ['direct', undefined, 'tok.0.mac', ['a']],
+      ['direct', undefined, 'tok.0.mac', ['b']],
+    ]);
+  });
+
+  it('falls back to the gateway, with the API key, when the replica refuses connections', async () => {
+    hits.length = 0;
+    const closed = await new Promise<Server>((resolve) => {
+      const s = express().listen(0, '127.0.0.1', () => resolve(s));
+    });
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const r = await pass(`http://127.0.0.1:${port}/checkpoints/run_cp`);
+    expect(r.status).toBe(200);
+    expect(hits.map((h) => [h.where, h.auth, h.body.opcodes.map((o: any) => o.name)])).toEqual([
+      ['gateway', 'Bearer sk_cp', ['a']],
+      ['gateway', 'Bearer sk_cp', ['b']],
+    ]);
+  });
+});

@@ -10,6 +10,7 @@ import { consumeDeferredWakes, consumeResolves, consumeStartRuns, consumeWorkflo
 import { schedulerApi } from './handlers/api.js';
 import { controlApi } from './handlers/control-api.js';
 import { checkpointApi, replicaService } from './handlers/checkpoint-api.js';
+import { CheckpointTokens } from './domain/checkpoint-token.js';
 import { releaseAllLeases } from './store/runs.js';
 import { schedulerRetention } from './store/retention.js';
 
@@ -33,8 +34,10 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
   // Passes to serve runners skip the invoker's hop; the invoker says where (DirectRoutes).
   const http = new RunnerHttp(cfg.SERVICE_INVOKE_TIMEOUT_MS);
   const direct = { routes: new DirectRoutes(bus, sealKeyFor(cfg), log), http };
+  const tokens = new CheckpointTokens(owner);
   const engine = new Engine({
-    db, bus, log, outbox, owner, workflows, direct,
+    db, bus, log, outbox, owner, workflows, direct, tokens,
+    ...(cfg.SERVICE_SCHEDULER_URL ? { checkpointBaseUrl: cfg.SERVICE_SCHEDULER_URL.replace(/\/+$/, '') } : {}),
     leaseMs: cfg.SERVICE_RUN_LEASE_MS,
     maxConcurrent: cfg.SERVICE_MAX_ACTIVE_RUNS,
     invokeTimeoutMs: cfg.SERVICE_INVOKE_TIMEOUT_MS,
@@ -65,10 +68,10 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
       (await reads['runs.get']!({ caller: { workspaceId, actor: '', keyKind: '', requestId: '' }, params: { id }, query: {}, body: undefined }))
         .body as Record<string, unknown>,
   });
-  const checkpoints = checkpointApi({ bus, engine, owner });
-  const api = serveApi(bus, 'scheduler', log, { ...reads, ...control, ...checkpoints });
+  const checkpoints = checkpointApi({ bus, engine, tokens });
+  const api = serveApi(bus, 'scheduler', log, { ...reads, ...control, ...checkpoints.bus });
   // Checkpoints relayed by another replica to the one driving the pass.
-  const replicaApi = serveApi(bus, replicaService(owner), log, checkpoints);
+  const replicaApi = serveApi(bus, replicaService(owner), log, checkpoints.bus);
   const wakes = await consumeDeferredWakes({ bus, wake: control['waiters.wake']! });
   const resolves = await consumeResolves({ bus, db, nudge: () => engine.nudge() });
   // Ended runs and audit rows past each workspace's window go, in small batches, on every replica (docs/retention.md).
@@ -79,6 +82,7 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
   return {
     name: 'scheduler',
     ready: async () => true,
+    routes: checkpoints.routes,
     async stop() {
       await retention.stop();
       await retentionFacts.stop();

@@ -135,15 +135,16 @@ describe.each(modes())('scheduler checkpoints (%s)', (mode) => {
     let results: any[] = [];
     pass = async (body, cp) => {
       token = body.ctx.checkpoint;
-      const [replica, n] = token.split(/\.(?=\d+$)/);
+      const [replica, n, mac] = token.split('.');
       const call = (b: unknown) =>
         h.call('runs.checkpoint', { params: { id: body.ctx.runId }, body: b }).then(
           (r) => r.status,
           (err: any) => `${err.status} ${err.code}`,
         );
       results = [
-        await call({ token: `${replica}.${Number(n) + 1}`, opcodes: [stepRun('x', 1)] }),
-        await call({ token: `scheduler-00000000-0000-0000-0000-000000000000.${n}`, opcodes: [stepRun('x', 1)] }),
+        // Another pass under this pass's MAC: forged.
+        await call({ token: `${replica}.${Number(n) + 1}.${mac}`, opcodes: [stepRun('x', 1)] }),
+        await call({ token: `scheduler-00000000-0000-0000-0000-000000000000.${n}.${mac}`, opcodes: [stepRun('x', 1)] }),
         await call({ token: 'nonsense', opcodes: [stepRun('x', 1)] }),
         await call({ token, opcodes: [{ op: 'Sleep', id: hashStepId('nap'), name: 'nap', sleepMs: 10 }] }),
         await call({ token, opcodes: [{ ...stepRun('y', 1), error: { message: 'no' } }] }),
@@ -155,7 +156,7 @@ describe.each(modes())('scheduler checkpoints (%s)', (mode) => {
     const id = await h.start('cp');
     await h.waitFor(id, ['succeeded']);
     expect(results).toEqual([
-      '409 pass_not_current',
+      '400 invalid_checkpoint',
       '409 pass_not_current',
       '400 invalid_checkpoint',
       '400 invalid_checkpoint',

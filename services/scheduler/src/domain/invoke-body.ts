@@ -20,6 +20,8 @@ export interface InvokeContext {
   onFailureError?: StepError;
   /** Token a runner sends finished steps back under while the pass runs (checkpoints; see docs/architecture.md). */
   checkpoint?: string;
+  /** Where to POST checkpoints straight to the replica driving the pass (an extension of SPEC's ctx; without it, the gateway). */
+  checkpointUrl?: string;
 }
 
 /**
@@ -35,6 +37,7 @@ export function invokeBody(ctx: InvokeContext, memo: Iterable<string>): string {
     `"app":${JSON.stringify(ctx.app)},"runner":${JSON.stringify(ctx.runner)}` +
     (ctx.onFailureError ? `,"onFailure":true,"error":${JSON.stringify(ctx.onFailureError)}` : '') +
     (ctx.checkpoint ? `,"checkpoint":${JSON.stringify(ctx.checkpoint)}` : '') +
+    (ctx.checkpoint && ctx.checkpointUrl ? `,"checkpointUrl":${JSON.stringify(ctx.checkpointUrl)}` : '') +
     '}}'
   );
 }

@@ -10,8 +10,9 @@ import { hasInfer, hasStepError } from '../domain/step-errors.js';
 import type { AiSpendView } from '../domain/ai-spend.js';
 import { aiSpendOf } from '../store/ai-spend.js';
 import { handoffMessage, runFinishedMessage, stepFailedMessage } from '../domain/handoffs.js';
-import { appendFrames, applyCheckpoint, applyPass, claimDueRuns, loadClaimedSteps, releaseLeases, renewLeases, type ApplyPass, type NewFrame } from '../store/runs.js';
-import { checkpointToken } from '../domain/checkpoint-token.js';
+import { appendFrames, applyCheckpoints, applyPass, claimDueRuns, loadClaimedSteps, releaseLeases, renewLeases, type ApplyCheckpoint, type ApplyPass, type NewFrame } from '../store/runs.js';
+import { GroupCommit } from './group-commit.js';
+import { checkpointPath, type CheckpointTokens } from '../domain/checkpoint-token.js';
 import { finishRun, parkSteps } from '../store/effects.js';
 import { admitToSlots } from '../store/flow.js';
 import { heldFromClaim, type HeldRun } from './held-run.js';
@@ -51,6 +52,10 @@ export interface EngineOptions {
   outbox: Outbox;
   /** This replica's identity on leases. */
   owner: string;
+  /** Mints the checkpoint token of each invoke (this replica's MAC key). */
+  tokens: CheckpointTokens;
+  /** Base URL runners reach this replica's checkpoint route at (SERVICE_SCHEDULER_URL); unset: checkpoints go through the gateway. */
+  checkpointBaseUrl?: string;
   leaseMs: number;
   invokeTimeoutMs: number;
   workflows: WorkflowConfigs;
@@ -77,8 +82,18 @@ export class Engine {
   private stopping = false;
   private claiming = false;
   private claimAgain = false;
+  /** Checkpoints of all held runs, written together when they queue up. */
+  private readonly checkpointWrites: GroupCommit<ApplyCheckpoint, boolean>;
 
-  constructor(private readonly o: EngineOptions) {}
+  constructor(private readonly o: EngineOptions) {
+    this.checkpointWrites = new GroupCommit(
+      async (batch) => {
+        const stored = await applyCheckpoints(o.db, o.owner, batch);
+        return batch.map((a) => stored.has(a.runId));
+      },
+      (a) => a.runId,
+    );
+  }
 
   get capacity(): number {
     return (this.o.maxConcurrent ?? 512) - this.held.size;
@@ -238,12 +253,14 @@ export class Engine {
    * once they are durable so the runner's handler may go past them). False
    * when this pass no longer drives the run here: not held, ended, paused or
    * cancelled meanwhile, or taken over; the runner then ends its pass.
+   * `workspaceId` is the caller's, or undefined when the token's MAC alone
+   * vouches for it (the direct route).
    *
    * @throws ServiceError 400 when the checkpoint holds anything but finished steps
    */
-  async checkpoint(workspaceId: string, runId: string, pass: number, body: { opcodes?: unknown; logs?: unknown }): Promise<boolean> {
+  async checkpoint(workspaceId: string | undefined, runId: string, pass: number, body: { opcodes?: unknown; logs?: unknown }): Promise<boolean> {
     const run = this.held.get(runId);
-    if (!run || run.workspaceId !== workspaceId || run.pass !== pass || !run.invoking || this.stopping) {
+    if (!run || (workspaceId !== undefined && run.workspaceId !== workspaceId) || run.pass !== pass || !run.invoking || this.stopping) {
       checkpoints.inc({ outcome: 'refused' });
       return false;
     }
@@ -279,11 +296,9 @@ export class Engine {
     };
     let ok: boolean;
     try {
-      ok = await applyCheckpoint(this.o.db, {
+      ok = await this.checkpointWrites.submit({
         runId: run.id,
-        workspaceId: run.workspaceId,
         pass,
-        owner: this.o.owner,
         newSteps,
         nextSeq: run.nextSeq + frames.length,
         steps: placed,
@@ -327,7 +342,8 @@ export class Engine {
         eventName: run.eventName,
         inputJson: run.inputJson,
         onFailureError: run.onFailure?.error,
-        checkpoint: checkpointToken(this.o.owner, run.pass),
+        checkpoint: this.o.tokens.mint(run.id, run.pass),
+        checkpointUrl: this.o.checkpointBaseUrl && `${this.o.checkpointBaseUrl}${checkpointPath(run.id)}`,
       },
       run.memo.values(),
     );

@@ -1,7 +1,9 @@
+import type { Express } from 'express';
 import type { Bus } from '@dws/bus';
+import { jsonBody } from '@dws/http';
 import { conflict, invalid, isServiceError } from '@dws/protocol';
 import { callApi, type ApiHandler } from '@dws/runtime';
-import { parseCheckpointToken } from '../domain/checkpoint-token.js';
+import { parseCheckpointToken, type CheckpointTokens } from '../domain/checkpoint-token.js';
 import type { Engine } from '../engine/engine.js';
 
 /** The API service name of one replica: checkpoints of the passes it drives are relayed to it. */
@@ -9,22 +11,37 @@ export const replicaService = (owner: string): string => `scheduler.${owner}`;
 
 const notCurrent = () =>
   conflict('pass_not_current', 'This pass no longer drives the run (it ended, was paused or cancelled, or another replica took it over): end the pass and reply.');
+const badToken = () => invalid('invalid_checkpoint', 'body.token: not a checkpoint token from this service (ctx.checkpoint of the invoke).');
+
+type Body = { token?: unknown; opcodes?: unknown; logs?: unknown };
 
 /**
- * `runs.checkpoint`: steps a runner finished mid-pass (POST /v1/runs/{id}/checkpoint,
- * or a Connect `checkpoint` frame through the invoker). Any replica may
- * receive it; the one driving the pass stores it, so the others relay it
- * there. 200 once the steps are durable; 409 when the pass is no longer
- * current (the runner ends its pass, and its reply is judged as usual).
+ * Checkpoints: steps a runner finished mid-pass. They reach the replica
+ * driving the pass two ways:
+ * - `runs.checkpoint` on the bus (POST /v1/runs/{id}/checkpoint through the
+ *   gateway, or a Connect `checkpoint` frame through the invoker): any replica
+ *   may receive it and relays it to the one the token names; the caller's
+ *   workspace must be the run's.
+ * - POST /checkpoints/{id} on this replica's own port (`ctx.checkpointUrl`,
+ *   offered when SERVICE_SCHEDULER_URL says where runners reach it): no
+ *   gateway and no bus on the step's path; the token's MAC is the credential.
+ * Either answers 200 once the steps are durable, 409 when the pass is no
+ * longer current (the runner ends its pass, and its reply is judged as usual).
  */
-export function checkpointApi(o: { bus: Bus; engine: Engine; owner: string }): Record<string, ApiHandler> {
-  return {
+export function checkpointApi(o: { bus: Bus; engine: Engine; tokens: CheckpointTokens }) {
+  /** Store on this replica; `workspaceId` undefined when the MAC alone vouches for the caller. */
+  const store = async (workspaceId: string | undefined, runId: string, body: Body, pass: number) => {
+    if (!(await o.engine.checkpoint(workspaceId, runId, pass, body))) throw notCurrent();
+    return { status: 200, body: { stored: true } };
+  };
+
+  const bus: Record<string, ApiHandler> = {
     'runs.checkpoint': async (call) => {
-      const body = (call.body ?? {}) as { token?: unknown; opcodes?: unknown; logs?: unknown };
+      const body = (call.body ?? {}) as Body;
       const token = parseCheckpointToken(body.token);
-      if (!token) throw invalid('invalid_checkpoint', 'body.token: not a checkpoint token from this service (ctx.checkpoint of the invoke).');
+      if (!token) throw badToken();
       const runId = call.params.id ?? '';
-      if (token.replica !== o.owner) {
+      if (token.replica !== o.tokens.replica) {
         try {
           const r = await callApi(o.bus, replicaService(token.replica), 'runs.checkpoint', call.caller, { params: { id: runId }, rawBody: JSON.stringify(body) }, 10_000);
           return { status: r.status, body: r.bodyJson === undefined ? undefined : (JSON.parse(r.bodyJson) as unknown) };
@@ -34,8 +51,25 @@ export function checkpointApi(o: { bus: Bus; engine: Engine; owner: string }): R
           throw notCurrent();
         }
       }
-      if (!(await o.engine.checkpoint(call.caller.workspaceId, runId, token.pass, body))) throw notCurrent();
-      return { status: 200, body: { stored: true } };
+      if (!o.tokens.verify(runId, token)) throw badToken();
+      return store(call.caller.workspaceId, runId, body, token.pass);
     },
   };
+
+  /** The direct route, on the replica's own HTTP port (standalone mode). */
+  const routes = (app: Express) => {
+    app.post('/checkpoints/:id', ...jsonBody(), (req, res, next) => {
+      const body = (req.body ?? {}) as Body;
+      const runId = String(req.params.id ?? '');
+      const token = parseCheckpointToken(body.token);
+      if (!token) return next(badToken());
+      // Not ours (another replica's, or forged): nothing to store here, the pass ends.
+      if (!o.tokens.verify(runId, token)) {
+        return next(token.replica === o.tokens.replica ? badToken() : notCurrent());
+      }
+      store(undefined, runId, body, token.pass).then((r) => res.status(r.status).json(r.body), next);
+    });
+  };
+
+  return { bus, routes };
 }

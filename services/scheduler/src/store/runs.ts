@@ -72,31 +72,29 @@ function stepsJson(steps: (StepOutcome & { idx: number })[]): string {
   );
 }
 
-/** CTE body: upsert the steps of `stepsParam` for the run CTE `r` (one row when the guard passed). */
-const upsertSteps = (wsParam: string, stepsParam: string): string => `
+/** CTE body: upsert the steps of the jsonb `steps` for each row of the run CTE `r` (rows that passed the guard). */
+const upsertSteps = (ws: string, steps: string): string => `
        insert into scheduler.steps (run_id, step_id, workspace_id, name, op, idx, status, data, error, input, attempts, wake_at, child_run_id, ended_at, usage)
-       select r.id, x.step_id, ${wsParam}, x.name, x.op, x.idx, x.status, x.data, x.error, x.input, x.attempts,
+       select r.id, x.step_id, ${ws}, x.name, x.op, x.idx, x.status, x.data, x.error, x.input, x.attempts,
               case when x.wake_at is null then null else to_timestamp(x.wake_at / 1000.0) end, x.child_run_id,
               case when x.status in ('succeeded', 'failed') then now() end, x.usage::jsonb
-         from r, jsonb_to_recordset(${stepsParam}::jsonb)
+         from r, jsonb_to_recordset(${steps})
               as x(step_id text, name text, op text, idx int, status text, data text, error jsonb, input text, attempts int,
                    wake_at bigint, child_run_id text, usage text)
        on conflict (run_id, step_id) do update set status = excluded.status, data = excluded.data, error = excluded.error,
          attempts = excluded.attempts, wake_at = excluded.wake_at, child_run_id = excluded.child_run_id, ended_at = excluded.ended_at,
          usage = excluded.usage`;
 
-/** CTE body: append the frames of `framesParam` for the run CTE `r`. */
-const insertFrames = (wsParam: string, framesParam: string): string => `
+/** CTE body: append the frames of the jsonb `frames` for each row of the run CTE `r`. */
+const insertFrames = (ws: string, frames: string): string => `
        insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, log_key)
-       select r.id, x.seq, ${wsParam}, x.kind, x.payload, x.log_key from r,
-              jsonb_to_recordset(${framesParam}::jsonb) as x(seq int, kind text, payload jsonb, log_key text)`;
+       select r.id, x.seq, ${ws}, x.kind, x.payload, x.log_key from r,
+              jsonb_to_recordset(${frames}) as x(seq int, kind text, payload jsonb, log_key text)`;
 
 export interface ApplyCheckpoint {
   runId: string;
-  workspaceId: string;
   /** The pass in flight; the checkpoint is refused once another pass (or no replica) holds the run. */
   pass: number;
-  owner: string;
   newSteps: number;
   nextSeq: number;
   steps: (StepOutcome & { idx: number })[];
@@ -104,28 +102,44 @@ export interface ApplyCheckpoint {
 }
 
 /**
- * Store steps a runner finished while its pass goes on, in ONE statement,
- * guarded like a pass: this replica still holds the run at this pass, it is
- * not ended, paused or cancelled, and no pause is asked for (a pause or
- * cancel ends the pass at this step boundary instead). A run claimed as
- * queued or waiting is stored `running` here (the engine's held run already
- * is, and its `running` frame rides these frames), as its pass's reply would.
- * The pass number does not move: the pass's own reply still applies after
- * its checkpoints. True when stored.
+ * Store steps runners finished while their passes go on: the checkpoints of
+ * several runs in ONE statement (group commit: those that arrived while the
+ * previous statement ran), each guarded like a pass: this replica still holds
+ * the run at this pass, it is not ended, paused or cancelled, and no pause is
+ * asked for (a pause or cancel ends the pass at this step boundary instead).
+ * A run claimed as queued or waiting is stored `running` here (the engine's
+ * held run already is, and its `running` frame rides these frames), as its
+ * pass's reply would. The pass number does not move: the pass's own reply
+ * still applies after its checkpoints. One checkpoint per run in a batch.
+ * Returns the ids of the runs whose checkpoint was stored.
  */
-export async function applyCheckpoint(db: Database, a: ApplyCheckpoint): Promise<boolean> {
+export async function applyCheckpoints(db: Database, owner: string, batch: ApplyCheckpoint[]): Promise<Set<string>> {
   const rows = await db.query<{ id: string }>(
-    `with r as (
-       update scheduler.runs set status = 'running', step_count = step_count + $4, next_seq = $5, updated_at = now()
-        where id = $1 and pass = $2 and lease_owner = $3 and status in ('queued', 'waiting', 'running') and not pause_requested
-        returning id
-     ), s as (${upsertSteps('$6', '$7')}
-     ), f as (${insertFrames('$6', '$8')}
+    `with x as (
+       select * from jsonb_to_recordset($2::jsonb)
+         as x(run_id text, pass int, new_steps int, next_seq int, steps jsonb, frames jsonb)
+     ), r as (
+       update scheduler.runs set status = 'running', step_count = step_count + x.new_steps, next_seq = x.next_seq, updated_at = now()
+         from x
+        where runs.id = x.run_id and runs.pass = x.pass and runs.lease_owner = $1
+          and runs.status in ('queued', 'waiting', 'running') and not runs.pause_requested
+        returning runs.id, runs.workspace_id, x.steps, x.frames
+     ), s as (${upsertSteps('r.workspace_id', 'r.steps')}
+     ), f as (${insertFrames('r.workspace_id', 'r.frames')}
      )
      select id from r`,
-    [a.runId, a.pass, a.owner, a.newSteps, a.nextSeq, a.workspaceId, stepsJson(a.steps), framesJson(a.frames)],
+    [
+      owner,
+      `[${batch
+        .map(
+          (a) =>
+            `{"run_id":${JSON.stringify(a.runId)},"pass":${a.pass},"new_steps":${a.newSteps},` +
+            `"next_seq":${a.nextSeq},"steps":${stepsJson(a.steps)},"frames":${framesJson(a.frames)}}`,
+        )
+        .join(',')}]`,
+    ],
   );
-  return rows.length === 1;
+  return new Set(rows.map((r) => r.id));
 }
 
 export interface ApplyPass {
@@ -188,7 +202,7 @@ export async function applyPass(db: Database, a: ApplyPass): Promise<Applied> {
          ended_at = case when $14::boolean then now() else null end, updated_at = now()
        where id = $1 and pass = $2 and lease_owner = $3
        returning id, status
-     ), s as (${upsertSteps('$15', '$16')}
+     ), s as (${upsertSteps('$15', '$16::jsonb')}
      ), sc as (
        -- Score steps write their score row with the memo, once: a replay finds it there.
        insert into scheduler.scores (run_id, step_id, workspace_id, step, name, value, data)
@@ -196,7 +210,7 @@ export async function applyPass(db: Database, a: ApplyPass): Promise<Applied> {
          from r, jsonb_to_recordset($16::jsonb) as x(step_id text, name text, op text, status text, data text)
         where x.op = 'Score' and x.status = 'succeeded'
        on conflict (run_id, step_id) do nothing
-     ), f as (${insertFrames('$15', '$17')}
+     ), f as (${insertFrames('$15', '$17::jsonb')}
      ), o as (
        insert into scheduler.outbox (subject, msg_id, payload)
        select x.subject, x.msg_id, decode(x.payload, 'base64') from r,

@@ -1,0 +1,109 @@
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import type { Bus } from '@dws/bus';
+import { createHttpApp, errorMiddleware, listen, notFoundHandler, type HttpListener } from '@dws/http';
+import { createLogger } from '@dws/log';
+import { create, fromBinary, InvokeRequestSchema, InvokeResult_Outcome, InvokeResultSchema, toBinary } from '@dws/proto';
+import { hashStepId } from '@dws/protocol';
+import { modes, ScriptedInvoker, startHarness, type Harness } from './harness.js';
+
+jest.setTimeout(60_000);
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+type Pass = (body: any) => Promise<{ status: number; body: any }>;
+
+const stepRun = (name: string, data: unknown) => ({ op: 'StepRun', id: hashStepId(name), name, data });
+
+async function post(url: string, body: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  return { status: res.status, body: await res.json() };
+}
+
+/**
+ * Direct checkpoints: with SERVICE_SCHEDULER_URL set, each invoke offers
+ * `ctx.checkpointUrl` on the replica driving the pass, and that replica
+ * stores checkpoints POSTed there with no gateway, API key or bus on the way:
+ * the token's MAC (bound to the run and the pass) is the credential.
+ */
+describe.each(modes())('direct checkpoints to the scheduler replica (%s)', (mode) => {
+  let h: Harness;
+  let http: HttpListener;
+  let pass: Pass;
+  const bodies: any[] = [];
+  beforeAll(async () => {
+    const app = createHttpApp();
+    http = await listen(app, '127.0.0.1', 0);
+    const invoker = new ScriptedInvoker({});
+    invoker.serve = (bus: Bus) =>
+      bus.respond('invoker.invoke', 'invoker', async (data) => {
+        const body = JSON.parse(dec.decode(fromBinary(InvokeRequestSchema, data).body));
+        bodies.push(body);
+        const reply = await pass(body);
+        return toBinary(InvokeResultSchema, create(InvokeResultSchema, { outcome: InvokeResult_Outcome.REPLY, status: reply.status, body: enc.encode(JSON.stringify(reply.body)) }));
+      });
+    h = await startHarness(mode, invoker, { SERVICE_SCHEDULER_URL: `http://127.0.0.1:${http.port}/` });
+    // As runStandalone mounts them on the replica's own port.
+    h.scheduler.routes!(app);
+    app.use(notFoundHandler);
+    app.use(errorMiddleware(createLogger({ level: 'silent' })));
+  });
+  afterAll(async () => {
+    await h?.close();
+    await http?.close();
+  });
+
+  const passesOf = (runId: string) => bodies.filter((b) => b.ctx.runId === runId);
+
+  it('stores each step POSTed to ctx.checkpointUrl at once; the whole run takes one pass', async () => {
+    const seen: number[] = [];
+    pass = async (body) => {
+      expect(body.ctx.checkpointUrl).toBe(`http://127.0.0.1:${http.port}/checkpoints/${body.ctx.runId}`);
+      for (let i = 0; i < 3; i++) {
+        const r = await post(body.ctx.checkpointUrl, { token: body.ctx.checkpoint, opcodes: [stepRun(`s${i}`, { i })], logs: [] });
+        expect(r).toEqual({ status: 200, body: { stored: true } });
+        seen.push((await h.call('runs.steps', { params: { id: body.ctx.runId } })).body.length);
+      }
+      return { status: 200, body: { data: 'done', logs: [] } };
+    };
+    const id = await h.start('direct');
+    await h.waitFor(id, ['succeeded']);
+    expect(passesOf(id)).toHaveLength(1);
+    expect(seen).toEqual([1, 2, 3]);
+    const steps = (await h.call('runs.steps', { params: { id } })).body;
+    expect(steps.map((s: any) => [s.name, s.output])).toEqual([0, 1, 2].map((i) => [`s${i}`, { i }]));
+  });
+
+  it('refuses a token of another run, a forged MAC, another replica and a pass that is over, storing nothing', async () => {
+    const answers: Record<string, { status: number; body: any }> = {};
+    let first: any;
+    pass = async (body) => {
+      if (!first) {
+        // The first run's pass: tried by the second run's checkpoints below once it is over.
+        first = body;
+        return { status: 200, body: { data: 1, logs: [] } };
+      }
+      const ops = { opcodes: [stepRun('x', 1)], logs: [] };
+      const [replica, n, mac] = (body.ctx.checkpoint as string).split('.');
+      const forged = `${replica}.${n}.${mac!.startsWith('A') ? 'B' : 'A'}${mac!.slice(1)}`;
+      answers.otherRun = await post(body.ctx.checkpointUrl, { token: first.ctx.checkpoint, ...ops });
+      answers.forged = await post(body.ctx.checkpointUrl, { token: forged, ...ops });
+      answers.otherReplica = await post(body.ctx.checkpointUrl, { token: `scheduler-elsewhere.${n}.${mac}`, ...ops });
+      answers.noToken = await post(body.ctx.checkpointUrl, ops);
+      answers.notJson = await post(body.ctx.checkpointUrl, '{"token":');
+      answers.passOver = await post(first.ctx.checkpointUrl, { token: first.ctx.checkpoint, ...ops });
+      return { status: 200, body: { data: 2, logs: [] } };
+    };
+    const a = await h.start('direct');
+    await h.waitFor(a, ['succeeded']);
+    const b = await h.start('direct');
+    await h.waitFor(b, ['succeeded']);
+    expect(answers.otherRun).toMatchObject({ status: 400, body: { error: { code: 'invalid_checkpoint' } } });
+    expect(answers.forged).toMatchObject({ status: 400, body: { error: { code: 'invalid_checkpoint' } } });
+    expect(answers.otherReplica).toMatchObject({ status: 409, body: { error: { code: 'pass_not_current' } } });
+    expect(answers.noToken).toMatchObject({ status: 400, body: { error: { code: 'invalid_checkpoint' } } });
+    expect(answers.notJson).toMatchObject({ status: 400, body: { error: { code: 'invalid_json' } } });
+    expect(answers.passOver).toMatchObject({ status: 409, body: { error: { code: 'pass_not_current' } } });
+    for (const id of [a, b]) expect((await h.call('runs.steps', { params: { id } })).body).toEqual([]);
+  });
+});
