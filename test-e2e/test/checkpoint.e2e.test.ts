@@ -18,13 +18,28 @@ if (!realInfra()) console.warn('\n!!! Postgres/NATS missing: the checkpoint e2e 
 
 const STEPS = 120;
 
-maybe('checkpoints through a scheduler crash (fleet)', () => {
+/** dws_scheduler_checkpoints_total{outcome="stored"} by path, from the scheduler's /metrics. */
+async function storedCheckpoints(dep: Deployment): Promise<{ direct: number; bus: number }> {
+  const text = await (await fetch(`http://127.0.0.1:${dep.ports!().scheduler}/metrics`)).text();
+  const of = (path: string) =>
+    text
+      .split('\n')
+      .filter((l) => l.startsWith('dws_scheduler_checkpoints_total{') && l.includes(`path="${path}"`) && l.includes('outcome="stored"'))
+      .reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
+  return { direct: of('direct'), bus: of('bus') };
+}
+
+// Straight to the replica (ctx.checkpointUrl, as the chart deploys it), and through the gateway (SERVICE_SCHEDULER_URL unset).
+maybe.each([
+  ['straight to the replica', true],
+  ['through the gateway', false],
+])('checkpoints %s through a scheduler crash (fleet)', (_how, direct) => {
   let dep: Deployment;
   let runner: TestRunner;
   const executions = new Map<string, number>();
   let passes = 0;
   beforeAll(async () => {
-    dep = await startDeployment('fleet');
+    dep = await startDeployment('fleet', { directCheckpoints: direct });
     runner = await startRunner(dep, (r) =>
       r.workflow('long', async ({ step }) => {
         passes++;
@@ -49,6 +64,10 @@ maybe('checkpoints through a scheduler crash (fleet)', () => {
     const sent = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'long', data: {} } });
     const runId: string = sent.body.runId;
     await eventually('a third of the steps done', async () => (executions.size >= STEPS / 3 ? true : undefined), 30_000);
+    // Which way the checkpoints went, by the scheduler's count.
+    const stored = await storedCheckpoints(dep);
+    expect(stored.direct > 0).toBe(direct);
+    expect(stored.bus > 0).toBe(!direct);
     const passesBefore = passes;
     await dep.crashAndRestart('scheduler');
     const run = await eventually(

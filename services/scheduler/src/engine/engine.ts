@@ -41,7 +41,7 @@ export const STOP_DRAIN_MS = 20_000;
 
 const passes = counter('dws_scheduler_passes_total', 'Passes applied, by what the reply decided (continue, park, succeed, fail, retry_later).');
 const stepsApplied = counter('dws_scheduler_steps_total', 'Step outcomes applied, by status (succeeded, failed, retrying, sleeping, waiting, child).');
-const checkpoints = counter('dws_scheduler_checkpoints_total', 'Runner checkpoints (steps finished mid-pass), by outcome (stored, refused).');
+const checkpoints = counter('dws_scheduler_checkpoints_total', 'Runner checkpoints (steps finished mid-pass), by path (direct: POSTed to this replica; bus: through the gateway or the invoker) and outcome (stored, refused).');
 const invokeSeconds = histogram('dws_scheduler_invoke_seconds', 'How long a pass took as the scheduler waited for it (checkpoints included), by outcome (reply, no_runner, transport_error, invoker_unavailable).');
 const invokes = counter('dws_scheduler_invokes_total', 'Runner calls, by path (direct: the scheduler POSTed to a serve runner; invoker) and outcome (reply, no_runner, transport_error, invoker_unavailable).');
 
@@ -259,9 +259,10 @@ export class Engine {
    * @throws ServiceError 400 when the checkpoint holds anything but finished steps
    */
   async checkpoint(workspaceId: string | undefined, runId: string, pass: number, body: { opcodes?: unknown; logs?: unknown }): Promise<boolean> {
+    const path = workspaceId === undefined ? 'direct' : 'bus';
     const run = this.held.get(runId);
     if (!run || (workspaceId !== undefined && run.workspaceId !== workspaceId) || run.pass !== pass || !run.invoking || this.stopping) {
-      checkpoints.inc({ outcome: 'refused' });
+      checkpoints.inc({ path, outcome: 'refused' });
       return false;
     }
     const steps = checkpointSteps(this.view(run, 1), body.opcodes, Date.now(), NEW_IDS);
@@ -270,7 +271,7 @@ export class Engine {
     const stored = run.applying.then(() => this.storeCheckpoint(run, pass, steps, logs));
     run.applying = stored.catch(() => undefined);
     const ok = await stored;
-    checkpoints.inc({ outcome: ok ? 'stored' : 'refused' });
+    checkpoints.inc({ path, outcome: ok ? 'stored' : 'refused' });
     return ok;
   }
 
