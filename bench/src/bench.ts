@@ -272,6 +272,18 @@ async function w1(dep: Deployment): Promise<Figures> {
   return { p50_ms: r1(pct(lat, 50)), p99_ms: r1(pct(lat, 99)) };
 }
 
+/** The scheduler's dws_scheduler_checkpoint_batch_size histogram, as a mean (fleet: its own port; embedded: the one process). */
+async function checkpointBatches(dep: Deployment): Promise<{ mean: number; statements: number } | undefined> {
+  const ports = dep.ports?.() ?? {};
+  const port = ports.scheduler ?? ports.dev;
+  if (!port) return undefined;
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const read = (name: string) => Number(new RegExp(`^dws_scheduler_checkpoint_batch_size_${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
+  const sum = read('sum');
+  const count = read('count');
+  return count > 0 ? { mean: sum / count, statements: count } : undefined;
+}
+
 async function w2(dep: Deployment, workflow = 'w2'): Promise<Figures> {
   const RUNS = 1000;
   const INFLIGHT = 50;
@@ -297,6 +309,8 @@ async function w2(dep: Deployment, workflow = 'w2'): Promise<Figures> {
   logSplit(cpu, steps);
   const rss = rssByService(dep);
   process.stderr.write(`  rss MiB after W2: ${Object.entries(rss).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
+  const batch = await checkpointBatches(dep);
+  if (batch) process.stderr.write(`  checkpoints per statement (group commit, since start): mean ${r1(batch.mean)} over ${batch.statements} statements\n`);
   return {
     runs_per_s: r1(RUNS / wall),
     steps_per_s: r1(steps / wall),

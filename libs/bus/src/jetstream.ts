@@ -110,6 +110,8 @@ class JetStreamBus implements Bus {
   private readonly spill: Spill;
   /** Emits queue here while an earlier one is being spilled, so live tails stay in order. */
   private emitTail: Promise<void> | undefined;
+  /** Emits of this turn of the event loop, published together (one socket write) by flushEmits. */
+  private emitBatch: [string, Uint8Array][] = [];
 
   /** The durables this process consumes, for `backlog()`. */
   private readonly consumed = new Map<string, { stream: string; durable: string }>();
@@ -381,7 +383,8 @@ class JetStreamBus implements Bus {
   emit(subject: string, data: Uint8Array): void {
     this.assertOpen();
     if (!this.emitTail && !this.spill.needed(data)) {
-      this.nc.publish(subject, data);
+      // Live frames of many runs finish in one turn: one write for all of them (nats.js writes per microtask).
+      if (this.emitBatch.push([subject, data]) === 1) setImmediate(this.flushEmits);
       return;
     }
     const send = async () => {
@@ -396,6 +399,17 @@ class JetStreamBus implements Bus {
       });
     this.emitTail = tail;
   }
+
+  private readonly flushEmits = (): void => {
+    const batch = this.emitBatch;
+    this.emitBatch = [];
+    try {
+      for (const [subject, data] of batch) this.nc.publish(subject, data);
+    } catch (err) {
+      // Closed meanwhile: live frames are best-effort (readers resync from storage).
+      this.log.warn({ err: errorMessage(err) }, 'bus emit failed');
+    }
+  };
 
   subscribe(subject: string, handler: EventHandler): Subscription {
     this.assertOpen();
@@ -455,6 +469,7 @@ class JetStreamBus implements Bus {
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.closed = true;
+      this.flushEmits();
       await Promise.all([...this.subs].map((s) => s.stop()));
       if (!this.nc.isClosed()) {
         try {

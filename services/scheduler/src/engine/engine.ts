@@ -42,6 +42,7 @@ export const STOP_DRAIN_MS = 20_000;
 const passes = counter('dws_scheduler_passes_total', 'Passes applied, by what the reply decided (continue, park, succeed, fail, retry_later).');
 const stepsApplied = counter('dws_scheduler_steps_total', 'Step outcomes applied, by status (succeeded, failed, retrying, sleeping, waiting, child).');
 const checkpoints = counter('dws_scheduler_checkpoints_total', 'Runner checkpoints (steps finished mid-pass), by path (direct: POSTed to this replica; bus: through the gateway or the invoker) and outcome (stored, refused).');
+const checkpointBatch = histogram('dws_scheduler_checkpoint_batch_size', 'Checkpoints written by one statement (group commit).', [1, 2, 4, 8, 16, 32, 64, 128]);
 const invokeSeconds = histogram('dws_scheduler_invoke_seconds', 'How long a pass took as the scheduler waited for it (checkpoints included), by outcome (reply, no_runner, transport_error, invoker_unavailable).');
 const invokes = counter('dws_scheduler_invokes_total', 'Runner calls, by path (direct: the scheduler POSTed to a serve runner; invoker) and outcome (reply, no_runner, transport_error, invoker_unavailable).');
 
@@ -88,6 +89,7 @@ export class Engine {
   constructor(private readonly o: EngineOptions) {
     this.checkpointWrites = new GroupCommit(
       async (batch) => {
+        checkpointBatch.observe(batch.length);
         const stored = await applyCheckpoints(o.db, o.owner, batch);
         return batch.map((a) => stored.has(a.runId));
       },

@@ -1,9 +1,9 @@
 /**
- * Group commit: items submitted while a write is in flight go together in
- * the next one. The first item of a quiet moment is written at once (no
- * added latency); under load, one statement carries what queued meanwhile,
- * so a batch costs one round trip, one WAL flush and one wake-up of Postgres
- * instead of one each.
+ * Group commit: items submitted in the same event-loop turn, or while a
+ * write is in flight, go together in the next write. The first item of a
+ * quiet moment is written at the end of its turn (no timer); under load,
+ * one statement carries what queued meanwhile, so a batch costs one round
+ * trip, one WAL flush and one wake-up of Postgres instead of one each.
  *
  * `write` gets a batch with at most one item per key (a run's checkpoints
  * are already ordered by the engine; this keeps a batch from holding two of
@@ -22,13 +22,17 @@ export class GroupCommit<T, R> {
 
   submit(item: T): Promise<R> {
     return new Promise<R>((resolve, reject) => {
+      // The first item of a quiet moment waits only for the rest of this event-loop turn
+      // (checkpoints that arrived together go together).
       this.queue.push({ item, resolve, reject });
-      if (!this.writing) void this.drain();
+      if (!this.writing) {
+        this.writing = true;
+        setImmediate(() => void this.drain());
+      }
     });
   }
 
   private async drain(): Promise<void> {
-    this.writing = true;
     try {
       while (this.queue.length > 0) {
         const batch = this.take();
