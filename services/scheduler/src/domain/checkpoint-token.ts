@@ -1,4 +1,4 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 /**
  * The token a runner sends its checkpoints under (`ctx.checkpoint` of an
@@ -12,8 +12,8 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 export class CheckpointTokens {
   constructor(
     readonly replica: string,
-    // Per process: a restarted replica drives no pass of its predecessor's anyway.
-    private readonly key: Buffer = randomBytes(32),
+    // Per process: a restarted replica drives no pass of its predecessor's anyway. A KeyObject: no key import per MAC.
+    private readonly key: KeyObject = createSecretKey(randomBytes(32)),
   ) {}
 
   mint(runId: string, pass: number): string {
