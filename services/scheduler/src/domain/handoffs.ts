@@ -72,8 +72,11 @@ export function handoffMessage(run: { id: string; workspaceId: string; app: stri
 
 type RunRef = { id: string; workspaceId: string; app: string; workflow: string };
 
-/** The run.succeeded / run.failed / run.cancelled lifecycle fact, keyed by the run (published once). */
-export function runFinishedMessage(run: RunRef, status: string, resultJson: string | null, error: StepError | null): OutboxMessage {
+/**
+ * The run.succeeded / run.failed / run.cancelled lifecycle fact, keyed by the run (published once).
+ * `nothingOpen`: the run ended with no step waiting and no child open (approvals has nothing to cancel).
+ */
+export function runFinishedMessage(run: RunRef, status: string, resultJson: string | null, error: StepError | null, nothingOpen = false): OutboxMessage {
   return {
     subject: subjects.runFinished,
     msgId: `finished:${run.id}`,
@@ -88,6 +91,7 @@ export function runFinishedMessage(run: RunRef, status: string, resultJson: stri
         result: resultJson ? enc.encode(resultJson) : new Uint8Array(),
         error: error ? enc.encode(JSON.stringify(error)) : new Uint8Array(),
         atMs: BigInt(Date.now()),
+        nothingOpen,
       }),
     ),
   };

@@ -490,11 +490,11 @@ export class Engine {
       if (s.handoff) handoffs.push(handoffMessage(run, s));
       if (s.status === 'failed') handoffs.push(stepFailedMessage(run, s));
     }
-    if (terminal) handoffs.push(runFinishedMessage(run, status, resultJson, error));
     const spawnOnFailure =
       status === 'failed' && !run.onFailure && (await this.o.workflows.get(run.workspaceId, run.app, run.workflow)).onFailure ? ids.run() : null;
     const parks = steps.some((s) => s.status === 'waiting' || s.status === 'child');
     const hadOpen = [...run.pending.values()].some((p) => p.status === 'waiting' || p.status === 'child');
+    if (terminal) handoffs.push(runFinishedMessage(run, status, resultJson, error, !parks && !hadOpen));
     // One statement covers the common pass, outbox rows included; a transaction only when the
     // pass parks on waiters or children, or its end touches a parent, children or a follow-on run.
     const needsTx = parks || (terminal && (run.parentRunId !== null || spawnOnFailure !== null || hadOpen));
