@@ -67,11 +67,21 @@ export function startTracing(opts: TracingOptions): Promise<Tracing> {
   return started;
 }
 
+/**
+ * These packages are CommonJS: node hands their exports over as named
+ * exports, but a bundle's split chunk (dist/, scripts/build.mjs) only as
+ * `default`. Either way, the exports.
+ */
+function commonJs<T extends object>(mod: T): T {
+  const d = (mod as { default?: unknown }).default;
+  return d !== null && typeof d === 'object' ? ({ ...(d as object), ...mod } as T) : mod;
+}
+
 async function load(url: string, serviceName: string): Promise<Tracing> {
   const [sdk, otlp, resources] = await Promise.all([
-    import('@opentelemetry/sdk-trace-base'),
-    import('@opentelemetry/exporter-trace-otlp-http'),
-    import('@opentelemetry/resources'),
+    import('@opentelemetry/sdk-trace-base').then(commonJs),
+    import('@opentelemetry/exporter-trace-otlp-http').then(commonJs),
+    import('@opentelemetry/resources').then(commonJs),
   ]);
   const random = new sdk.RandomIdGenerator();
   const provider = new sdk.BasicTracerProvider({
