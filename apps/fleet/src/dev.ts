@@ -9,12 +9,23 @@ import { startFleet } from './fleet.js';
 let cfg;
 try {
   // `pnpm dev` delivers webhooks to local receivers unless told otherwise (CONTRACT.md).
-  cfg = loadConfig({ SERVICE_WEBHOOK_ALLOW_PRIVATE: 'on', ...process.env });
+  cfg = loadConfig({ SERVICE_WEBHOOK_ALLOW_PRIVATE: 'on', SERVICE_SCHEDULER_URL: ownLoopbackUrl(process.env), ...process.env });
 } catch (err) {
   process.stderr.write(`dev: ${(err as Error).message}\n`);
   process.exit(2);
 }
 const log = createLogger({ level: cfg.LOG_LEVEL });
+
+/**
+ * The scheduler's direct checkpoints ride this process's own port (the gateway mounts its route): on a loopback
+ * HOST every runner is on this machine and reaches it there. Any other HOST: runners may be elsewhere, so only an
+ * explicit SERVICE_SCHEDULER_URL turns them on, and checkpoints otherwise go through /v1.
+ */
+function ownLoopbackUrl(env: NodeJS.ProcessEnv): string | undefined {
+  const host = env.HOST ?? '127.0.0.1';
+  const port = env.PORT ?? '8288';
+  return (host === '127.0.0.1' || host === 'localhost') && port !== '0' ? `http://${host}:${port}` : undefined;
+}
 try {
   // OpenTelemetry traces when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/tracing.md): one process, one service.name.
   const tracing = await startTracing({ serviceName: process.env.OTEL_SERVICE_NAME || 'dws', env: process.env });

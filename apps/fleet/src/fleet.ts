@@ -27,6 +27,10 @@ export async function startFleet(cfg: Config, infra: Infra): Promise<Fleet> {
       otherServicesReady: async () => (await Promise.all(services.map((s) => s.ready()))).every(Boolean),
       // One process: Connect upgrades go straight to the invoker, no proxy hop.
       connect: invoker.upgrade,
+      // And the routes each would serve on its own port (the scheduler's direct checkpoints).
+      routes: (app) => {
+        for (const s of services) s.routes?.(app);
+      },
     });
     return {
       gateway,

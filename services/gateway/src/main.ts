@@ -7,7 +7,7 @@ import { createHttpApp, errorMiddleware, healthRoutes, listen, notFoundHandler, 
 import type { Logger } from '@dws/log';
 import { errorBody } from '@dws/protocol';
 import { gauge, METRICS_CONTENT_TYPE, metricsText, Outbox, sealKeyFor, streams, type Infra, type ServiceHandle } from '@dws/runtime';
-import type { RequestHandler } from 'express';
+import type { Express, RequestHandler } from 'express';
 import { ensureDefaultWorkspace, type DevCredentials } from './domain/bootstrap.js';
 import { AdminApi } from './handlers/admin.js';
 import { Authenticator } from './handlers/auth.js';
@@ -39,6 +39,8 @@ export interface GatewayOptions {
   streams?: StreamOptions;
   /** `pnpm dev`: the invoker's upgrade handler for GET /v1/connect (else proxied to SERVICE_INVOKER_URL). */
   connect?: UpgradeHandler;
+  /** `pnpm dev`: routes the other services serve on their own port when standalone (the scheduler's direct checkpoints). */
+  routes?: (app: Express) => void;
   /** Usage metering: sweep interval and clock (tests shorten and move them). */
   usage?: UsageMeterOptions;
 }
@@ -89,6 +91,7 @@ export async function startGateway(
   const mcp = new McpEndpoint({ bus, auth, log, routes: ROUTES, version: '1.0.0' });
   const app = createHttpApp();
   app.use(accessLog(log));
+  opts.routes?.(app);
   healthRoutes(app, {
     ready: async () => (await db.healthy()) && (await bus.healthy()) && (opts.otherServicesReady ? await opts.otherServicesReady() : true),
   });
