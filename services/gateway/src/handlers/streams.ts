@@ -73,6 +73,8 @@ export class LiveHub {
 /** One open text/event-stream response. */
 class SseConnection {
   private closed = false;
+  /** Frames of this event-loop turn, written together (one socket write per turn, not per frame). */
+  private pending = '';
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly onClose: (() => void)[] = [];
 
@@ -126,17 +128,27 @@ class SseConnection {
   close(hangUp = false): void {
     if (this.closed) return;
     const socket = this.res.socket;
-    this.res.end();
+    // The last frames and the end of the stream in one write.
+    const last = this.pending;
+    this.pending = '';
+    this.res.end(last);
     if (hangUp) socket?.end();
     this.teardown();
   }
 
   private write(chunk: string): void {
     if (this.closed) return;
-    this.res.write(chunk);
+    if (this.pending === '') setImmediate(this.flush);
+    this.pending += chunk;
+  }
+
+  private readonly flush = (): void => {
+    if (this.closed || this.pending === '') return;
+    this.res.write(this.pending);
+    this.pending = '';
     // A client that does not read is cut off rather than buffered without bound.
     if (this.res.writableLength > this.maxBuffered) this.close();
-  }
+  };
 
   private teardown(): void {
     if (this.closed && this.onClose.length === 0) return;
