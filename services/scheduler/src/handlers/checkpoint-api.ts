@@ -56,7 +56,7 @@ export function checkpointApi(o: { bus: Bus; engine: Engine; tokens: CheckpointT
     },
   };
 
-  /** The direct route, on the replica's own HTTP port (standalone mode). */
+  /** The direct route, on the replica's own HTTP port (`pnpm dev` mounts it on its one port). */
   const routes = (app: Express) => {
     app.post('/checkpoints/:id', ...jsonBody(), (req, res, next) => {
       const body = (req.body ?? {}) as Body;
