@@ -403,11 +403,13 @@ class JetStreamBus implements Bus {
   private readonly flushEmits = (): void => {
     const batch = this.emitBatch;
     this.emitBatch = [];
-    try {
-      for (const [subject, data] of batch) this.nc.publish(subject, data);
-    } catch (err) {
-      // Closed meanwhile: live frames are best-effort (readers resync from storage).
-      this.log.warn({ err: errorMessage(err) }, 'bus emit failed');
+    for (const [subject, data] of batch) {
+      try {
+        this.nc.publish(subject, data);
+      } catch (err) {
+        // Closed meanwhile: live frames are best-effort (readers resync from storage); one refused drops no other.
+        this.log.warn({ subject, err: errorMessage(err) }, 'bus emit failed');
+      }
     }
   };
 
