@@ -1,4 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
 import net from 'node:net';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -71,17 +72,25 @@ function startNode(name: string, args: string[], env: Record<string, string>): P
   const prof = process.env.DWS_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.join(process.env.DWS_CPU_PROF, name)}`] : [];
   const child = spawn(process.execPath, [...prof, ...args], {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+    env: { ...process.env, LOG_LEVEL: process.env.DWS_E2E_LOG_LEVEL ?? 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
+  // DWS_E2E_LOG_DIR=<dir>: everything each process prints is also kept whole in <dir>/<name>-<pid>.log
+  // (to read after a chaos run that stranded runs; output() keeps only the last 100-200 kB), at
+  // DWS_E2E_LOG_LEVEL (default warn).
+  const file = process.env.DWS_E2E_LOG_DIR
+    ? createWriteStream(path.join(process.env.DWS_E2E_LOG_DIR, `${name}-${child.pid}.log`))
+    : undefined;
   const keep = (b: Buffer) => {
+    file?.write(b);
     out += b.toString();
     if (out.length > 200_000) out = out.slice(-100_000);
   };
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  if (file) void exited.then(() => file.end());
   return {
     name,
     child,
