@@ -273,7 +273,7 @@ async function w1(dep: Deployment): Promise<Figures> {
 }
 
 /** The scheduler's dws_scheduler_checkpoint_batch_size histogram, as a mean (fleet: its own port; embedded: the one process). */
-async function checkpointBatches(dep: Deployment): Promise<{ mean: number; statements: number } | undefined> {
+async function checkpointBatches(dep: Deployment): Promise<{ mean: number; statements: number; paths: string } | undefined> {
   const ports = dep.ports?.() ?? {};
   const port = ports.scheduler ?? ports.dev;
   if (!port) return undefined;
@@ -281,7 +281,9 @@ async function checkpointBatches(dep: Deployment): Promise<{ mean: number; state
   const read = (name: string) => Number(new RegExp(`^dws_scheduler_checkpoint_batch_size_${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
   const sum = read('sum');
   const count = read('count');
-  return count > 0 ? { mean: sum / count, statements: count } : undefined;
+  // Which way the checkpoints came (socket, direct HTTP, bus): the bench runner should use the socket.
+  const paths = [...text.matchAll(/^dws_scheduler_checkpoints_total\{outcome="stored",path="(\w+)"\} (\S+)/gm)].map((m) => `${m[1]} ${m[2]}`).join(', ');
+  return count > 0 ? { mean: sum / count, statements: count, paths } : undefined;
 }
 
 async function w2(dep: Deployment, workflow = 'w2'): Promise<Figures> {
@@ -310,7 +312,7 @@ async function w2(dep: Deployment, workflow = 'w2'): Promise<Figures> {
   const rss = rssByService(dep);
   process.stderr.write(`  rss MiB after W2: ${Object.entries(rss).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
   const batch = await checkpointBatches(dep);
-  if (batch) process.stderr.write(`  checkpoints per statement (group commit, since start): mean ${r1(batch.mean)} over ${batch.statements} statements\n`);
+  if (batch) process.stderr.write(`  checkpoints per statement (group commit, since start): mean ${r1(batch.mean)} over ${batch.statements} statements; stored by path: ${batch.paths}\n`);
   return {
     runs_per_s: r1(RUNS / wall),
     steps_per_s: r1(steps / wall),

@@ -19,17 +19,18 @@ if (!realInfra()) console.warn('\n!!! Postgres/NATS missing: the checkpoint e2e 
 const STEPS = 120;
 
 /** dws_scheduler_checkpoints_total{outcome="stored"} by path, from the scheduler's /metrics. */
-async function storedCheckpoints(dep: Deployment): Promise<{ direct: number; bus: number }> {
+async function storedCheckpoints(dep: Deployment): Promise<{ socket: number; direct: number; bus: number }> {
   const text = await (await fetch(`http://127.0.0.1:${dep.ports!().scheduler}/metrics`)).text();
   const of = (path: string) =>
     text
       .split('\n')
       .filter((l) => l.startsWith('dws_scheduler_checkpoints_total{') && l.includes(`path="${path}"`) && l.includes('outcome="stored"'))
       .reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
-  return { direct: of('direct'), bus: of('bus') };
+  return { socket: of('socket'), direct: of('direct'), bus: of('bus') };
 }
 
-// Straight to the replica (ctx.checkpointUrl, as the chart deploys it), and through the gateway (SERVICE_SCHEDULER_URL unset).
+// Straight to the replica (the SDK's frames on ctx.checkpointSocket, as the chart deploys it), and through the
+// gateway (SERVICE_SCHEDULER_URL unset).
 maybe.each([
   ['straight to the replica', true],
   ['through the gateway', false],
@@ -66,8 +67,9 @@ maybe.each([
     await eventually('a third of the steps done', async () => (executions.size >= STEPS / 3 ? true : undefined), 30_000);
     // Which way the checkpoints went, by the scheduler's count.
     const stored = await storedCheckpoints(dep);
-    expect(stored.direct > 0).toBe(direct);
+    expect(stored.socket > 0).toBe(direct);
     expect(stored.bus > 0).toBe(!direct);
+    expect(stored.direct).toBe(0);
     const passesBefore = passes;
     await dep.crashAndRestart('scheduler');
     const run = await eventually(

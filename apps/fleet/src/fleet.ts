@@ -31,6 +31,8 @@ export async function startFleet(cfg: Config, infra: Infra): Promise<Fleet> {
       routes: (app) => {
         for (const s of services) s.routes?.(app);
       },
+      // And their WebSockets (the scheduler's checkpoint sockets; the invoker's Connect is `connect`).
+      upgrades: services.find((s) => s.name === 'scheduler')?.upgrade,
     });
     return {
       gateway,

@@ -66,6 +66,7 @@ function parseContext(v: unknown): Parsed<InvokeContext> {
   if (typeof v.checkpoint === 'string' && v.checkpoint !== '') {
     ctx.checkpoint = v.checkpoint;
     if (typeof v.checkpointUrl === 'string' && /^https?:\/\//.test(v.checkpointUrl) && URL.canParse(v.checkpointUrl)) ctx.checkpointUrl = v.checkpointUrl;
+    if (typeof v.checkpointSocket === 'string' && /^wss?:\/\//.test(v.checkpointSocket) && URL.canParse(v.checkpointSocket)) ctx.checkpointSocket = v.checkpointSocket;
   }
   return { ok: true, value: ctx };
 }

@@ -243,6 +243,13 @@ export interface InvokeContext {
    * reach the replica; a runner that cannot falls back to the gateway.
    */
   checkpointUrl?: string;
+  /**
+   * Extension, with `checkpointUrl`: the same replica's WebSocket (ws:// or
+   * wss://) taking the same checkpoints as frames, one socket per runner
+   * process and replica, so a step costs no HTTP exchange. A runner that
+   * cannot open it POSTs to `checkpointUrl`.
+   */
+  checkpointSocket?: string;
 }
 
 /** SPEC POST /invoke request body (service to runner). */

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import express from 'express';
+import { WebSocketServer } from 'ws';
 import { request } from 'undici';
 import { hashStepId, keyFingerprint, signInvoke, type InvokeRequestBody } from '@dws/protocol';
 import { createRunner } from './runner.js';
@@ -256,6 +257,10 @@ describe('HTTP checkpoints: straight to ctx.checkpointUrl, through the gateway w
   let server: Server;
   let base: string;
   const hits: Array<{ where: 'direct' | 'gateway'; auth: string | undefined; body: any }> = [];
+  const frames: any[] = [];
+  let sockets = 0;
+  let socketAnswer: number | 'close' = 200;
+  let wss: WebSocketServer;
   let runner: ReturnType<typeof createRunner>;
 
   beforeAll(async () => {
@@ -271,6 +276,17 @@ describe('HTTP checkpoints: straight to ctx.checkpointUrl, through the gateway w
       const s = app.listen(0, '127.0.0.1', () => resolve(s));
     });
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    // The replica's checkpoint socket: answers each frame as `socketAnswer` says.
+    wss = new WebSocketServer({ server, path: '/replica/socket' });
+    wss.on('connection', (ws) => {
+      sockets++;
+      ws.on('message', (data) => {
+        const frame = JSON.parse(data.toString());
+        frames.push(frame);
+        if (socketAnswer === 'close') return ws.terminate();
+        ws.send(JSON.stringify({ id: frame.id, status: socketAnswer }));
+      });
+    });
     runner = createRunner({ apiKey: 'sk_cp', env: {}, url: `${base}/v1`, signingKey: SIGNING_KEY, app: 'shop' });
     runner.workflow('three', async ({ step }) => {
       for (const s of ['a', 'b']) await step.run(s, () => s);
@@ -278,14 +294,18 @@ describe('HTTP checkpoints: straight to ctx.checkpointUrl, through the gateway w
     });
   });
   afterAll(async () => {
+    runner.stop();
+    for (const ws of wss.clients) ws.terminate();
+    wss.close();
+    server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
   });
 
-  async function pass(checkpointUrl: string) {
+  async function pass(checkpointUrl: string, checkpointSocket?: string) {
     const body = JSON.stringify({
       event: { name: 'go', data: {} },
       steps: {},
-      ctx: { runId: 'run_cp', workflow: 'three', attempt: 0, app: 'shop', runner: '', checkpoint: 'tok.0.mac', checkpointUrl },
+      ctx: { runId: 'run_cp', workflow: 'three', attempt: 0, app: 'shop', runner: '', checkpoint: 'tok.0.mac', checkpointUrl, checkpointSocket },
     });
     const res = await request(`${base}/invoke`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-service-signature': signInvoke(SIGNING_KEY, body) }, body });
     return { status: res.statusCode, json: (await res.body.json()) as any };
@@ -314,6 +334,51 @@ describe('HTTP checkpoints: straight to ctx.checkpointUrl, through the gateway w
     expect(hits.map((h) => [h.where, h.auth, h.body.opcodes.map((o: any) => o.name)])).toEqual([
       ['gateway', 'Bearer sk_cp', ['a']],
       ['gateway', 'Bearer sk_cp', ['b']],
+    ]);
+  });
+
+  it('sends each checkpoint as a frame on ctx.checkpointSocket, one socket for every pass, with no HTTP exchange', async () => {
+    hits.length = 0;
+    frames.length = 0;
+    sockets = 0;
+    socketAnswer = 200;
+    for (let i = 0; i < 2; i++) {
+      const r = await pass(`${base}/replica/checkpoints/run_cp`, `${base.replace('http', 'ws')}/replica/socket`);
+      expect(r.status).toBe(200);
+      expect(r.json.opcodes.map((o: any) => o.name)).toEqual(['c']);
+    }
+    expect(hits).toEqual([]);
+    expect(sockets).toBe(1);
+    expect(frames.map((f) => [f.runId, f.token, f.opcodes.map((o: any) => o.name)])).toEqual([
+      ['run_cp', 'tok.0.mac', ['a']],
+      ['run_cp', 'tok.0.mac', ['b']],
+      ['run_cp', 'tok.0.mac', ['a']],
+      ['run_cp', 'tok.0.mac', ['b']],
+    ]);
+    expect(new Set(frames.map((f) => f.id)).size).toBe(4);
+  });
+
+  it('ends the pass when the socket refuses a checkpoint: the reply carries the unstored step', async () => {
+    hits.length = 0;
+    frames.length = 0;
+    socketAnswer = 409;
+    const r = await pass(`${base}/replica/checkpoints/run_cp`, `${base.replace('http', 'ws')}/replica/socket`);
+    expect(r.status).toBe(206);
+    expect(r.json.opcodes.map((o: any) => o.name)).toEqual(['a']);
+    expect(frames).toHaveLength(1);
+    expect(hits).toEqual([]);
+  });
+
+  it('sends a checkpoint the socket dropped to ctx.checkpointUrl, and the next ones too', async () => {
+    hits.length = 0;
+    frames.length = 0;
+    socketAnswer = 'close';
+    const r = await pass(`${base}/replica/checkpoints/run_cp`, `${base.replace('http', 'ws')}/replica/socket`);
+    expect(r.status).toBe(200);
+    expect(frames).toHaveLength(1);
+    expect(hits.map((h) => [h.where, h.auth, h.body.opcodes.map((o: any) => o.name)])).toEqual([
+      ['direct', undefined, ['a']],
+      ['direct', undefined, ['b']],
     ]);
   });
 });

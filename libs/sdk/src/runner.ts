@@ -5,6 +5,7 @@ import { keyFingerprint, PROTOCOL_VERSION, type RegisterBody, type WorkflowRegis
 import { openConnection, type ConnectOptions, type Connection } from './connect.js';
 import { NonRetriableError } from './errors.js';
 import { DEFAULT_STEP_BUDGET_MS, type Checkpoint } from './execution.js';
+import { CheckpointSockets } from './checkpoint-socket.js';
 import { createInvokeHandler, errorReply, handleInvoke, sendReply, type InvokeHttpHandler, type InvokeHttpReply, type InvokeTarget } from './serve.js';
 import { formatIssues, isStandardSchema, type InferSchemaOutput, type StandardSchemaV1 } from './standard-schema.js';
 import type { Workflow, WorkflowHandler, WorkflowOptions } from './types.js';
@@ -136,7 +137,7 @@ export interface Runner {
   register(): Promise<unknown>;
   /** Re-registers every heartbeatIntervalMs until stop(). Idempotent. */
   startHeartbeat(): void;
-  /** Stops the heartbeat. */
+  /** Stops the heartbeat and closes the checkpoint sockets. */
   stop(): void;
 }
 
@@ -236,16 +237,21 @@ export function createRunner(options: RunnerOptions = {}): Runner {
   const unreachable = new Map<string, number>();
   let directAgent: Agent | undefined;
 
+  const sockets = new CheckpointSockets({ answerTimeoutMs: CHECKPOINT_TIMEOUT_MS, connectTimeoutMs: DIRECT_CONNECT_TIMEOUT_MS });
+
   /**
-   * Checkpoints over HTTP: straight to the scheduler replica driving the pass
-   * when the invoke offers `ctx.checkpointUrl` (the token's MAC is the
-   * credential), else, or when that replica cannot be reached, POST
+   * Checkpoints straight to the scheduler replica driving the pass when the
+   * invoke offers it (the token's MAC is the credential): as a frame on
+   * that replica's socket (`ctx.checkpointSocket`), else POSTed to
+   * `ctx.checkpointUrl`; else, or when neither can be reached, POSTed to
    * {url}/runs/{id}/checkpoint with the API key. Anything but 200 ends the
    * pass. A checkpoint sent twice (its answer lost) is stored once.
    */
-  function httpCheckpoint(runId: string, token: string, directUrl?: string): Checkpoint {
+  function httpCheckpoint(runId: string, token: string, direct: { url?: string; socket?: string } = {}): Checkpoint {
     const endpoint = new URL(`runs/${encodeURIComponent(runId)}/checkpoint`, url!.endsWith('/') ? url : `${url}/`);
+    const directUrl = direct.url;
     const origin = directUrl && URL.canParse(directUrl) ? new URL(directUrl).origin : undefined;
+    const socket = origin ? direct.socket : undefined;
     const post = async (to: string | URL, headers: Record<string, string>, body: string, dispatcher?: Agent) => {
       const res = await request(to, {
         method: 'POST',
@@ -258,9 +264,17 @@ export function createRunner(options: RunnerOptions = {}): Runner {
       await res.body.dump();
       return res.statusCode === 200;
     };
+    const reachable = (key: string) => (unreachable.get(key) ?? 0) < Date.now();
     return async (opcodes, logs) => {
       const body = JSON.stringify({ token, opcodes, logs });
-      if (origin && (unreachable.get(origin) ?? 0) < Date.now()) {
+      if (socket && reachable(socket)) {
+        try {
+          return await sockets.send(socket, runId, body);
+        } catch {
+          unreachable.set(socket, Date.now() + UNREACHABLE_FOR_MS);
+        }
+      }
+      if (origin && reachable(origin)) {
         try {
           directAgent ??= new Agent({ connect: { timeout: DIRECT_CONNECT_TIMEOUT_MS } });
           return await post(directUrl!, {}, body, directAgent);
@@ -361,6 +375,7 @@ export function createRunner(options: RunnerOptions = {}): Runner {
   function stop(): void {
     if (timer) clearInterval(timer);
     timer = undefined;
+    sockets.close();
   }
 
   const runner: Runner = {

@@ -39,7 +39,7 @@ export interface InvokeTarget {
    * How this transport reaches the service with a pass's checkpoints
    * (undefined: it cannot, and each pass reports its steps in its reply).
    */
-  checkpoint?(runId: string, token: string, directUrl?: string): Checkpoint;
+  checkpoint?(runId: string, token: string, direct?: { url?: string; socket?: string }): Checkpoint;
   /** The handler for a workflow name (the onFailure one when `onFailure`), or a reason it has none. */
   resolve(workflow: string, onFailure: boolean): WorkflowHandler | { error: { code: string; message: string } };
 }
@@ -102,7 +102,7 @@ export async function handleInvoke(
   const options: ExecuteOptions = { ...target.passFor?.(ctx.workflow) };
   // A run-ahead budget is the workflow's explicit choice of fewer round trips over per-step storage: it wins.
   if (ctx.checkpoint !== undefined && target.checkpoint && !((options.stepBudgetMs ?? 0) > 0)) {
-    options.checkpoint = target.checkpoint(ctx.runId, ctx.checkpoint, ctx.checkpointUrl);
+    options.checkpoint = target.checkpoint(ctx.runId, ctx.checkpoint, { url: ctx.checkpointUrl, socket: ctx.checkpointSocket });
   }
   // OpenTelemetry, when the runner has @opentelemetry/api and a tracer provider: the pass continues ctx.traceparent.
   const otel = loadOtel();

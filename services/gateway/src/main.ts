@@ -41,6 +41,8 @@ export interface GatewayOptions {
   connect?: UpgradeHandler;
   /** `pnpm dev`: routes the other services serve on their own port when standalone (the scheduler's direct checkpoints). */
   routes?: (app: Express) => void;
+  /** `pnpm dev`: upgrades on any other path, taken by the other services (the scheduler's checkpoint sockets). */
+  upgrades?: UpgradeHandler;
   /** Usage metering: sweep interval and clock (tests shorten and move them). */
   usage?: UsageMeterOptions;
 }
@@ -105,7 +107,7 @@ export async function startGateway(
   app.use(notFoundHandler);
   app.use(errorMiddleware(log));
   const http: HttpListener = await listen(app, cfg.HOST, cfg.PORT ?? 8288);
-  attachConnect(http.server, { auth, log, sealKey, local: opts.connect, invokerUrl: cfg.SERVICE_INVOKER_URL });
+  attachConnect(http.server, { auth, log, sealKey, local: opts.connect, others: opts.upgrades, invokerUrl: cfg.SERVICE_INVOKER_URL });
   http.server.on('clientError', clientErrorAnswer);
 
   return {

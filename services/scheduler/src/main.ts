@@ -10,6 +10,7 @@ import { consumeDeferredWakes, consumeResolves, consumeStartRuns, consumeWorkflo
 import { schedulerApi } from './handlers/api.js';
 import { controlApi } from './handlers/control-api.js';
 import { checkpointApi, replicaService } from './handlers/checkpoint-api.js';
+import { CHECKPOINT_SOCKET_PATH, checkpointSocket } from './handlers/checkpoint-socket.js';
 import { CheckpointTokens } from './domain/checkpoint-token.js';
 import { releaseAllLeases } from './store/runs.js';
 import { schedulerRetention } from './store/retention.js';
@@ -35,9 +36,10 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
   const http = new RunnerHttp(cfg.SERVICE_INVOKE_TIMEOUT_MS);
   const direct = { routes: new DirectRoutes(bus, sealKeyFor(cfg), log), http };
   const tokens = new CheckpointTokens(owner);
+  const base = cfg.SERVICE_SCHEDULER_URL?.replace(/\/+$/, '');
   const engine = new Engine({
     db, bus, log, outbox, owner, workflows, direct, tokens,
-    ...(cfg.SERVICE_SCHEDULER_URL ? { checkpointBaseUrl: cfg.SERVICE_SCHEDULER_URL.replace(/\/+$/, '') } : {}),
+    ...(base ? { checkpointBaseUrl: base, checkpointSocket: `${base.replace(/^http/, 'ws')}${CHECKPOINT_SOCKET_PATH}` } : {}),
     leaseMs: cfg.SERVICE_RUN_LEASE_MS,
     maxConcurrent: cfg.SERVICE_MAX_ACTIVE_RUNS,
     invokeTimeoutMs: cfg.SERVICE_INVOKE_TIMEOUT_MS,
@@ -69,6 +71,7 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
         .body as Record<string, unknown>,
   });
   const checkpoints = checkpointApi({ bus, engine, tokens });
+  const checkpointSockets = checkpointSocket({ direct: checkpoints.direct, log });
   const api = serveApi(bus, 'scheduler', log, { ...reads, ...control, ...checkpoints.bus });
   // Checkpoints relayed by another replica to the one driving the pass.
   const replicaApi = serveApi(bus, replicaService(owner), log, checkpoints.bus);
@@ -83,6 +86,7 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
     name: 'scheduler',
     ready: async () => true,
     routes: checkpoints.routes,
+    upgrade: checkpointSockets.upgrade,
     async stop() {
       await retention.stop();
       await retentionFacts.stop();
@@ -94,6 +98,7 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
       await resolves.stop();
       await Promise.all(facts.map((f) => f.stop()));
       await engine.stop();
+      await checkpointSockets.close();
       await http.close();
       await outbox.stop();
     },

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import WebSocket from 'ws';
 import type { Bus } from '@dws/bus';
 import { createHttpApp, errorMiddleware, listen, notFoundHandler, type HttpListener } from '@dws/http';
 import { createLogger } from '@dws/log';
@@ -18,6 +19,33 @@ const stepRun = (name: string, data: unknown) => ({ op: 'StepRun', id: hashStepI
 async function post(url: string, body: unknown): Promise<{ status: number; body: any }> {
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
   return { status: res.status, body: await res.json() };
+}
+
+/** A runner's checkpoint socket: frames out, answers matched by id. */
+async function openSocket(url: string) {
+  const ws = new WebSocket(url);
+  await new Promise((resolve, reject) => {
+    ws.once('open', resolve);
+    ws.once('error', reject);
+  });
+  const answers: any[] = [];
+  const waiting = new Map<unknown, (a: any) => void>();
+  ws.on('message', (d) => {
+    const a = JSON.parse(d.toString());
+    answers.push(a);
+    waiting.get(a.id)?.(a);
+  });
+  let next = 1;
+  return {
+    ws,
+    answers,
+    send(frame: Record<string, unknown> | string, id = next++): Promise<any> {
+      return new Promise((resolve) => {
+        waiting.set(typeof frame === 'string' ? null : id, resolve);
+        ws.send(typeof frame === 'string' ? frame : JSON.stringify({ id, ...frame }));
+      });
+    },
+  };
 }
 
 /**
@@ -45,6 +73,7 @@ describe.each(modes())('direct checkpoints to the scheduler replica (%s)', (mode
     h = await startHarness(mode, invoker, { SERVICE_SCHEDULER_URL: `http://127.0.0.1:${http.port}/` });
     // As runStandalone mounts them on the replica's own port.
     h.scheduler.routes!(app);
+    http.server.on('upgrade', h.scheduler.upgrade!);
     app.use(notFoundHandler);
     app.use(errorMiddleware(createLogger({ level: 'silent' })));
   });
@@ -105,5 +134,74 @@ describe.each(modes())('direct checkpoints to the scheduler replica (%s)', (mode
     expect(answers.notJson).toMatchObject({ status: 400, body: { error: { code: 'invalid_json' } } });
     expect(answers.passOver).toMatchObject({ status: 409, body: { error: { code: 'pass_not_current' } } });
     for (const id of [a, b]) expect((await h.call('runs.steps', { params: { id } })).body).toEqual([]);
+  });
+
+  it('stores each step sent as a frame on ctx.checkpointSocket, answering by id; the whole run takes one pass', async () => {
+    let socket: Awaited<ReturnType<typeof openSocket>> | undefined;
+    const seen: number[] = [];
+    pass = async (body) => {
+      expect(body.ctx.checkpointSocket).toBe(`ws://127.0.0.1:${http.port}/checkpoints`);
+      socket ??= await openSocket(body.ctx.checkpointSocket);
+      for (let i = 0; i < 3; i++) {
+        const a = await socket.send({ runId: body.ctx.runId, token: body.ctx.checkpoint, opcodes: [stepRun(`s${i}`, { i })], logs: [] }, 10 + i);
+        expect(a).toEqual({ id: 10 + i, status: 200 });
+        seen.push((await h.call('runs.steps', { params: { id: body.ctx.runId } })).body.length);
+      }
+      return { status: 200, body: { data: 'done', logs: [] } };
+    };
+    const id = await h.start('direct');
+    await h.waitFor(id, ['succeeded']);
+    expect(passesOf(id)).toHaveLength(1);
+    expect(seen).toEqual([1, 2, 3]);
+    const steps = (await h.call('runs.steps', { params: { id } })).body;
+    expect(steps.map((s: any) => [s.name, s.output])).toEqual([0, 1, 2].map((i) => [`s${i}`, { i }]));
+    socket!.ws.close();
+  });
+
+  it('answers a refused or unreadable frame on the socket with the route\'s error and keeps the socket open, storing nothing', async () => {
+    const answers: Record<string, any> = {};
+    let first: any;
+    pass = async (body) => {
+      if (!first) {
+        first = body;
+        return { status: 200, body: { data: 1, logs: [] } };
+      }
+      const socket = await openSocket(body.ctx.checkpointSocket);
+      const ops = { opcodes: [stepRun('x', 1)], logs: [] };
+      const [, n, mac] = (body.ctx.checkpoint as string).split('.');
+      answers.otherRun = await socket.send({ runId: body.ctx.runId, token: first.ctx.checkpoint, ...ops });
+      answers.otherReplica = await socket.send({ runId: body.ctx.runId, token: `scheduler-elsewhere.${n}.${mac}`, ...ops });
+      answers.noRunId = await socket.send({ token: 'x' }, 7);
+      answers.notJson = await socket.send('{"id":');
+      answers.passOver = await socket.send({ runId: first.ctx.runId, token: first.ctx.checkpoint, ...ops });
+      answers.open = socket.ws.readyState === WebSocket.OPEN;
+      socket.ws.close();
+      return { status: 200, body: { data: 2, logs: [] } };
+    };
+    const a = await h.start('direct');
+    await h.waitFor(a, ['succeeded']);
+    const b = await h.start('direct');
+    await h.waitFor(b, ['succeeded']);
+    expect(answers.otherRun).toMatchObject({ status: 400, error: { code: 'invalid_checkpoint' } });
+    expect(answers.otherReplica).toMatchObject({ status: 409, error: { code: 'pass_not_current' } });
+    expect(answers.noRunId).toMatchObject({ id: 7, status: 400, error: { code: 'invalid_checkpoint' } });
+    expect(answers.notJson).toMatchObject({ id: null, status: 400, error: { code: 'invalid_checkpoint' } });
+    expect(answers.passOver).toMatchObject({ status: 409, error: { code: 'pass_not_current' } });
+    expect(answers.open).toBe(true);
+    for (const id of [a, b]) expect((await h.call('runs.steps', { params: { id } })).body).toEqual([]);
+  });
+
+  it('refuses a WebSocket upgrade on any other path with the error body', async () => {
+    const res = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${http.port}/elsewhere`);
+      ws.on('unexpected-response', (_req, r) => {
+        let body = '';
+        r.on('data', (c) => (body += c));
+        r.on('end', () => resolve({ status: r.statusCode ?? 0, body }));
+      });
+      ws.on('error', reject);
+    });
+    expect(res.status).toBe(404);
+    expect(JSON.parse(res.body)).toMatchObject({ error: { code: 'route_not_found' } });
   });
 });

@@ -16,6 +16,8 @@ export interface ConnectProxyOptions {
   sealKey: Buffer;
   /** In one process (`pnpm dev`): the invoker's own upgrade handler. */
   local?: UpgradeHandler;
+  /** In one process: upgrades on other paths (the scheduler's checkpoint sockets; it refuses paths it does not serve). */
+  others?: UpgradeHandler;
   /** Otherwise the upgrade is proxied to the invoker's port: one URL, or several comma-separated (random order, next on refusal). */
   invokerUrl: string;
 }
@@ -46,6 +48,7 @@ export function attachConnect(server: Server, o: ConnectProxyOptions): void {
 
   async function accept(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     const path = (req.url ?? '').split('?')[0];
+    if (path !== PATH && o.others) return o.others(req, socket, head);
     if (path !== PATH) return refuse(socket, 404, 'route_not_found', `No WebSocket endpoint at ${path}; Connect is GET ${PATH}.`);
     // A handshake the invoker's WebSocket library would refuse (in text/plain) is refused here, with the error body, before auth.
     const bad = checkWebSocketUpgrade(req, { subprotocol: CONNECT_SUBPROTOCOL });

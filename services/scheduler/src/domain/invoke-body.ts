@@ -22,6 +22,8 @@ export interface InvokeContext {
   checkpoint?: string;
   /** Where to POST checkpoints straight to the replica driving the pass (an extension of SPEC's ctx; without it, the gateway). */
   checkpointUrl?: string;
+  /** The same replica's checkpoint WebSocket (ws:// or wss://): one socket per runner process, no HTTP exchange per step. */
+  checkpointSocket?: string;
 }
 
 /**
@@ -38,6 +40,7 @@ export function invokeBody(ctx: InvokeContext, memo: Iterable<string>): string {
     (ctx.onFailureError ? `,"onFailure":true,"error":${JSON.stringify(ctx.onFailureError)}` : '') +
     (ctx.checkpoint ? `,"checkpoint":${JSON.stringify(ctx.checkpoint)}` : '') +
     (ctx.checkpoint && ctx.checkpointUrl ? `,"checkpointUrl":${JSON.stringify(ctx.checkpointUrl)}` : '') +
+    (ctx.checkpoint && ctx.checkpointSocket ? `,"checkpointSocket":${JSON.stringify(ctx.checkpointSocket)}` : '') +
     '}}'
   );
 }

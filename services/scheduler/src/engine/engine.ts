@@ -41,7 +41,10 @@ export const STOP_DRAIN_MS = 20_000;
 
 const passes = counter('dws_scheduler_passes_total', 'Passes applied, by what the reply decided (continue, park, succeed, fail, retry_later).');
 const stepsApplied = counter('dws_scheduler_steps_total', 'Step outcomes applied, by status (succeeded, failed, retrying, sleeping, waiting, child).');
-const checkpoints = counter('dws_scheduler_checkpoints_total', 'Runner checkpoints (steps finished mid-pass), by path (direct: POSTed to this replica; bus: through the gateway or the invoker) and outcome (stored, refused).');
+const checkpoints = counter('dws_scheduler_checkpoints_total', 'Runner checkpoints (steps finished mid-pass), by path (socket: a frame on this replica\'s checkpoint socket; direct: POSTed to this replica; bus: through the gateway or the invoker) and outcome (stored, refused).');
+
+/** How a checkpoint reached this replica: its socket, its own HTTP route (both vouched for by the token's MAC alone), or the bus. */
+export type CheckpointPath = 'socket' | 'direct' | 'bus';
 const checkpointBatch = histogram('dws_scheduler_checkpoint_batch_size', 'Checkpoints written by one statement (group commit).', [1, 2, 4, 8, 16, 32, 64, 128]);
 const invokeSeconds = histogram('dws_scheduler_invoke_seconds', 'How long a pass took as the scheduler waited for it (checkpoints included), by outcome (reply, no_runner, transport_error, invoker_unavailable).');
 const invokes = counter('dws_scheduler_invokes_total', 'Runner calls, by path (direct: the scheduler POSTed to a serve runner; invoker) and outcome (reply, no_runner, transport_error, invoker_unavailable).');
@@ -57,6 +60,8 @@ export interface EngineOptions {
   tokens: CheckpointTokens;
   /** Base URL runners reach this replica's checkpoint route at (SERVICE_SCHEDULER_URL); unset: checkpoints go through the gateway. */
   checkpointBaseUrl?: string;
+  /** The checkpoint WebSocket at that base (`ctx.checkpointSocket`), offered with it. */
+  checkpointSocket?: string;
   leaseMs: number;
   invokeTimeoutMs: number;
   workflows: WorkflowConfigs;
@@ -256,12 +261,17 @@ export class Engine {
    * when this pass no longer drives the run here: not held, ended, paused or
    * cancelled meanwhile, or taken over; the runner then ends its pass.
    * `workspaceId` is the caller's, or undefined when the token's MAC alone
-   * vouches for it (the direct route).
+   * vouches for it (`path` socket or direct).
    *
    * @throws ServiceError 400 when the checkpoint holds anything but finished steps
    */
-  async checkpoint(workspaceId: string | undefined, runId: string, pass: number, body: { opcodes?: unknown; logs?: unknown }): Promise<boolean> {
-    const path = workspaceId === undefined ? 'direct' : 'bus';
+  async checkpoint(
+    path: CheckpointPath,
+    workspaceId: string | undefined,
+    runId: string,
+    pass: number,
+    body: { opcodes?: unknown; logs?: unknown },
+  ): Promise<boolean> {
     const run = this.held.get(runId);
     if (!run || (workspaceId !== undefined && run.workspaceId !== workspaceId) || run.pass !== pass || !run.invoking || this.stopping) {
       checkpoints.inc({ path, outcome: 'refused' });
@@ -347,6 +357,7 @@ export class Engine {
         onFailureError: run.onFailure?.error,
         checkpoint: this.o.tokens.mint(run.id, run.pass),
         checkpointUrl: this.o.checkpointBaseUrl && `${this.o.checkpointBaseUrl}${checkpointPath(run.id)}`,
+        checkpointSocket: this.o.checkpointSocket,
       },
       run.memo.values(),
     );

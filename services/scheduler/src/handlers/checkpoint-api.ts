@@ -4,7 +4,7 @@ import { jsonBody } from '@dws/http';
 import { conflict, invalid, isServiceError } from '@dws/protocol';
 import { callApi, type ApiHandler } from '@dws/runtime';
 import { parseCheckpointToken, type CheckpointTokens } from '../domain/checkpoint-token.js';
-import type { Engine } from '../engine/engine.js';
+import type { CheckpointPath, Engine } from '../engine/engine.js';
 
 /** The API service name of one replica: checkpoints of the passes it drives are relayed to it. */
 export const replicaService = (owner: string): string => `scheduler.${owner}`;
@@ -13,7 +13,8 @@ const notCurrent = () =>
   conflict('pass_not_current', 'This pass no longer drives the run (it ended, was paused or cancelled, or another replica took it over): end the pass and reply.');
 const badToken = () => invalid('invalid_checkpoint', 'body.token: not a checkpoint token from this service (ctx.checkpoint of the invoke).');
 
-type Body = { token?: unknown; opcodes?: unknown; logs?: unknown };
+export type CheckpointBody = { token?: unknown; opcodes?: unknown; logs?: unknown };
+type Body = CheckpointBody;
 
 /**
  * Checkpoints: steps a runner finished mid-pass. They reach the replica
@@ -23,15 +24,17 @@ type Body = { token?: unknown; opcodes?: unknown; logs?: unknown };
  *   may receive it and relays it to the one the token names; the caller's
  *   workspace must be the run's.
  * - POST /checkpoints/{id} on this replica's own port (`ctx.checkpointUrl`,
- *   offered when SERVICE_SCHEDULER_URL says where runners reach it): no
- *   gateway and no bus on the step's path; the token's MAC is the credential.
+ *   offered when SERVICE_SCHEDULER_URL says where runners reach it), or a
+ *   message on the WebSocket at /checkpoints there (`ctx.checkpointSocket`,
+ *   handlers/checkpoint-socket.ts): no gateway and no bus on the step's path;
+ *   the token's MAC is the credential.
  * Either answers 200 once the steps are durable, 409 when the pass is no
  * longer current (the runner ends its pass, and its reply is judged as usual).
  */
 export function checkpointApi(o: { bus: Bus; engine: Engine; tokens: CheckpointTokens }) {
   /** Store on this replica; `workspaceId` undefined when the MAC alone vouches for the caller. */
-  const store = async (workspaceId: string | undefined, runId: string, body: Body, pass: number) => {
-    if (!(await o.engine.checkpoint(workspaceId, runId, pass, body))) throw notCurrent();
+  const store = async (path: CheckpointPath, workspaceId: string | undefined, runId: string, body: Body, pass: number) => {
+    if (!(await o.engine.checkpoint(path, workspaceId, runId, pass, body))) throw notCurrent();
     return { status: 200, body: { stored: true } };
   };
 
@@ -52,24 +55,28 @@ export function checkpointApi(o: { bus: Bus; engine: Engine; tokens: CheckpointT
         }
       }
       if (!o.tokens.verify(runId, token)) throw badToken();
-      return store(call.caller.workspaceId, runId, body, token.pass);
+      return store('bus', call.caller.workspaceId, runId, body, token.pass);
     },
+  };
+
+  /**
+   * A checkpoint that reached this replica directly (the route or the socket): the token's MAC is
+   * the credential. Resolves once stored; throws the ServiceError to answer otherwise.
+   */
+  const direct = async (runId: string, body: Body, path: 'socket' | 'direct' = 'direct'): Promise<void> => {
+    const token = parseCheckpointToken(body.token);
+    if (!token) throw badToken();
+    // Not ours (another replica's, or forged): nothing to store here, the pass ends.
+    if (!o.tokens.verify(runId, token)) throw token.replica === o.tokens.replica ? badToken() : notCurrent();
+    await store(path, undefined, runId, body, token.pass);
   };
 
   /** The direct route, on the replica's own HTTP port (`pnpm dev` mounts it on its one port). */
   const routes = (app: Express) => {
     app.post('/checkpoints/:id', ...jsonBody(), (req, res, next) => {
-      const body = (req.body ?? {}) as Body;
-      const runId = String(req.params.id ?? '');
-      const token = parseCheckpointToken(body.token);
-      if (!token) return next(badToken());
-      // Not ours (another replica's, or forged): nothing to store here, the pass ends.
-      if (!o.tokens.verify(runId, token)) {
-        return next(token.replica === o.tokens.replica ? badToken() : notCurrent());
-      }
-      store(undefined, runId, body, token.pass).then((r) => res.status(r.status).json(r.body), next);
+      direct(String(req.params.id ?? ''), (req.body ?? {}) as Body).then(() => res.status(200).json({ stored: true }), next);
     });
   };
 
-  return { bus, routes };
+  return { bus, routes, direct };
 }
