@@ -272,18 +272,18 @@ async function w1(dep: Deployment): Promise<Figures> {
   return { p50_ms: r1(pct(lat, 50)), p99_ms: r1(pct(lat, 99)) };
 }
 
-/** The scheduler's dws_scheduler_checkpoint_batch_size histogram, as a mean (fleet: its own port; embedded: the one process). */
-async function checkpointBatches(dep: Deployment): Promise<{ mean: number; statements: number; paths: string } | undefined> {
+/** The scheduler's group commit histograms (checkpoints, passes) as means, and checkpoints by path (fleet: its own port; embedded: the one process). */
+async function checkpointBatches(dep: Deployment): Promise<{ mean: number; statements: number; passMean: number; paths: string } | undefined> {
   const ports = dep.ports?.() ?? {};
   const port = ports.scheduler ?? ports.dev;
   if (!port) return undefined;
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const read = (name: string) => Number(new RegExp(`^dws_scheduler_checkpoint_batch_size_${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
-  const sum = read('sum');
-  const count = read('count');
+  const read = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
+  const count = read('dws_scheduler_checkpoint_batch_size_count');
+  const passMean = read('dws_scheduler_pass_batch_size_sum') / read('dws_scheduler_pass_batch_size_count');
   // Which way the checkpoints came (socket, direct HTTP, bus): the bench runner should use the socket.
   const paths = [...text.matchAll(/^dws_scheduler_checkpoints_total\{outcome="stored",path="(\w+)"\} (\S+)/gm)].map((m) => `${m[1]} ${m[2]}`).join(', ');
-  return count > 0 ? { mean: sum / count, statements: count, paths } : undefined;
+  return count > 0 ? { mean: read('dws_scheduler_checkpoint_batch_size_sum') / count, statements: count, passMean, paths } : undefined;
 }
 
 async function w2(dep: Deployment, workflow = 'w2'): Promise<Figures> {
@@ -312,7 +312,7 @@ async function w2(dep: Deployment, workflow = 'w2'): Promise<Figures> {
   const rss = rssByService(dep);
   process.stderr.write(`  rss MiB after W2: ${Object.entries(rss).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
   const batch = await checkpointBatches(dep);
-  if (batch) process.stderr.write(`  checkpoints per statement (group commit, since start): mean ${r1(batch.mean)} over ${batch.statements} statements; stored by path: ${batch.paths}\n`);
+  if (batch) process.stderr.write(`  checkpoints per statement (group commit, since start): mean ${r1(batch.mean)} over ${batch.statements} statements; stored by path: ${batch.paths}; passes per statement: mean ${r1(batch.passMean)}\n`);
   return {
     runs_per_s: r1(RUNS / wall),
     steps_per_s: r1(steps / wall),

@@ -10,7 +10,7 @@ import { hasInfer, hasStepError } from '../domain/step-errors.js';
 import type { AiSpendView } from '../domain/ai-spend.js';
 import { aiSpendOf } from '../store/ai-spend.js';
 import { handoffMessage, runFinishedMessage, stepFailedMessage } from '../domain/handoffs.js';
-import { appendFrames, applyCheckpoints, applyPass, claimDueRuns, loadClaimedSteps, releaseLeases, renewLeases, type ApplyCheckpoint, type ApplyPass, type NewFrame } from '../store/runs.js';
+import { appendFrames, applyCheckpoints, applyPass, applyPasses, claimDueRuns, loadClaimedSteps, releaseLeases, renewLeases, type Applied, type ApplyCheckpoint, type ApplyPass, type NewFrame } from '../store/runs.js';
 import { GroupCommit } from './group-commit.js';
 import { checkpointPath, type CheckpointTokens } from '../domain/checkpoint-token.js';
 import { finishRun, parkSteps } from '../store/effects.js';
@@ -46,6 +46,7 @@ const checkpoints = counter('dws_scheduler_checkpoints_total', 'Runner checkpoin
 /** How a checkpoint reached this replica: its socket, its own HTTP route (both vouched for by the token's MAC alone), or the bus. */
 export type CheckpointPath = 'socket' | 'direct' | 'bus';
 const checkpointBatch = histogram('dws_scheduler_checkpoint_batch_size', 'Checkpoints written by one statement (group commit).', [1, 2, 4, 8, 16, 32, 64, 128]);
+const passBatch = histogram('dws_scheduler_pass_batch_size', 'Passes applied by one statement (group commit; a pass that needs a transaction goes alone).', [1, 2, 4, 8, 16, 32, 64, 128]);
 const invokeSeconds = histogram('dws_scheduler_invoke_seconds', 'How long a pass took as the scheduler waited for it (checkpoints included), by outcome (reply, no_runner, transport_error, invoker_unavailable).');
 const invokes = counter('dws_scheduler_invokes_total', 'Runner calls, by path (direct: the scheduler POSTed to a serve runner; invoker) and outcome (reply, no_runner, transport_error, invoker_unavailable).');
 
@@ -90,6 +91,8 @@ export class Engine {
   private claimAgain = false;
   /** Checkpoints of all held runs, written together when they queue up. */
   private readonly checkpointWrites: GroupCommit<ApplyCheckpoint, boolean>;
+  /** Passes that need no transaction (most of them), likewise. */
+  private readonly passWrites: GroupCommit<ApplyPass, Applied>;
 
   constructor(private readonly o: EngineOptions) {
     this.checkpointWrites = new GroupCommit(
@@ -97,6 +100,14 @@ export class Engine {
         checkpointBatch.observe(batch.length);
         const stored = await applyCheckpoints(o.db, o.owner, batch);
         return batch.map((a) => stored.has(a.runId));
+      },
+      (a) => a.runId,
+    );
+    this.passWrites = new GroupCommit(
+      async (batch) => {
+        passBatch.observe(batch.length);
+        const applied = await applyPasses(o.db, o.owner, batch);
+        return batch.map((a): Applied => applied.get(a.runId) ?? { applied: false });
       },
       (a) => a.runId,
     );
@@ -506,8 +517,9 @@ export class Engine {
     const parks = steps.some((s) => s.status === 'waiting' || s.status === 'child');
     const hadOpen = [...run.pending.values()].some((p) => p.status === 'waiting' || p.status === 'child');
     if (terminal) handoffs.push(runFinishedMessage(run, status, resultJson, error, !parks && !hadOpen));
-    // One statement covers the common pass, outbox rows included; a transaction only when the
-    // pass parks on waiters or children, or its end touches a parent, children or a follow-on run.
+    // One statement covers the common pass, outbox rows included, group-committed with the other
+    // runs' passes that end meanwhile; a transaction only when the pass parks on waiters or
+    // children, or its end touches a parent, children or a follow-on run.
     const needsTx = parks || (terminal && (run.parentRunId !== null || spawnOnFailure !== null || hadOpen));
     const args: ApplyPass = {
       runId: run.id,
@@ -537,7 +549,7 @@ export class Engine {
           }
           return r;
         })
-      : await applyPass(this.o.db, args);
+      : await this.passWrites.submit(args);
     if (!result.applied) {
       this.o.log.info({ runId: run.id, pass: run.pass }, 'pass no longer current; reply dropped');
       return false;

@@ -61,6 +61,11 @@ export async function insertHeldRun(db: Database, run: NewRun, owner: string, le
   return rows.length === 1;
 }
 
+/** Outbox rows travel as one JSON parameter too (payloads in base64). */
+function outboxJson(messages: OutboxMessage[] = []): string {
+  return JSON.stringify(messages.map((m) => ({ subject: m.subject, msg_id: m.msgId, payload: Buffer.from(m.payload).toString('base64') })));
+}
+
 /** Steps travel as one JSON parameter, like frames. */
 function stepsJson(steps: (StepOutcome & { idx: number })[]): string {
   return JSON.stringify(
@@ -224,11 +229,96 @@ export async function applyPass(db: Database, a: ApplyPass): Promise<Applied> {
       stepsJson(a.steps),
       framesJson(a.frames),
       leaseAt,
-      JSON.stringify((a.outbox ?? []).map((m) => ({ subject: m.subject, msg_id: m.msgId, payload: Buffer.from(m.payload).toString('base64') }))),
+      outboxJson(a.outbox),
     ],
   );
   const row = rows[0];
   return row ? { applied: true, status: row.status, outboxIds: (row.outbox_ids ?? []).map(Number) } : { applied: false };
+}
+
+/**
+ * The passes of several runs in ONE statement (group commit: the passes that
+ * ended while the previous statement ran), each applied and guarded exactly
+ * as applyPass does it alone, outbox rows included (told apart by msg id,
+ * which every outbox message of the scheduler has, unique). One pass per run
+ * in a batch. Returns what applyPass would have for each, by run id.
+ */
+export async function applyPasses(db: Database, owner: string, batch: ApplyPass[]): Promise<Map<string, Applied>> {
+  const rows = await db.query<{ id: string | null; status: string | null; outbox_id: number | string | null; msg_id: string | null }>(
+    `with x as (
+       select * from jsonb_to_recordset($2::jsonb)
+         as x(run_id text, pass bigint, status text, result text, error jsonb, attempt int, transport_failures int,
+              no_runner_since bigint, new_steps int, next_seq int, lease_owner text, lease_ms int, lease_at bigint,
+              terminal boolean, workspace_id text, steps jsonb, frames jsonb, outbox jsonb)
+     ), r as (
+       update scheduler.runs set
+         pass = runs.pass + 1,
+         status = case when runs.pause_requested and x.status in ('running', 'waiting') then 'paused' else x.status end,
+         result = x.result, error = x.error, attempt = x.attempt, transport_failures = x.transport_failures,
+         no_runner_since = case when x.no_runner_since is null then null else to_timestamp(x.no_runner_since / 1000.0) end,
+         step_count = runs.step_count + x.new_steps, next_seq = x.next_seq,
+         lease_owner = case when runs.pause_requested and x.status in ('running', 'waiting') then null else x.lease_owner end,
+         lease_until = case
+           when runs.pause_requested and x.status in ('running', 'waiting') then null
+           when x.lease_owner is null and runs.wake_pending and not x.terminal then now()
+           when x.lease_owner is not null and runs.lease_until > now() + (x.lease_ms * interval '1 millisecond') / 2 then runs.lease_until
+           when x.lease_ms is not null then now() + (x.lease_ms * interval '1 millisecond')
+           when x.lease_at is not null then to_timestamp(x.lease_at / 1000.0)
+           else null end,
+         wake_pending = case when x.lease_owner is null then false else runs.wake_pending end,
+         pause_requested = false,
+         ended_at = case when x.terminal then now() else null end, updated_at = now()
+         from x
+        where runs.id = x.run_id and runs.pass = x.pass and runs.lease_owner = $1
+        returning runs.id, runs.status, x.workspace_id, x.steps, x.frames, x.outbox
+     ), s as (${upsertSteps('r.workspace_id', 'r.steps')}
+     ), sc as (
+       insert into scheduler.scores (run_id, step_id, workspace_id, step, name, value, data)
+       select r.id, y.step_id, r.workspace_id, y.name, y.data::jsonb->>'name', y.data::jsonb->'value', y.data::jsonb
+         from r, jsonb_to_recordset(r.steps) as y(step_id text, name text, op text, status text, data text)
+        where y.op = 'Score' and y.status = 'succeeded'
+       on conflict (run_id, step_id) do nothing
+     ), f as (${insertFrames('r.workspace_id', 'r.frames')}
+     ), o as (
+       insert into scheduler.outbox (subject, msg_id, payload)
+       select y.subject, y.msg_id, decode(y.payload, 'base64') from r,
+              jsonb_to_recordset(r.outbox) as y(subject text, msg_id text, payload text)
+       returning id, msg_id
+     )
+     select id, status, null::bigint as outbox_id, null::text as msg_id from r
+     union all
+     select null, null, id, msg_id from o`,
+    [
+      owner,
+      `[${batch
+        .map((a) => {
+          const leaseOwner = a.lease.kind === 'hold' ? a.owner : null;
+          const leaseMs = a.lease.kind === 'hold' || a.lease.kind === 'delay' ? a.lease.ms : null;
+          const leaseAt = a.lease.kind === 'at' ? a.lease.atMs : null;
+          const terminal = a.status === 'succeeded' || a.status === 'failed' || a.status === 'cancelled';
+          return (
+            `{"run_id":${JSON.stringify(a.runId)},"pass":${a.pass},"status":${JSON.stringify(a.status)},` +
+            `"result":${a.resultJson === null ? 'null' : JSON.stringify(a.resultJson)},"error":${a.error ? JSON.stringify(a.error) : 'null'},` +
+            `"attempt":${a.attempt},"transport_failures":${a.transportFailures},"no_runner_since":${a.noRunnerSinceMs ?? 'null'},` +
+            `"new_steps":${a.newSteps},"next_seq":${a.nextSeq},"lease_owner":${leaseOwner === null ? 'null' : JSON.stringify(leaseOwner)},` +
+            `"lease_ms":${leaseMs ?? 'null'},"lease_at":${leaseAt ?? 'null'},"terminal":${terminal},` +
+            `"workspace_id":${JSON.stringify(a.workspaceId)},"steps":${stepsJson(a.steps)},"frames":${framesJson(a.frames)},` +
+            `"outbox":${outboxJson(a.outbox)}}`
+          );
+        })
+        .join(',')}]`,
+    ],
+  );
+  const outboxIds = new Map<string, number>();
+  for (const r of rows) if (r.msg_id !== null) outboxIds.set(r.msg_id, Number(r.outbox_id));
+  const byRun = new Map(batch.map((a) => [a.runId, a]));
+  const out = new Map<string, Applied>();
+  for (const r of rows) {
+    if (r.id === null) continue;
+    const messages = byRun.get(r.id)!.outbox ?? [];
+    out.set(r.id, { applied: true, status: r.status!, outboxIds: messages.map((m) => outboxIds.get(m.msgId!)!) });
+  }
+  return out;
 }
 
 /** Append frames to a run no replica holds (e.g. the paused frame after a pause took effect). */
