@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { migrate, openDatabase, type Database } from '@dws/db';
 import { hashStepId } from '@dws/protocol';
 import { openTestDb, testInfra } from '@dws/testing';
-import { applyPass, applyPasses, insertHeldRun, type ApplyPass } from '../src/store/runs.js';
+import { applyCheckpoints, applyPass, applyPasses, insertHeldRun, type ApplyPass } from '../src/store/runs.js';
 
 const MIGRATIONS = fileURLToPath(new URL('../src/store/migrations', import.meta.url));
 const OWNER = 'scheduler-test';
@@ -125,6 +125,33 @@ describe.each(modes)('applyPasses: one statement for many runs writes what apply
       const ids = (got as { outboxIds: number[] }).outboxIds;
       expect(ids.map((id) => rows.find((r) => Number(r.id) === id)?.msg_id)).toEqual([`${runId}:1`, `${runId}:2`]);
       expect(ids[0]!).toBeLessThan(ids[1]!);
+    }
+  });
+
+  it('finds the runs of a batch by primary key, not by scanning every run (either statement)', async () => {
+    if (mode !== 'real') return; // the planner in question is Postgres'
+    await db.query(
+      `insert into scheduler.runs (id, workspace_id, workflow, app, status, trigger_kind, input, lease_owner, lease_until)
+       select 'bulk_' || g, $1, 'wf', 'app', 'running', 'event', '{}', $2, now() + interval '1 hour' from generate_series(1, 5000) g`,
+      [WS, OWNER],
+    );
+    await db.query('analyze scheduler.runs');
+    const plans: string[] = [];
+    const explaining = {
+      ...db,
+      query: async (sql: string, params?: unknown[]) => {
+        const rows = await db.query<Record<string, string>>(`explain ${sql}`, params);
+        plans.push(rows.map((r) => r['QUERY PLAN']).join('\n'));
+        return [];
+      },
+    } as Database;
+    const p = passes('bulk')[0]!;
+    await applyPasses(explaining, OWNER, [{ ...p, runId: 'bulk_7' }]);
+    await applyCheckpoints(explaining, OWNER, [{ runId: 'bulk_7', pass: 0, newSteps: 0, nextSeq: 3, steps: [], frames: [] }]);
+    expect(plans).toHaveLength(2);
+    for (const plan of plans) {
+      expect(plan).toMatch(/Index Scan using runs_pkey on runs/);
+      expect(plan).not.toMatch(/Seq Scan on runs/);
     }
   });
 });
