@@ -104,10 +104,12 @@ export class Ingestor {
     const t = tracer();
     const startMs = t ? nowMs() : 0;
     // Reads and bus calls happen before the transaction: on PGlite (one connection) they would wait for it.
+    // The wakes need no index: they go out first, beside the index's version read.
+    const started = items.map((item) => this.begin(caller, item));
     const ix = await this.d.index.of(caller.workspaceId);
     // SPEC POST /events: a suspended workspace wakes waiters and starts nothing. The gateway knows first; the projection covers emits.
     const suspended = caller.suspended === true || ix.suspended;
-    const prepared = await Promise.all(items.map((item) => this.prepare(caller, ix, item)));
+    const prepared = await Promise.all(items.map((item, i) => this.prepare(caller, ix, item, started[i]!)));
     if (this.d.db.kind === 'pglite') await Promise.all(prepared.map((p) => p.wake));
     const singletons = suspended ? new Map<string, SingletonCheck>() : await this.singletonChecks(caller, ix, prepared);
     const locks = this.lockNames(caller, ix, prepared, suspended);
@@ -173,19 +175,29 @@ export class Ingestor {
     }
   }
 
-  private async prepare(caller: Caller, ix: WorkspaceIndex, item: Incoming): Promise<Prepared> {
-    const { ev } = item;
-    // SPEC: dedupeId is per app (ev.app); which triggers the event may start is ev.scope's business, not the dedupe's.
-    const repeat = ev.dedupeId !== undefined && (await seenDedupeId(this.d.db, caller.workspaceId, ev.app, ev.dedupeId));
+  /**
+   * An event's id and time, and its wake already asked for when it has no
+   * dedupe id (with one it may be a repeat, which wakes nothing: that is
+   * known only after the dedupe read).
+   */
+  private begin(caller: Caller, item: Incoming): { id: string; tsMs: number; wake?: Promise<WakeOutcome> } {
     const id = item.id ?? ids.event();
     const tsMs = Date.now();
+    return { id, tsMs, ...(item.ev.dedupeId === undefined ? { wake: boundWake(this.wake(caller, item.ev, id, tsMs)) } : {}) };
+  }
+
+  private async prepare(caller: Caller, ix: WorkspaceIndex, item: Incoming, started: ReturnType<Ingestor['begin']>): Promise<Prepared> {
+    const { ev } = item;
+    const { id, tsMs } = started;
+    // SPEC: dedupeId is per app (ev.app); which triggers the event may start is ev.scope's business, not the dedupe's.
+    const repeat = ev.dedupeId !== undefined && (await seenDedupeId(this.d.db, caller.workspaceId, ev.app, ev.dedupeId));
     return {
       item,
       id,
       repeat,
       tsMs,
       // SPEC: a repeat dedupeId wakes no waiter and fans out to nothing.
-      wake: repeat ? Promise.resolve({ woke: 0, wakeDeferred: false }) : boundWake(this.wake(caller, ev, id, tsMs)),
+      wake: repeat ? Promise.resolve({ woke: 0, wakeDeferred: false }) : (started.wake ?? boundWake(this.wake(caller, ev, id, tsMs))),
       matched: repeat ? [] : matchTriggers(ix.triggers, ev),
       vars: { event: { id, name: ev.name, data: ev.data, ts: tsMs } },
     };
