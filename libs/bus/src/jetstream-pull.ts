@@ -6,6 +6,13 @@ import type { BusMessage, MessageHandler } from './types.js';
 
 /** How long one pull waits for messages before it is renewed. */
 const FETCH_EXPIRES_MS = 5000;
+/**
+ * Acks wait this long to leave together: one socket write (and one read on the
+ * server) for all the messages handled meanwhile, instead of one each. A crash
+ * in between redelivers them, as it would a message whose handler was running:
+ * consumers are idempotent.
+ */
+const ACK_DELAY_MS = 20;
 
 /**
  * One consume(): pulls only as many messages as it has free handler slots, so
@@ -19,6 +26,8 @@ export class PullLoop {
   private batch: ConsumerMessages | undefined;
   private wake: (() => void) | undefined;
   private loop: Promise<void> | undefined;
+  private acks: JsMsg[] = [];
+  private ackTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private consumer: Consumer | undefined,
@@ -41,7 +50,22 @@ export class PullLoop {
     this.wake?.();
     await this.loop;
     while (this.tasks.size > 0) await Promise.all([...this.tasks]);
+    this.flushAcks();
   }
+
+  private ack(m: JsMsg): void {
+    this.acks.push(m);
+    this.ackTimer ??= setTimeout(this.flushAcks, ACK_DELAY_MS);
+  }
+
+  /** In one synchronous loop: nats.js writes everything published in one microtask at once. */
+  private readonly flushAcks = (): void => {
+    clearTimeout(this.ackTimer);
+    this.ackTimer = undefined;
+    const acks = this.acks;
+    this.acks = [];
+    for (const m of acks) m.ack();
+  };
 
   private async run(): Promise<void> {
     while (!this.stopped) {
@@ -135,7 +159,7 @@ export class PullLoop {
       return;
     }
     if (retryMs !== undefined) m.nak(retryMs);
-    else m.ack();
+    else this.ack(m);
   }
 }
 
