@@ -247,7 +247,7 @@ export function createRunner(options: RunnerOptions = {}): Runner {
    * {url}/runs/{id}/checkpoint with the API key. Anything but 200 ends the
    * pass. A checkpoint sent twice (its answer lost) is stored once.
    */
-  function httpCheckpoint(runId: string, token: string, direct: { url?: string; socket?: string } = {}): Checkpoint {
+  function serveCheckpoint(runId: string, token: string, direct: { url?: string; socket?: string } = {}): Checkpoint {
     const endpoint = new URL(`runs/${encodeURIComponent(runId)}/checkpoint`, url!.endsWith('/') ? url : `${url}/`);
     const directUrl = direct.url;
     const origin = directUrl && URL.canParse(directUrl) ? new URL(directUrl).origin : undefined;
@@ -286,7 +286,7 @@ export function createRunner(options: RunnerOptions = {}): Runner {
     };
   }
 
-  const target = (key: string | undefined, checkpoint = checkpoints && url ? httpCheckpoint : undefined): InvokeTarget => ({
+  const target = (key: string | undefined, checkpoint = checkpoints && url ? serveCheckpoint : undefined): InvokeTarget => ({
     signingKey: key,
     ...(checkpoint ? { checkpoint } : {}),
     passFor: (name: string) => ({ stepBudgetMs: defined.get(name)?.options.stepBudgetMs ?? stepBudgetMs }),

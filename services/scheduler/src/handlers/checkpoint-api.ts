@@ -14,7 +14,6 @@ const notCurrent = () =>
 const badToken = () => invalid('invalid_checkpoint', 'body.token: not a checkpoint token from this service (ctx.checkpoint of the invoke).');
 
 export type CheckpointBody = { token?: unknown; opcodes?: unknown; logs?: unknown };
-type Body = CheckpointBody;
 
 /**
  * Checkpoints: steps a runner finished mid-pass. They reach the replica
@@ -33,14 +32,14 @@ type Body = CheckpointBody;
  */
 export function checkpointApi(o: { bus: Bus; engine: Engine; tokens: CheckpointTokens }) {
   /** Store on this replica; `workspaceId` undefined when the MAC alone vouches for the caller. */
-  const store = async (path: CheckpointPath, workspaceId: string | undefined, runId: string, body: Body, pass: number) => {
+  const store = async (path: CheckpointPath, workspaceId: string | undefined, runId: string, body: CheckpointBody, pass: number) => {
     if (!(await o.engine.checkpoint(path, workspaceId, runId, pass, body))) throw notCurrent();
     return { status: 200, body: { stored: true } };
   };
 
   const bus: Record<string, ApiHandler> = {
     'runs.checkpoint': async (call) => {
-      const body = (call.body ?? {}) as Body;
+      const body = (call.body ?? {}) as CheckpointBody;
       const token = parseCheckpointToken(body.token);
       if (!token) throw badToken();
       const runId = call.params.id ?? '';
@@ -63,7 +62,7 @@ export function checkpointApi(o: { bus: Bus; engine: Engine; tokens: CheckpointT
    * A checkpoint that reached this replica directly (the route or the socket): the token's MAC is
    * the credential. Resolves once stored; throws the ServiceError to answer otherwise.
    */
-  const direct = async (runId: string, body: Body, path: 'socket' | 'direct' = 'direct'): Promise<void> => {
+  const direct = async (runId: string, body: CheckpointBody, path: 'socket' | 'direct' = 'direct'): Promise<void> => {
     const token = parseCheckpointToken(body.token);
     if (!token) throw badToken();
     // Not ours (another replica's, or forged): nothing to store here, the pass ends.
@@ -74,7 +73,7 @@ export function checkpointApi(o: { bus: Bus; engine: Engine; tokens: CheckpointT
   /** The direct route, on the replica's own HTTP port (`pnpm dev` mounts it on its one port). */
   const routes = (app: Express) => {
     app.post('/checkpoints/:id', ...jsonBody(), (req, res, next) => {
-      direct(String(req.params.id ?? ''), (req.body ?? {}) as Body).then(() => res.status(200).json({ stored: true }), next);
+      direct(String(req.params.id ?? ''), (req.body ?? {}) as CheckpointBody).then(() => res.status(200).json({ stored: true }), next);
     });
   };
 
