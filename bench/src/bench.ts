@@ -273,7 +273,7 @@ async function w1(dep: Deployment): Promise<Figures> {
 }
 
 /** The scheduler's group commit histograms (checkpoints, passes) as means, and checkpoints by path (fleet: its own port; embedded: the one process). */
-async function checkpointBatches(dep: Deployment): Promise<{ mean: number; statements: number; passMean: number; paths: string } | undefined> {
+async function groupCommits(dep: Deployment): Promise<{ mean: number; statements: number; passMean: number; paths: string } | undefined> {
   const ports = dep.ports?.() ?? {};
   const port = ports.scheduler ?? ports.dev;
   if (!port) return undefined;
@@ -311,7 +311,7 @@ async function w2(dep: Deployment, workflow = 'w2'): Promise<Figures> {
   logSplit(cpu, steps);
   const rss = rssByService(dep);
   process.stderr.write(`  rss MiB after W2: ${Object.entries(rss).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
-  const batch = await checkpointBatches(dep);
+  const batch = await groupCommits(dep);
   if (batch) process.stderr.write(`  checkpoints per statement (group commit, since start): mean ${r1(batch.mean)} over ${batch.statements} statements; stored by path: ${batch.paths}; passes per statement: mean ${r1(batch.passMean)}\n`);
   return {
     runs_per_s: r1(RUNS / wall),
