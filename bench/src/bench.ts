@@ -116,6 +116,20 @@ function cpuSpent(a: CpuSample, b: CpuSample): { services: number; machine: numb
   return { services, machine: services + (b.self - a.self) + infra, byService };
 }
 
+/** V8 heap in use (MiB) of each service, from its /metrics: how much of its RSS the JS heap is. */
+async function heapByService(dep: Deployment): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const [name, port] of Object.entries(dep.ports?.() ?? {})) {
+    try {
+      const bytes = /^dws_process_heap_used_bytes (\S+)/m.exec(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text())?.[1];
+      if (bytes) out[name] = Math.round(Number(bytes) / 1048576);
+    } catch {
+      // not serving metrics (or gone)
+    }
+  }
+  return out;
+}
+
 function logSplit(cpu: { byService: Record<string, number> }, steps: number): void {
   process.stderr.write(`  cpu ms per step: ${Object.entries(cpu.byService).map(([k, v]) => `${k} ${r1(v / steps)}`).join(', ')}\n`);
 }
@@ -311,6 +325,7 @@ async function w2(dep: Deployment, workflow = 'w2'): Promise<Figures> {
   logSplit(cpu, steps);
   const rss = rssByService(dep);
   process.stderr.write(`  rss MiB after W2: ${Object.entries(rss).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
+  process.stderr.write(`  V8 heap used MiB after W2: ${Object.entries(await heapByService(dep)).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
   const batch = await groupCommits(dep);
   if (batch) process.stderr.write(`  checkpoints per statement (group commit, since start): mean ${r1(batch.mean)} over ${batch.statements} statements; stored by path: ${batch.paths}; passes per statement: mean ${r1(batch.passMean)}\n`);
   return {
