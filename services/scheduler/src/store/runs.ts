@@ -96,6 +96,14 @@ const insertFrames = (ws: string, frames: string): string => `
        select r.id, x.seq, ${ws}, x.kind, x.payload, x.log_key from r,
               jsonb_to_recordset(${frames}) as x(seq int, kind text, payload jsonb, log_key text)`;
 
+/** CTE body: Score steps write their score row with the memo, once (a replay finds it there). */
+const insertScores = (ws: string, steps: string): string => `
+       insert into scheduler.scores (run_id, step_id, workspace_id, step, name, value, data)
+       select r.id, y.step_id, ${ws}, y.name, y.data::jsonb->>'name', y.data::jsonb->'value', y.data::jsonb
+         from r, jsonb_to_recordset(${steps}) as y(step_id text, name text, op text, status text, data text)
+        where y.op = 'Score' and y.status = 'succeeded'
+       on conflict (run_id, step_id) do nothing`;
+
 export interface ApplyCheckpoint {
   runId: string;
   /** The pass in flight; the checkpoint is refused once another pass (or no replica) holds the run. */
@@ -211,13 +219,7 @@ export async function applyPass(db: Database, a: ApplyPass): Promise<Applied> {
        where id = $1 and pass = $2 and lease_owner = $3
        returning id, status
      ), s as (${upsertSteps('$15', '$16::jsonb')}
-     ), sc as (
-       -- Score steps write their score row with the memo, once: a replay finds it there.
-       insert into scheduler.scores (run_id, step_id, workspace_id, step, name, value, data)
-       select r.id, x.step_id, $15, x.name, x.data::jsonb->>'name', x.data::jsonb->'value', x.data::jsonb
-         from r, jsonb_to_recordset($16::jsonb) as x(step_id text, name text, op text, status text, data text)
-        where x.op = 'Score' and x.status = 'succeeded'
-       on conflict (run_id, step_id) do nothing
+     ), sc as (${insertScores('$15', '$16::jsonb')}
      ), f as (${insertFrames('$15', '$17::jsonb')}
      ), o as (
        insert into scheduler.outbox (subject, msg_id, payload)
@@ -276,12 +278,7 @@ export async function applyPasses(db: Database, owner: string, batch: ApplyPass[
         where runs.id = any($3::text[]) and runs.id = x.run_id and runs.pass = x.pass and runs.lease_owner = $1
         returning runs.id, runs.status, x.workspace_id, x.steps, x.frames, x.outbox
      ), s as (${upsertSteps('r.workspace_id', 'r.steps')}
-     ), sc as (
-       insert into scheduler.scores (run_id, step_id, workspace_id, step, name, value, data)
-       select r.id, y.step_id, r.workspace_id, y.name, y.data::jsonb->>'name', y.data::jsonb->'value', y.data::jsonb
-         from r, jsonb_to_recordset(r.steps) as y(step_id text, name text, op text, status text, data text)
-        where y.op = 'Score' and y.status = 'succeeded'
-       on conflict (run_id, step_id) do nothing
+     ), sc as (${insertScores('r.workspace_id', 'r.steps')}
      ), f as (${insertFrames('r.workspace_id', 'r.frames')}
      ), o as (
        insert into scheduler.outbox (subject, msg_id, payload)
