@@ -36,7 +36,8 @@ function passes(prefix: string): ApplyPass[] {
 
 /**
  * Group commit of passes: applyPasses applies several runs' passes in one
- * statement and must write exactly what applyPass writes for each alone
+ * statement and must write exactly what it writes for each alone (applyPass,
+ * a batch of one)
  * (the same guard on pass and lease, a pause asked meanwhile taking effect,
  * leases held, parked, delayed; steps, scores and frames).
  */

@@ -192,53 +192,8 @@ export type Applied = { applied: false } | { applied: true; status: string; outb
  * outside meanwhile (`wake_pending`) makes a park due at once.
  */
 export async function applyPass(db: Database, a: ApplyPass): Promise<Applied> {
-  const terminal = a.status === 'succeeded' || a.status === 'failed' || a.status === 'cancelled';
-  const leaseOwner = a.lease.kind === 'hold' ? a.owner : null;
-  const leaseMs = a.lease.kind === 'hold' || a.lease.kind === 'delay' ? a.lease.ms : null;
-  const leaseAt = a.lease.kind === 'at' ? a.lease.atMs : null;
-  const rows = await db.query<{ status: string; outbox_ids: (number | string)[] | null }>(
-    `with r as (
-       update scheduler.runs set
-         pass = pass + 1,
-         status = case when pause_requested and $4 in ('running', 'waiting') then 'paused' else $4 end,
-         result = $5, error = $6::jsonb, attempt = $7, transport_failures = $8,
-         no_runner_since = case when $9::bigint is null then null else to_timestamp($9::bigint / 1000.0) end,
-         step_count = step_count + $10, next_seq = $11,
-         lease_owner = case when pause_requested and $4 in ('running', 'waiting') then null else $12 end,
-         lease_until = case
-           when pause_requested and $4 in ('running', 'waiting') then null
-           when $12::text is null and wake_pending and not $14::boolean then now()
-           -- Holding on: keep a lease that is still fresh, so the row takes a HOT update (no index touched).
-           when $12::text is not null and lease_until > now() + ($13::int * interval '1 millisecond') / 2 then lease_until
-           when $13::int is not null then now() + ($13::int * interval '1 millisecond')
-           when $18::bigint is not null then to_timestamp($18::bigint / 1000.0)
-           else null end,
-         wake_pending = case when $12::text is null then false else wake_pending end,
-         pause_requested = false,
-         ended_at = case when $14::boolean then now() else null end, updated_at = now()
-       where id = $1 and pass = $2 and lease_owner = $3
-       returning id, status
-     ), s as (${upsertSteps('$15', '$16::jsonb')}
-     ), sc as (${insertScores('$15', '$16::jsonb')}
-     ), f as (${insertFrames('$15', '$17::jsonb')}
-     ), o as (
-       insert into scheduler.outbox (subject, msg_id, payload)
-       select x.subject, x.msg_id, decode(x.payload, 'base64') from r,
-              jsonb_to_recordset($19::jsonb) as x(subject text, msg_id text, payload text)
-       returning id
-     )
-     select status, (select coalesce(array_agg(id order by id), '{}') from o) as outbox_ids from r`,
-    [
-      a.runId, a.pass, a.owner, a.status, a.resultJson, a.error ? JSON.stringify(a.error) : null, a.attempt, a.transportFailures,
-      a.noRunnerSinceMs, a.newSteps, a.nextSeq, leaseOwner, leaseMs, terminal, a.workspaceId,
-      stepsJson(a.steps),
-      framesJson(a.frames),
-      leaseAt,
-      outboxJson(a.outbox),
-    ],
-  );
-  const row = rows[0];
-  return row ? { applied: true, status: row.status, outboxIds: (row.outbox_ids ?? []).map(Number) } : { applied: false };
+  // The batch statement with a batch of one: the two cannot drift apart.
+  return (await applyPasses(db, a.owner, [a])).get(a.runId) ?? { applied: false };
 }
 
 /**
