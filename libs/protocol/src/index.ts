@@ -9,3 +9,4 @@ export { redact, isSensitiveKey, REDACTED } from './redact.js';
 export * from './connect.js';
 export * from './hop.js';
 export * from './ai-spend.js';
+export * from './turn-writes.js';

@@ -1,4 +1,5 @@
 import WebSocket from 'ws';
+import { writesPerTurn } from '@dws/protocol';
 
 /** The socket could not carry a checkpoint (not opened, closed, or no answer in time): send it another way. */
 export class SocketUnavailable extends Error {
@@ -24,6 +25,8 @@ class CheckpointConnection {
   private readonly ws: WebSocket;
   private readonly waiting = new Map<number, Waiting>();
   private nextId = 1;
+  /** The checkpoints of every run that one read of answers let go on leave in one write. */
+  private beforeSend = () => {};
   readonly opened: Promise<void>;
   closed = false;
 
@@ -35,7 +38,10 @@ class CheckpointConnection {
   ) {
     this.ws = new WebSocket(url, { handshakeTimeout: connectTimeoutMs, perMessageDeflate: false });
     // Idle, it must not keep the runner's process alive (a serve() server or a Connect socket does that).
-    this.ws.once('upgrade', (res) => res.socket.unref());
+    this.ws.once('upgrade', (res) => {
+      res.socket.unref();
+      this.beforeSend = writesPerTurn(res.socket);
+    });
     this.opened = new Promise((resolve, reject) => {
       this.ws.once('open', () => resolve());
       this.ws.once('error', (err) => reject(new SocketUnavailable(`checkpoint socket ${url}: ${err.message}`)));
@@ -78,6 +84,7 @@ class CheckpointConnection {
       }, this.answerTimeoutMs);
       this.waiting.set(id, { resolve, reject, timer });
       // `body` is the JSON object {token, opcodes, logs}: the frame is it with the id and run id in front.
+      this.beforeSend();
       this.ws.send(`{"id":${id},"runId":${JSON.stringify(runId)},${body.slice(1)}`);
     });
   }

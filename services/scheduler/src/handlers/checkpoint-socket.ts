@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { BODY_LIMIT_BYTES, checkWebSocketUpgrade, refuseUpgrade } from '@dws/http';
 import type { Logger } from '@dws/log';
-import { isServiceError } from '@dws/protocol';
+import { isServiceError, writesPerTurn } from '@dws/protocol';
 import type { CheckpointBody } from './checkpoint-api.js';
 
 /** Where a replica takes checkpoint sockets (`ctx.checkpointSocket`). */
@@ -27,9 +27,12 @@ type Frame = CheckpointBody & { id?: unknown; runId?: unknown };
 export function checkpointSocket(o: { direct: (runId: string, body: CheckpointBody, path: 'socket') => Promise<void>; log: Logger }) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: BODY_LIMIT_BYTES });
   const alive = new WeakSet<WebSocket>();
+  /** Per socket: the answers one group commit releases leave in one write. */
+  const beforeSend = new WeakMap<WebSocket, () => void>();
 
-  wss.on('connection', (ws) => {
+  wss.on('connection', (ws, req: IncomingMessage) => {
     alive.add(ws);
+    beforeSend.set(ws, writesPerTurn(req.socket));
     ws.on('pong', () => alive.add(ws));
     ws.on('error', () => ws.terminate());
     ws.on('message', (data, isBinary) => void answer(ws, data, isBinary));
@@ -71,6 +74,7 @@ export function checkpointSocket(o: { direct: (runId: string, body: CheckpointBo
 
   function reply(ws: WebSocket, id: number | null, status: number, code?: string, message?: string): void {
     if (ws.readyState !== ws.OPEN) return;
+    beforeSend.get(ws)?.();
     ws.send(code === undefined ? `{"id":${id},"status":${status}}` : JSON.stringify({ id, status, error: { code, message } }));
   }
 
