@@ -9,6 +9,13 @@
  *   pnpm bench w1,w4 fleet 1
  *   pnpm bench w2,w6 fleet 1        # W6: W2 with 100,000 sleeping runs (Postgres modes only)
  *   pnpm bench soak fleet 1         # W2 for SOAK_MINUTES (default 10), RSS per service first vs last third
+ *   pnpm bench w1,w2,w3,w4 fleet,restate 3   # the fleet and Restate side by side in one run (issue 14's ratios)
+ *
+ * `restate` runs W1-W4 on a real restate-server (the version pinned in
+ * peers/restate.ts, installed from npm into bench/.peers/ on first use, its
+ * durability settings left at their defaults), the workflows served by
+ * Restate's TypeScript SDK from this process as our runner is; the other
+ * workloads are reported as skipped for it. It needs neither Postgres nor NATS.
  *
  * The SDK checkpoints each step (one pass per run); `w2spec` and `w4spec` run
  * the same workflows on a runner with checkpoints off, i.e. one that speaks
@@ -27,29 +34,14 @@ import postgres from 'postgres';
 import { request } from 'undici';
 import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/sdk';
 import { api, eventually, startDeployment, type Deployment, type Mode } from '@dws/test-e2e';
+import { cpuMs, median, pct, r1, type Figures } from './measure.js';
+import { startRestate } from './peers/restate.js';
 
 const [wlArg, modeArg, repsArg] = process.argv.slice(2);
 const WORKLOADS = (wlArg ?? 'w1,w2,w2spec,w3,w4,w4spec,w5,w7').split(',');
-const MODES = (modeArg ?? 'embedded,fleet').split(',') as Mode[];
+const MODES = (modeArg ?? 'embedded,fleet').split(',') as (Mode | 'restate')[];
 const REPS = Number(repsArg ?? 3);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
-};
-const median = (xs: number[]) => pct(xs, 50);
-const r1 = (x: number) => Math.round(x * 100) / 100;
-
-/** CPU ms used so far by a process (utime + stime from /proc); 0 once it is gone. */
-function cpuMs(pid: number): number {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // clock ticks at 100 Hz
-  } catch {
-    return 0;
-  }
-}
 
 /** Pids of the nats-server processes on this machine (shared with anything else using it). */
 function natsPids(): number[] {
@@ -273,8 +265,6 @@ async function start(dep: Deployment, workflow: string): Promise<string> {
   return r.body.runId as string;
 }
 
-type Figures = Record<string, number>;
-
 async function w1(dep: Deployment): Promise<Figures> {
   const lat: number[] = [];
   for (let i = 0; i < 200; i++) {
@@ -424,8 +414,34 @@ async function w6(dep: Deployment): Promise<Figures> {
 async function main(): Promise<void> {
   process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
   process.env.TEST_NATS_URL ??= process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-  const results: { mode: Mode; workload: string; median: Figures; min: Figures; max: Figures }[] = [];
+  const results: { mode: Mode | 'restate'; workload: string; median: Figures; min: Figures; max: Figures }[] = [];
+  const versions: Record<string, string> = {};
+  const measure = async (mode: Mode | 'restate', run: (wl: string) => Promise<Figures>) => {
+    for (const wl of WORKLOADS) {
+      const reps: Figures[] = [];
+      for (let r = 0; r < (['w5', 'w7', 'soak'].includes(wl) ? 1 : REPS); r++) {
+        const f = await run(wl);
+        reps.push(f);
+        process.stderr.write(`${mode} ${wl} rep ${r + 1}: ${JSON.stringify(f)}\n`);
+        if (f.skipped) break; // a workload this mode does not implement
+      }
+      const keys = Object.keys(reps[0]!);
+      const agg = (fn: (xs: number[]) => number) => Object.fromEntries(keys.map((k) => [k, fn(reps.map((x) => x[k]!))]));
+      results.push({ mode, workload: wl, median: agg(median), min: agg((xs) => Math.min(...xs)), max: agg((xs) => Math.max(...xs)) });
+    }
+  };
   for (const mode of MODES) {
+    if (mode === 'restate') {
+      // Restate beside us (issue 14): a real restate-server and the Restate SDK, the same workloads and rules (peers/restate.ts).
+      const peer = await startRestate();
+      Object.assign(versions, peer.versions);
+      try {
+        await measure(mode, (wl) => peer.run(wl));
+      } finally {
+        await peer.stop();
+      }
+      continue;
+    }
     // BENCH_DIRECT_CHECKPOINTS=off: the runner's checkpoints go through the gateway, as without SERVICE_SCHEDULER_URL.
     const dep = await startDeployment(mode, { env: { LOG_LEVEL: 'warn' }, directCheckpoints: process.env.BENCH_DIRECT_CHECKPOINTS !== 'off' });
     const rig = await setup(dep);
@@ -455,31 +471,24 @@ async function main(): Promise<void> {
       }
     };
     try {
-      for (const wl of WORKLOADS) {
-        const reps: Figures[] = [];
-        for (let r = 0; r < (['w5', 'w7', 'soak'].includes(wl) ? 1 : REPS); r++) {
-          const f = await run(wl);
-          reps.push(f);
-          process.stderr.write(`${mode} ${wl} rep ${r + 1}: ${JSON.stringify(f)}\n`);
-        }
-        const keys = Object.keys(reps[0]!);
-        const agg = (fn: (xs: number[]) => number) => Object.fromEntries(keys.map((k) => [k, fn(reps.map((x) => x[k]!))]));
-        results.push({ mode, workload: wl, median: agg(median), min: agg((xs) => Math.min(...xs)), max: agg((xs) => Math.max(...xs)) });
-      }
+      await measure(mode, run);
     } finally {
       await rig.close();
       await dep.stop();
     }
   }
   const machine = { cores: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown', node: process.version, at: new Date().toISOString() };
-  const lines = [`machine: ${machine.cores} x ${machine.cpu}, node ${machine.node}, ${machine.at}`, '', '| mode | workload | figure | median | min-max |', '|---|---|---|---|---|'];
+  const peers = Object.entries(versions)
+    .map(([k, v]) => `, ${k} ${v}`)
+    .join('');
+  const lines = [`machine: ${machine.cores} x ${machine.cpu}, node ${machine.node}${peers}, ${machine.at}`, '', '| mode | workload | figure | median | min-max |', '|---|---|---|---|---|'];
   for (const r of results) {
     for (const k of Object.keys(r.median)) lines.push(`| ${r.mode} | ${r.workload} | ${k} | ${r.median[k]} | ${r.min[k]}-${r.max[k]} |`);
   }
   process.stdout.write(lines.join('\n') + '\n');
   mkdirSync(path.join(ROOT, 'bench', 'results'), { recursive: true });
   const file = path.join(ROOT, 'bench', 'results', `${machine.at.replace(/[:.]/g, '-')}.json`);
-  writeFileSync(file, JSON.stringify({ machine, reps: REPS, results }, null, 2));
+  writeFileSync(file, JSON.stringify({ machine, versions, reps: REPS, results }, null, 2));
   process.stdout.write(`\nwritten: ${path.relative(ROOT, file)}\n`);
 }
 
