@@ -5,12 +5,14 @@ export interface Corkable {
 }
 
 /**
- * Frames written to `socket` during one event-loop turn leave in one write:
- * call the result before each send. The first send of a turn corks the
- * socket and the check phase (setImmediate, after the turn's I/O callbacks)
- * uncorks it. A checkpoint socket carries many runs: the answers one group
- * commit releases, or the checkpoints those answers let the runs send next,
- * would otherwise cost a syscall and a wake-up of the peer each.
+ * Frames written to `socket` by one callback and the promise continuations
+ * it sets off leave in one write: call the result before each send. The
+ * first send corks the socket; a nextTick uncorks it, which Node runs once
+ * the microtasks queued meanwhile have run (Node's own pattern for cork),
+ * so nothing waits for the next turn of the event loop. A checkpoint socket
+ * carries many runs: the answers one group commit releases, or the
+ * checkpoints those answers let the runs send next, would otherwise cost a
+ * syscall and a wake-up of the peer each.
  */
 export function writesPerTurn(socket: Corkable): () => void {
   let corked = false;
@@ -22,6 +24,6 @@ export function writesPerTurn(socket: Corkable): () => void {
     if (corked) return;
     corked = true;
     socket.cork();
-    setImmediate(uncork);
+    process.nextTick(uncork);
   };
 }
