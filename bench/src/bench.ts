@@ -36,6 +36,7 @@ import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/s
 import { api, eventually, startDeployment, type Deployment, type Mode } from '@dws/test-e2e';
 import { cpuMs, median, pct, r1, type Figures } from './measure.js';
 import { startRestate } from './peers/restate.js';
+import { addCounters, procCounters, zeroCounters, type ProcCounters } from './proc-counters.js';
 
 const [wlArg, modeArg, repsArg] = process.argv.slice(2);
 const WORKLOADS = (wlArg ?? 'w1,w2,w2spec,w3,w4,w4spec,w5,w7').split(',');
@@ -70,26 +71,37 @@ interface CpuSample {
   self: number;
   /** Per pid, so backends that come and go count only their time inside the window. */
   infra: Map<number, number>;
+  /** System calls and wake-ups per process (see proc-counters.ts), by service as byService. */
+  counters: Map<string, ProcCounters>;
+  /** Of each infra pid, like `infra`. */
+  infraCounters: Map<number, ProcCounters>;
 }
 async function cpuNow(dep: Deployment, sql: postgres.Sql | undefined): Promise<CpuSample> {
   const u = process.cpuUsage();
   const infra = new Map<number, number>();
+  const infraCounters = new Map<number, ProcCounters>();
   if (sql) {
     const rows = await sql<{ pid: number }[]>`select pid from pg_stat_activity where datname = current_database() or backend_type <> 'client backend'`;
-    for (const { pid } of rows) infra.set(pid, cpuMs(pid));
-    for (const pid of natsPids()) infra.set(pid, cpuMs(pid));
+    for (const pid of [...rows.map((r) => r.pid), ...natsPids()]) {
+      infra.set(pid, cpuMs(pid));
+      infraCounters.set(pid, procCounters(pid));
+    }
   }
   const byService = new Map<string, number>();
+  const counters = new Map<string, ProcCounters>();
+  const count = (name: string, c: ProcCounters) => counters.set(name, addCounters(counters.get(name) ?? zeroCounters(), c));
   for (const pid of dep.pids?.() ?? []) {
     const name = serviceName(pid);
     byService.set(name, (byService.get(name) ?? 0) + cpuMs(pid));
+    count(name, procCounters(pid));
   }
+  count('bench (runner + client)', procCounters(process.pid));
   const pgPids = new Set(infra.keys());
   for (const pid of natsPids()) pgPids.delete(pid);
   byService.set('postgres', [...pgPids].reduce((a, p) => a + (infra.get(p) ?? 0), 0));
   byService.set('nats-server', natsPids().reduce((a, p) => a + (infra.get(p) ?? 0), 0));
   byService.set('bench (runner + client)', (u.user + u.system) / 1000);
-  return { services: (dep.pids?.() ?? []).reduce((a, p) => a + cpuMs(p), 0), self: (u.user + u.system) / 1000, infra, byService };
+  return { services: (dep.pids?.() ?? []).reduce((a, p) => a + cpuMs(p), 0), self: (u.user + u.system) / 1000, infra, byService, counters, infraCounters };
 }
 function serviceName(pid: number): string {
   try {
@@ -99,13 +111,27 @@ function serviceName(pid: number): string {
     return `pid ${pid}`;
   }
 }
-function cpuSpent(a: CpuSample, b: CpuSample): { services: number; machine: number; byService: Record<string, number> } {
+interface CpuSpent {
+  services: number;
+  machine: number;
+  byService: Record<string, number>;
+  counters: Record<string, ProcCounters>;
+}
+function cpuSpent(a: CpuSample, b: CpuSample): CpuSpent {
   let infra = 0;
   for (const [pid, ms] of b.infra) infra += ms - (a.infra.get(pid) ?? 0);
   const services = b.services - a.services;
   const byService: Record<string, number> = {};
   for (const [name, ms] of b.byService) byService[name] = ms - (a.byService.get(name) ?? 0);
-  return { services, machine: services + (b.self - a.self) + infra, byService };
+  const delta = (x: ProcCounters, y: ProcCounters | undefined): ProcCounters => ({ syscalls: x.syscalls - (y?.syscalls ?? 0), wakeups: x.wakeups - (y?.wakeups ?? 0) });
+  const counters: Record<string, ProcCounters> = {};
+  for (const [name, c] of b.counters) counters[name] = delta(c, a.counters.get(name));
+  // Postgres backends and nats-server by pid, like their CPU (a backend born inside the window counts from zero).
+  for (const [pid, c] of b.infraCounters) {
+    const name = natsPids().includes(pid) ? 'nats-server' : 'postgres';
+    counters[name] = addCounters(counters[name] ?? zeroCounters(), delta(c, a.infraCounters.get(pid)));
+  }
+  return { services, machine: services + (b.self - a.self) + infra, byService, counters };
 }
 
 /** V8 heap in use (MiB) of each service, from its /metrics: how much of its RSS the JS heap is. */
@@ -122,8 +148,13 @@ async function heapByService(dep: Deployment): Promise<Record<string, number>> {
   return out;
 }
 
-function logSplit(cpu: { byService: Record<string, number> }, steps: number): void {
+function logSplit(cpu: CpuSpent, steps: number): void {
   process.stderr.write(`  cpu ms per step: ${Object.entries(cpu.byService).map(([k, v]) => `${k} ${r1(v / steps)}`).join(', ')}\n`);
+  // Speed-independent: compare these across days and commits when the VM's speed moves.
+  const per = (f: (c: ProcCounters) => number) => Object.entries(cpu.counters).map(([k, c]) => `${k} ${r1(f(c) / steps)}`).join(', ');
+  const total = Object.values(cpu.counters).reduce(addCounters, zeroCounters());
+  process.stderr.write(`  syscalls per step (read + write): ${r1(total.syscalls / steps)} = ${per((c) => c.syscalls)}\n`);
+  process.stderr.write(`  wake-ups per step (voluntary context switches): ${r1(total.wakeups / steps)} = ${per((c) => c.wakeups)}\n`);
 }
 
 /** Resident memory (MiB) of each service process right now (BENCH/issue: <= 150 MB a service under W2, <= 300 MB embedded). */

@@ -41,6 +41,7 @@ import * as restate from '@restatedev/restate-sdk';
 import { request } from 'undici';
 import { freePort } from '@dws/test-e2e';
 import { cpuMs, median, pct, r1, type Figures } from '../measure.js';
+import { addCounters, procCounters, zeroCounters } from '../proc-counters.js';
 
 /** The restate-server release measured (1.x; `npm view @restatedev/restate-server versions`). */
 export const RESTATE_SERVER_VERSION = '1.7.12';
@@ -285,11 +286,19 @@ export async function startRestate(): Promise<RestatePeer> {
   const cpu = () => ({
     server: processTree(serverPid).reduce((a, p) => a + cpuMs(p), 0),
     self: (({ user, system }) => (user + system) / 1000)(process.cpuUsage()),
+    serverCounters: processTree(serverPid).map(procCounters).reduce(addCounters, zeroCounters()),
+    selfCounters: procCounters(process.pid),
   });
   const spent = (a: ReturnType<typeof cpu>, b: ReturnType<typeof cpu>, steps: number) => {
     const server = b.server - a.server;
     const self = b.self - a.self;
     process.stderr.write(`  cpu ms per step: restate-server ${r1(server / steps)}, bench (endpoint + client) ${r1(self / steps)}\n`);
+    // The same speed-independent counters as the fleet's (proc-counters.ts).
+    for (const [k, label] of [['syscalls', 'syscalls per step (read + write)'], ['wakeups', 'wake-ups per step (voluntary context switches)']] as const) {
+      const sv = b.serverCounters[k] - a.serverCounters[k];
+      const me = b.selfCounters[k] - a.selfCounters[k];
+      process.stderr.write(`  ${label}: ${r1((sv + me) / steps)} = restate-server ${r1(sv / steps)}, bench (endpoint + client) ${r1(me / steps)}\n`);
+    }
     return { server, machine: server + self };
   };
   const invoke = async (handler: string) => {
