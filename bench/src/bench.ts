@@ -3,6 +3,8 @@
  * against `pnpm dev` (embedded) and the fleet on Postgres + NATS (six
  * processes), each figure the median of `reps` repetitions with min-max
  * (W5 and W7 run once: they are long and start their own deployment).
+ * Every mode asked for is up for the whole run, and each repetition runs
+ * the modes in turn, so a drift of the machine's speed hits them alike.
  * Prints a table and writes bench/results/<utc>.json.
  *
  *   pnpm bench                      # w1,w2,w2spec,w3,w4,w4spec,w5,w7 on embedded,fleet, 3 reps
@@ -442,71 +444,91 @@ async function w6(dep: Deployment): Promise<Figures> {
   }
 }
 
+/** One system under measurement, up and ready: a deployment of ours with the bench's runners, or Restate. */
+interface Target {
+  mode: Mode | 'restate';
+  run(wl: string): Promise<Figures>;
+  stop(): Promise<void>;
+  versions?: Record<string, string>;
+}
+
+async function open(mode: Mode | 'restate'): Promise<Target> {
+  if (mode === 'restate') {
+    // Restate beside us (issue 14): a real restate-server and the Restate SDK, the same workloads and rules (peers/restate.ts).
+    const peer = await startRestate();
+    return { mode, run: (wl) => peer.run(wl), stop: () => peer.stop(), versions: peer.versions };
+  }
+  // BENCH_DIRECT_CHECKPOINTS=off: the runner's checkpoints go through the gateway, as without SERVICE_SCHEDULER_URL.
+  const dep = await startDeployment(mode, { env: { LOG_LEVEL: 'warn' }, directCheckpoints: process.env.BENCH_DIRECT_CHECKPOINTS !== 'off' });
+  const rig = await setup(dep);
+  const run = async (wl: string): Promise<Figures> => {
+    switch (wl) {
+      case 'w1':
+        return w1(dep);
+      case 'w2':
+      case 'w2spec':
+        return w2(dep, wl);
+      case 'w3':
+        return w3(dep);
+      case 'w4':
+      case 'w4ra':
+      case 'w4spec':
+        return w4(dep, rig.stamps, wl);
+      case 'w6':
+        return w6(dep);
+      case 'soak':
+        return soak(dep);
+      case 'w5':
+        return script('w5-ingest.ts', [mode, '10', '32']);
+      case 'w7':
+        return script('w7-streams.ts', ['1000', '200', mode]);
+      default:
+        throw new Error(`unknown workload ${wl}`);
+    }
+  };
+  return {
+    mode,
+    run,
+    stop: async () => {
+      await rig.close();
+      await dep.stop();
+    },
+  };
+}
+
 async function main(): Promise<void> {
   process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
   process.env.TEST_NATS_URL ??= process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
   const results: { mode: Mode | 'restate'; workload: string; median: Figures; min: Figures; max: Figures }[] = [];
   const versions: Record<string, string> = {};
-  const measure = async (mode: Mode | 'restate', run: (wl: string) => Promise<Figures>) => {
+  // Every mode is up at once and each repetition runs them in turn: this VM's speed drifts by 2x
+  // within minutes, and a ratio between modes means something only if the drift hits them alike.
+  const targets: Target[] = [];
+  try {
+    for (const mode of MODES) {
+      const t = await open(mode);
+      targets.push(t);
+      Object.assign(versions, t.versions);
+    }
     for (const wl of WORKLOADS) {
-      const reps: Figures[] = [];
+      const reps = new Map<Target, Figures[]>(targets.map((t) => [t, []]));
       for (let r = 0; r < (['w5', 'w7', 'soak'].includes(wl) ? 1 : REPS); r++) {
-        const f = await run(wl);
-        reps.push(f);
-        process.stderr.write(`${mode} ${wl} rep ${r + 1}: ${JSON.stringify(f)}\n`);
-        if (f.skipped) break; // a workload this mode does not implement
+        for (const t of targets) {
+          const done = reps.get(t)!;
+          if (done[0]?.skipped) continue; // a workload this mode does not implement
+          const f = await t.run(wl);
+          done.push(f);
+          process.stderr.write(`${t.mode} ${wl} rep ${r + 1}: ${JSON.stringify(f)}\n`);
+        }
       }
-      const keys = Object.keys(reps[0]!);
-      const agg = (fn: (xs: number[]) => number) => Object.fromEntries(keys.map((k) => [k, fn(reps.map((x) => x[k]!))]));
-      results.push({ mode, workload: wl, median: agg(median), min: agg((xs) => Math.min(...xs)), max: agg((xs) => Math.max(...xs)) });
-    }
-  };
-  for (const mode of MODES) {
-    if (mode === 'restate') {
-      // Restate beside us (issue 14): a real restate-server and the Restate SDK, the same workloads and rules (peers/restate.ts).
-      const peer = await startRestate();
-      Object.assign(versions, peer.versions);
-      try {
-        await measure(mode, (wl) => peer.run(wl));
-      } finally {
-        await peer.stop();
+      for (const [t, figs] of reps) {
+        const keys = Object.keys(figs[0]!);
+        const agg = (fn: (xs: number[]) => number) => Object.fromEntries(keys.map((k) => [k, fn(figs.map((x) => x[k]!))]));
+        results.push({ mode: t.mode, workload: wl, median: agg(median), min: agg((xs) => Math.min(...xs)), max: agg((xs) => Math.max(...xs)) });
       }
-      continue;
     }
-    // BENCH_DIRECT_CHECKPOINTS=off: the runner's checkpoints go through the gateway, as without SERVICE_SCHEDULER_URL.
-    const dep = await startDeployment(mode, { env: { LOG_LEVEL: 'warn' }, directCheckpoints: process.env.BENCH_DIRECT_CHECKPOINTS !== 'off' });
-    const rig = await setup(dep);
-    const run = async (wl: string): Promise<Figures> => {
-      switch (wl) {
-        case 'w1':
-          return w1(dep);
-        case 'w2':
-        case 'w2spec':
-          return w2(dep, wl);
-        case 'w3':
-          return w3(dep);
-        case 'w4':
-        case 'w4ra':
-        case 'w4spec':
-          return w4(dep, rig.stamps, wl);
-        case 'w6':
-          return w6(dep);
-        case 'soak':
-          return soak(dep);
-        case 'w5':
-          return script('w5-ingest.ts', [mode, '10', '32']);
-        case 'w7':
-          return script('w7-streams.ts', ['1000', '200', mode]);
-        default:
-          throw new Error(`unknown workload ${wl}`);
-      }
-    };
-    try {
-      await measure(mode, run);
-    } finally {
-      await rig.close();
-      await dep.stop();
-    }
+  } finally {
+    for (const t of targets) await t.stop();
   }
   const machine = { cores: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown', node: process.version, at: new Date().toISOString() };
   const peers = Object.entries(versions)
