@@ -136,13 +136,14 @@ function cpuSpent(a: CpuSample, b: CpuSample): CpuSpent {
   return { services, machine: services + (b.self - a.self) + infra, byService, counters };
 }
 
-/** V8 heap in use (MiB) of each service, from its /metrics: how much of its RSS the JS heap is. */
-async function heapByService(dep: Deployment): Promise<Record<string, number>> {
-  const out: Record<string, number> = {};
+/** Some process gauges of each service, from its /metrics. */
+async function processGauges(dep: Deployment): Promise<Record<string, { heapBytes: number; gcSeconds: number; cpuSeconds: number }>> {
+  const out: Record<string, { heapBytes: number; gcSeconds: number; cpuSeconds: number }> = {};
   for (const [name, port] of Object.entries(dep.ports?.() ?? {})) {
     try {
-      const bytes = /^dws_process_heap_used_bytes (\S+)/m.exec(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text())?.[1];
-      if (bytes) out[name] = Math.round(Number(bytes) / 1048576);
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      const read = (g: string) => Number(new RegExp(`^${g} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
+      out[name] = { heapBytes: read('dws_process_heap_used_bytes'), gcSeconds: read('dws_process_gc_seconds_total'), cpuSeconds: read('dws_process_cpu_seconds_total') };
     } catch {
       // not serving metrics (or gone)
     }
@@ -328,6 +329,7 @@ async function w2(dep: Deployment, workflow = 'w2'): Promise<Figures> {
   const INFLIGHT = 50;
   const lat: number[] = [];
   const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
+  const g0 = await processGauges(dep);
   const cpu0 = await cpuNow(dep, sql);
   const t0 = performance.now();
   let next = 0;
@@ -348,7 +350,11 @@ async function w2(dep: Deployment, workflow = 'w2'): Promise<Figures> {
   logSplit(cpu, steps);
   const rss = rssByService(dep);
   process.stderr.write(`  rss MiB after W2: ${Object.entries(rss).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
-  process.stderr.write(`  V8 heap used MiB after W2: ${Object.entries(await heapByService(dep)).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
+  const g1 = await processGauges(dep);
+  process.stderr.write(`  V8 heap used MiB after W2: ${Object.entries(g1).map(([k, v]) => `${k} ${Math.round(v.heapBytes / 1048576)}`).join(', ')}\n`);
+  // The garbage collector's share of each service's CPU over W2: what a smaller heap (RSS) would cost.
+  const gcShare = Object.entries(g1).map(([k, v]) => `${k} ${Math.round((100 * (v.gcSeconds - (g0[k]?.gcSeconds ?? 0))) / (v.cpuSeconds - (g0[k]?.cpuSeconds ?? 0)))}%`);
+  process.stderr.write(`  GC share of CPU over W2: ${gcShare.join(', ')}\n`);
   const batch = await groupCommits(dep);
   if (batch) process.stderr.write(`  checkpoints per statement (group commit, since start): mean ${r1(batch.mean)} over ${batch.statements} statements; stored by path: ${batch.paths}; passes per statement: mean ${r1(batch.passMean)}\n`);
   return {

@@ -63,7 +63,7 @@ describe.each(modes)('metrics (%s)', (mode) => {
     expect(after.has('dws_scheduler_held_runs')).toBe(true);
 
     const gateway = await scrape(`${dep.base}/metrics`);
-    for (const name of ['dws_process_cpu_seconds_total', 'dws_process_resident_memory_bytes', 'dws_process_event_loop_lag_seconds', 'dws_gateway_sse_streams']) {
+    for (const name of ['dws_process_cpu_seconds_total', 'dws_process_gc_seconds_total', 'dws_process_resident_memory_bytes', 'dws_process_event_loop_lag_seconds', 'dws_gateway_sse_streams']) {
       expect({ name, present: gateway.has(name) }).toEqual({ name, present: true });
     }
     expect(gateway.get('dws_process_resident_memory_bytes')).toBeGreaterThan(10_000_000);

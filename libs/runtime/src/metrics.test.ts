@@ -28,4 +28,15 @@ describe('metrics exposition', () => {
     ]);
     expect(await metricsText()).toContain('# TYPE t_latency_seconds histogram');
   });
+
+  it('counts the time the garbage collector took', async () => {
+    const gc = async () => Number(/^dws_process_gc_seconds_total (\S+)/m.exec(await metricsText())?.[1]);
+    const before = await gc();
+    // Enough short-lived garbage for several scavenges; gc entries arrive on a later turn.
+    let keep = 0;
+    for (let i = 0; i < 200_000; i++) keep += JSON.stringify({ i, pad: 'x'.repeat(100) }).length;
+    expect(keep).toBeGreaterThan(0);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await gc()).toBeGreaterThan(before);
+  });
 });

@@ -9,6 +9,7 @@
  * a second drizzle-orm for the lib that depends on it, which splits the ORM's
  * types between services; the exposition format needs no more than this.
  */
+import { PerformanceObserver } from 'node:perf_hooks';
 
 type Labels = Record<string, string>;
 
@@ -118,6 +119,12 @@ let lastLag = 0;
     expected = now + 500;
   }, 500).unref();
 }
+// Time in the garbage collector: what the V8 heap's size settings trade against RSS.
+let gcMs = 0;
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) gcMs += e.duration;
+}).observe({ entryTypes: ['gc'] });
+gauge('dws_process_gc_seconds_total', 'Time the garbage collector held the main thread (V8 gc entries), since start.', () => gcMs / 1000);
 gauge('dws_process_cpu_seconds_total', 'User and system CPU time of the process.', () => {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1e6;
