@@ -36,7 +36,7 @@ import postgres from 'postgres';
 import { request } from 'undici';
 import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/sdk';
 import { api, eventually, startDeployment, type Deployment, type Mode } from '@dws/test-e2e';
-import { cpuMs, median, pct, r1, type Figures } from './measure.js';
+import { boundedLoad, cpuMs, median, noopStep, pct, r1, stepGaps, type Figures, type Stamp } from './measure.js';
 import { startRestate } from './peers/restate.js';
 import { addCounters, procCounters, zeroCounters, type ProcCounters } from './proc-counters.js';
 
@@ -203,11 +203,6 @@ async function awaitRunEnd(dep: Deployment, runId: string): Promise<string> {
   }
 }
 
-interface Stamp {
-  i: number;
-  t: number;
-}
-
 /** A serve runner of the bench's workflows on its own HTTP server, registered with the deployment. */
 async function benchRunner(dep: Deployment, app: string, checkpoints: boolean, define: (r: ReturnType<typeof createRunner>) => void) {
   let handler: (req: never, res: never) => void = () => undefined;
@@ -230,15 +225,7 @@ async function benchRunner(dep: Deployment, app: string, checkpoints: boolean, d
 
 async function setup(dep: Deployment) {
   const stamps = new Map<string, Stamp[]>();
-  const noop = (runId: string, i: number) => {
-    const t = performance.now();
-    if (runId) {
-      let s = stamps.get(runId);
-      if (!s) stamps.set(runId, (s = []));
-      s.push({ i, t });
-    }
-    return { ok: true, i, t: Date.now() };
-  };
+  const noop = noopStep(stamps);
   const w2 = async ({ step }: { step: StepTools }) => {
     let last = 0;
     for (let i = 0; i < 10; i++) last = (await step.run(`s${i}`, () => noop('', i))).i;
@@ -327,23 +314,10 @@ async function groupCommits(dep: Deployment): Promise<{ mean: number; statements
 async function w2(dep: Deployment, workflow = 'w2'): Promise<Figures> {
   const RUNS = 1000;
   const INFLIGHT = 50;
-  const lat: number[] = [];
   const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
   const g0 = await processGauges(dep);
   const cpu0 = await cpuNow(dep, sql);
-  const t0 = performance.now();
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: INFLIGHT }, async () => {
-      while (next < RUNS) {
-        next++;
-        const s = performance.now();
-        await awaitRunEnd(dep, await start(dep, workflow));
-        lat.push(performance.now() - s);
-      }
-    }),
-  );
-  const wall = (performance.now() - t0) / 1000;
+  const { lat, wallS: wall } = await boundedLoad(RUNS, INFLIGHT, async () => awaitRunEnd(dep, await start(dep, workflow)));
   const cpu = cpuSpent(cpu0, await cpuNow(dep, sql));
   await sql?.end();
   const steps = RUNS * 10;
@@ -390,10 +364,8 @@ async function w4(dep: Deployment, stamps: Map<string, Stamp[]>, workflow = 'w4'
   await sql?.end();
   logSplit(cpu, 500);
   // Time between consecutive steps' first executions, as the runner saw them.
-  const first = new Map<number, number>();
-  for (const s of stamps.get(id) ?? []) if (!first.has(s.i)) first.set(s.i, s.t);
-  const gap = (from: number, to: number) => ((first.get(to) ?? 0) - (first.get(from) ?? 0)) / (to - from);
-  return { wall_ms: r1(wall), ms_per_step_first50: r1(gap(0, 50)), ms_per_step_last50: r1(gap(449, 499)), machine_cpu_ms_per_step: r1(cpu.machine / 500) };
+  const gaps = stepGaps(stamps.get(id) ?? []);
+  return { wall_ms: r1(wall), ms_per_step_first50: gaps.first50, ms_per_step_last50: gaps.last50, machine_cpu_ms_per_step: r1(cpu.machine / 500) };
 }
 
 /**

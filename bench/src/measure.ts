@@ -1,7 +1,7 @@
 /**
  * The measurement rules every mode of `pnpm bench` shares (bench.ts for our
  * deployments, peers/*.ts for the systems we compare with): percentiles,
- * rounding and CPU time read from /proc.
+ * rounding, CPU time read from /proc, and the no-op step with its stamps.
  */
 import { readFileSync } from 'node:fs';
 
@@ -23,4 +23,52 @@ export function cpuMs(pid: number): number {
   } catch {
     return 0;
   }
+}
+
+/** When step `i` of a run ran, as the step function saw it. */
+export interface Stamp {
+  i: number;
+  t: number;
+}
+
+/**
+ * The no-op step every workload runs (BENCH.md: it returns a small JSON
+ * object); given a run id it also stamps when it ran, for W4's ms per step.
+ */
+export function noopStep(stamps: Map<string, Stamp[]>) {
+  return (runId: string, i: number) => {
+    const t = performance.now();
+    if (runId) {
+      let s = stamps.get(runId);
+      if (!s) stamps.set(runId, (s = []));
+      s.push({ i, t });
+    }
+    return { ok: true, i, t: Date.now() };
+  };
+}
+
+/** W4's ms per step over steps 1-50 and 451-500, from the times each step first ran (a retried step counts once). */
+export function stepGaps(stamps: Stamp[]): { first50: number; last50: number; stamped: number } {
+  const first = new Map<number, number>();
+  for (const s of stamps) if (!first.has(s.i)) first.set(s.i, s.t);
+  const gap = (from: number, to: number) => ((first.get(to) ?? 0) - (first.get(from) ?? 0)) / (to - from);
+  return { first50: r1(gap(0, 50)), last50: r1(gap(449, 499)), stamped: first.size };
+}
+
+/** W2's load: `runs` runs, `inflight` at a time, each started as the one before it in its lane ends. Latencies in ms and the wall in s. */
+export async function boundedLoad(runs: number, inflight: number, oneRun: () => Promise<unknown>): Promise<{ lat: number[]; wallS: number }> {
+  const lat: number[] = [];
+  const t0 = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: inflight }, async () => {
+      while (next < runs) {
+        next++;
+        const s = performance.now();
+        await oneRun();
+        lat.push(performance.now() - s);
+      }
+    }),
+  );
+  return { lat, wallS: (performance.now() - t0) / 1000 };
 }

@@ -40,7 +40,7 @@ import { fileURLToPath } from 'node:url';
 import * as restate from '@restatedev/restate-sdk';
 import { request } from 'undici';
 import { freePort } from '@dws/test-e2e';
-import { cpuMs, median, pct, r1, type Figures } from '../measure.js';
+import { boundedLoad, cpuMs, median, noopStep, pct, r1, stepGaps, type Figures, type Stamp } from '../measure.js';
 import { addCounters, procCounters, zeroCounters } from '../proc-counters.js';
 
 /** The restate-server release measured (1.x; `npm view @restatedev/restate-server versions`). */
@@ -136,22 +136,9 @@ function rssMib(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   return Math.round(kb / 1024);
 }
 
-interface Stamp {
-  i: number;
-  t: number;
-}
-
 /** The bench's workflows as one Restate Service, each step returning what bench.ts's noop returns. */
 function benchService(stamps: Map<string, Stamp[]>) {
-  const noop = (runId: string, i: number) => {
-    const t = performance.now();
-    if (runId) {
-      let s = stamps.get(runId);
-      if (!s) stamps.set(runId, (s = []));
-      s.push({ i, t });
-    }
-    return { ok: true, i, t: Date.now() };
-  };
+  const noop = noopStep(stamps);
   return restate.service({
     name: 'bench',
     handlers: {
@@ -320,21 +307,8 @@ export async function startRestate(): Promise<RestatePeer> {
   const w2 = async (): Promise<Figures> => {
     const RUNS = 1000;
     const INFLIGHT = 50;
-    const lat: number[] = [];
     const cpu0 = cpu();
-    const t0 = performance.now();
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: INFLIGHT }, async () => {
-        while (next < RUNS) {
-          next++;
-          const s = performance.now();
-          await invoke('w2');
-          lat.push(performance.now() - s);
-        }
-      }),
-    );
-    const wall = (performance.now() - t0) / 1000;
+    const { lat, wallS: wall } = await boundedLoad(RUNS, INFLIGHT, () => invoke('w2'));
     const steps = RUNS * 10;
     const c = spent(cpu0, cpu(), steps);
     const rss = rssMib(serverPid, 'VmRSS');
@@ -369,15 +343,13 @@ export async function startRestate(): Promise<RestatePeer> {
     const wall = performance.now() - t0;
     const c = spent(cpu0, cpu(), 500);
     // Time between consecutive steps' first executions, as the step functions saw them.
-    const first = new Map<number, number>();
-    for (const s of stamps.get(runId) ?? []) if (!first.has(s.i)) first.set(s.i, s.t);
+    const gaps = stepGaps(stamps.get(runId) ?? []);
     stamps.delete(runId);
-    if (first.size !== 500) throw new Error(`w4: ${first.size} of 500 steps stamped for ${runId}`);
-    const gap = (from: number, to: number) => ((first.get(to) ?? 0) - (first.get(from) ?? 0)) / (to - from);
+    if (gaps.stamped !== 500) throw new Error(`w4: ${gaps.stamped} of 500 steps stamped for ${runId}`);
     return {
       wall_ms: r1(wall),
-      ms_per_step_first50: r1(gap(0, 50)),
-      ms_per_step_last50: r1(gap(449, 499)),
+      ms_per_step_first50: gaps.first50,
+      ms_per_step_last50: gaps.last50,
       machine_cpu_ms_per_step: r1(c.machine / 500),
     };
   };
