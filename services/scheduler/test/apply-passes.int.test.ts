@@ -64,7 +64,8 @@ describe.each(modes)('applyPasses: one statement for many runs writes what apply
       }
       await db.query(`update scheduler.runs set pause_requested = true where id = $1`, [`${prefix}_paused`]);
     }
-  });
+    // PGlite's start and migrations alone took over 5 s on a loaded CI machine.
+  }, 60_000);
   afterAll(async () => close?.());
 
   /** What a run's rows say, without the run id's prefix or the clock. */
