@@ -1,10 +1,13 @@
 /**
- * `npx tsx bench/src/profile-top.ts <dir> [n]`: the top self-time functions of
- * each service's main-thread V8 CPU profile written under DWS_CPU_PROF=<dir>
- * (`<dir>/<service>/*.cpuprofile`; the largest file of a service is its main thread).
- * Prints one markdown table per service: function, where, self ms and share.
- * Frames in the services' bundles (dist/, scripts/build.mjs) are mapped back to
- * their source files and lines through the bundles' source maps.
+ * `npx tsx bench/src/profile-top.ts <dir> [n] [self|inclusive]`: the top functions
+ * of each service's main-thread V8 CPU profile written under DWS_CPU_PROF=<dir>
+ * (`<dir>/<service>/*.cpuprofile`; the largest file of a service is its main
+ * thread), or of what it allocated under DWS_ALLOC_PROF=<dir>
+ * (`<dir>/<service>/*.heapprofile`, scripts/alloc-prof.cjs: bytes allocated,
+ * garbage included). Prints one markdown table per service: function, where,
+ * ms (or MiB) and share. Frames in the services' bundles (dist/,
+ * scripts/build.mjs) are mapped back to their source files and lines through
+ * the bundles' source maps.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { SourceMap } from 'node:module';
@@ -56,9 +59,45 @@ function original(url: string, line: number, column: number): { url: string; lin
   return { url: new URL(e.originalSource, pathToFileURL(fileURLToPath(url))).href, line: e.originalLine };
 }
 
+interface AllocNode {
+  callFrame: Node['callFrame'];
+  selfSize: number;
+  children?: AllocNode[];
+}
+
+/** Bytes allocated under each function (self, or inclusive of the project's own callers), from a sampling heap profile. */
+function allocations(file: string): { by: Map<string, number>; total: number } {
+  const head = (JSON.parse(readFileSync(file, 'utf8')) as { head: AllocNode }).head;
+  const by = new Map<string, number>();
+  let total = 0;
+  const walk = (n: AllocNode, stack: string[]) => {
+    const o = original(n.callFrame.url, n.callFrame.lineNumber, n.callFrame.columnNumber);
+    const k = `${n.callFrame.functionName || '(anonymous)'}\t${where(o.url, o.line)}`;
+    const own = /\/(services|libs)\//.test(o.url) && !o.url.includes('node_modules');
+    const here = INCLUSIVE ? (own && !stack.includes(k) ? [...stack, k] : stack) : [k];
+    total += n.selfSize;
+    for (const key of INCLUSIVE ? here : [k]) by.set(key, (by.get(key) ?? 0) + n.selfSize);
+    for (const c of n.children ?? []) walk(c, here);
+  };
+  walk(head, []);
+  return { by, total };
+}
+
 for (const svc of readdirSync(dir).sort()) {
   const sdir = path.join(dir, svc);
   if (!statSync(sdir).isDirectory()) continue;
+  const heaps = readdirSync(sdir).filter((f) => f.endsWith('.heapprofile'));
+  if (heaps.length > 0) {
+    const main = heaps.map((f) => path.join(sdir, f)).sort((a, b) => statSync(b).size - statSync(a).size)[0]!;
+    const { by, total } = allocations(main);
+    const mib = (b: number) => (b / 1048576).toFixed(1);
+    process.stdout.write(`\n### ${svc} (allocated ${mib(total)} MiB)\n\n| function | where | ${INCLUSIVE ? 'inclusive' : 'self'} MiB | share |\n|---|---|---|---|\n`);
+    for (const [k, b] of [...by.entries()].sort((a, b2) => b2[1] - a[1]).slice(0, N)) {
+      const [fn, w] = k.split('\t');
+      process.stdout.write(`| ${fn} | ${w} | ${mib(b)} | ${((100 * b) / total).toFixed(1)}% |\n`);
+    }
+    continue;
+  }
   const files = readdirSync(sdir).filter((f) => f.endsWith('.cpuprofile'));
   if (files.length === 0) continue;
   const main = files.map((f) => path.join(sdir, f)).sort((a, b) => statSync(b).size - statSync(a).size)[0]!;

@@ -70,9 +70,12 @@ function startNode(name: string, args: string[], env: Record<string, string>): P
   // bench/src/profile-top.ts maps bundle frames back to sources through the source maps).
   // One directory per process: V8 writes one profile per thread (tsx's loader thread has its own).
   const prof = process.env.DWS_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.join(process.env.DWS_CPU_PROF, name)}`] : [];
-  const child = spawn(process.execPath, [...prof, ...args], {
+  // DWS_ALLOC_PROF=<dir>: each process samples what it allocates (garbage included) into <dir>/<name>/ (scripts/alloc-prof.cjs).
+  const alloc = process.env.DWS_ALLOC_PROF ? ['--require', path.join(ROOT, 'scripts', 'alloc-prof.cjs')] : [];
+  const allocDir = process.env.DWS_ALLOC_PROF ? { DWS_ALLOC_PROF_DIR: path.join(process.env.DWS_ALLOC_PROF, name) } : {};
+  const child = spawn(process.execPath, [...prof, ...alloc, ...args], {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: process.env.DWS_E2E_LOG_LEVEL ?? 'warn', ...env },
+    env: { ...process.env, LOG_LEVEL: process.env.DWS_E2E_LOG_LEVEL ?? 'warn', ...allocDir, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
