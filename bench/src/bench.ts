@@ -36,7 +36,7 @@ import postgres from 'postgres';
 import { request } from 'undici';
 import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/sdk';
 import { api, eventually, startDeployment, type Deployment, type Mode } from '@dws/test-e2e';
-import { boundedLoad, cpuMs, median, noopStep, pct, r1, stepGaps, type Figures, type Stamp } from './measure.js';
+import { boundedLoad, cpuMs, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, type Figures, type Stamp } from './measure.js';
 import { startRestate } from './peers/restate.js';
 import { addCounters, procCounters, zeroCounters, type ProcCounters } from './proc-counters.js';
 
@@ -287,14 +287,7 @@ async function start(dep: Deployment, workflow: string): Promise<string> {
 }
 
 async function w1(dep: Deployment): Promise<Figures> {
-  const lat: number[] = [];
-  for (let i = 0; i < 200; i++) {
-    const t0 = performance.now();
-    const id = await start(dep, 'w1');
-    await awaitRunEnd(dep, id);
-    lat.push(performance.now() - t0);
-  }
-  return { p50_ms: r1(pct(lat, 50)), p99_ms: r1(pct(lat, 99)) };
+  return w1Figures(await oneByOne(200, async () => awaitRunEnd(dep, await start(dep, 'w1'))));
 }
 
 /** The scheduler's group commit histograms (checkpoints, passes) as means, and checkpoints by path (fleet: its own port; embedded: the one process). */
@@ -343,13 +336,7 @@ async function w2(dep: Deployment, workflow = 'w2'): Promise<Figures> {
 }
 
 async function w3(dep: Deployment): Promise<Figures> {
-  const walls: number[] = [];
-  for (let i = 0; i < 10; i++) {
-    const t0 = performance.now();
-    await awaitRunEnd(dep, await start(dep, 'w3'));
-    walls.push(performance.now() - t0);
-  }
-  return { median_wall_ms: r1(median(walls)) };
+  return w3Figures(await oneByOne(10, async () => awaitRunEnd(dep, await start(dep, 'w3'))));
 }
 
 async function w4(dep: Deployment, stamps: Map<string, Stamp[]>, workflow = 'w4'): Promise<Figures> {

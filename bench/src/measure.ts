@@ -72,3 +72,18 @@ export async function boundedLoad(runs: number, inflight: number, oneRun: () => 
   );
   return { lat, wallS: (performance.now() - t0) / 1000 };
 }
+
+/** `n` runs one after another, each one's ms from start to end (W1, W3). */
+export async function oneByOne(n: number, oneRun: () => Promise<unknown>): Promise<number[]> {
+  const ms: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    await oneRun();
+    ms.push(performance.now() - t0);
+  }
+  return ms;
+}
+
+/** W1's figures from its latencies, W3's from its walls. */
+export const w1Figures = (lat: number[]): Figures => ({ p50_ms: r1(pct(lat, 50)), p99_ms: r1(pct(lat, 99)) });
+export const w3Figures = (walls: number[]): Figures => ({ median_wall_ms: r1(median(walls)) });

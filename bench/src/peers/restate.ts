@@ -40,7 +40,7 @@ import { fileURLToPath } from 'node:url';
 import * as restate from '@restatedev/restate-sdk';
 import { request } from 'undici';
 import { freePort } from '@dws/test-e2e';
-import { boundedLoad, cpuMs, median, noopStep, pct, r1, stepGaps, type Figures, type Stamp } from '../measure.js';
+import { boundedLoad, cpuMs, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, type Figures, type Stamp } from '../measure.js';
 import { addCounters, procCounters, zeroCounters } from '../proc-counters.js';
 
 /** The restate-server release measured (1.x; `npm view @restatedev/restate-server versions`). */
@@ -294,15 +294,7 @@ export async function startRestate(): Promise<RestatePeer> {
     return out!;
   };
 
-  const w1 = async (): Promise<Figures> => {
-    const lat: number[] = [];
-    for (let i = 0; i < 200; i++) {
-      const t0 = performance.now();
-      await invoke('w1');
-      lat.push(performance.now() - t0);
-    }
-    return { p50_ms: r1(pct(lat, 50)), p99_ms: r1(pct(lat, 99)) };
-  };
+  const w1 = async (): Promise<Figures> => w1Figures(await oneByOne(200, () => invoke('w1')));
 
   const w2 = async (): Promise<Figures> => {
     const RUNS = 1000;
@@ -326,15 +318,7 @@ export async function startRestate(): Promise<RestatePeer> {
     };
   };
 
-  const w3 = async (): Promise<Figures> => {
-    const walls: number[] = [];
-    for (let i = 0; i < 10; i++) {
-      const t0 = performance.now();
-      await invoke('w3');
-      walls.push(performance.now() - t0);
-    }
-    return { median_wall_ms: r1(median(walls)) };
-  };
+  const w3 = async (): Promise<Figures> => w3Figures(await oneByOne(10, () => invoke('w3')));
 
   const w4 = async (): Promise<Figures> => {
     const cpu0 = cpu();
