@@ -7,6 +7,10 @@ import { openDatabase } from '@dws/db';
 import type { Config } from '@dws/config';
 import type { Logger } from '@dws/log';
 import { deriveKey, SealKeyring } from '@dws/protocol';
+import { untilReachable } from './until-reachable.js';
+
+/** How long a standalone service waits at start for Postgres and nats-server before it exits. */
+const REACH_TIMEOUT_MS = 60_000;
 
 /** What every service's composition root is handed: storage, bus, logger. */
 export interface Infra {
@@ -21,15 +25,23 @@ export interface Infra {
 /**
  * Open storage and bus for a process. `pnpm dev` may run embedded (PGlite
  * under SERVICE_DATA_DIR, in-process bus persisted in the same database);
- * a standalone service requires DATABASE_URL and NATS_URL.
+ * a standalone service requires DATABASE_URL and NATS_URL, and waits up to
+ * a minute for them to answer.
  */
 export async function openInfra(cfg: Config, log: Logger, opts: { standalone: boolean; name: string }): Promise<Infra> {
   if (opts.standalone && (!cfg.DATABASE_URL || !cfg.NATS_URL)) {
     throw new Error(`${opts.name}: a standalone service needs DATABASE_URL and NATS_URL (use \`pnpm dev\` for the embedded mode)`);
   }
+  const reach = { timeoutMs: REACH_TIMEOUT_MS, warn: log.warn.bind(log) };
   let db: Database;
   if (cfg.DATABASE_URL) {
     db = await openDatabase({ url: cfg.DATABASE_URL });
+    try {
+      await untilReachable('postgres', () => db.query('select 1'), reach);
+    } catch (err) {
+      await db.close();
+      throw err;
+    }
   } else {
     const dir = path.resolve(cfg.SERVICE_DATA_DIR, 'pg');
     mkdirSync(dir, { recursive: true });
@@ -38,7 +50,10 @@ export async function openInfra(cfg: Config, log: Logger, opts: { standalone: bo
   let bus: Bus;
   try {
     bus = cfg.NATS_URL
-      ? prefixedBus(await connectJetStreamBus({ servers: cfg.NATS_URL, name: opts.name, log }), cfg.SERVICE_BUS_PREFIX)
+      ? prefixedBus(
+          await untilReachable('nats-server', () => connectJetStreamBus({ servers: cfg.NATS_URL!, name: opts.name, log }), reach),
+          cfg.SERVICE_BUS_PREFIX,
+        )
       : // The embedded bus keeps its streams in the same database, so kill -9 loses no message.
         await createEmbeddedBus({ store: createSqlBusStore(db) });
   } catch (err) {
