@@ -91,12 +91,9 @@ describe.each(modes)('approvals on %s', (mode) => {
     });
     expect(parked).toMatchObject({ id: runId, status: 'waiting', needsAttention: true, workflow: 'refund-agent' });
 
-    // The approvals service records the hand-off from the scheduler's outbox: on the fleet it can be
-    // listed a moment after the run reads needsAttention (CI saw an empty list once).
-    const listed = await eventually('the approval to be listed', async () => {
-      const r = await api(dep.base, 'GET', `/v1/approvals?runId=${runId}`, { key: dep.publicKey });
-      return r.status === 200 && (r.body as unknown[]).length > 0 ? r : undefined;
-    });
+    // A run reads needsAttention only once the approvals service has listed its approval: listed at once.
+    const listed = await api(dep.base, 'GET', `/v1/approvals?runId=${runId}`, { key: dep.publicKey });
+    expect(listed.status).toBe(200);
     expect(listed.body).toHaveLength(1);
     const approval = listed.body[0];
     expect(approval).toEqual({

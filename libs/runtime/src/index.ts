@@ -7,7 +7,7 @@ export { ids, randomPooled } from './ids.js';
 export { COMMAND_ACK_WAIT_MS, streams, subjects } from './topology.js';
 export { MAX_REPLY_BYTES, RunnerHttp, tooLargeBody, traceparentFor, type RunnerPost } from './runner-http.js';
 export { counter, gauge, histogram, infraGauges, metricsText, METRICS_CONTENT_TYPE, type Counter, type Histogram } from './metrics.js';
-export { resolveStepMessage } from './resolve-step.js';
+export { approvalListedMessage, resolveStepMessage } from './resolve-step.js';
 export {
   DEFAULT_RETENTION_DAYS,
   followRetention,

@@ -1,4 +1,4 @@
-import { create, ResolveStepSchema, toBinary } from '@dws/proto';
+import { ApprovalListedSchema, create, ResolveStepSchema, toBinary } from '@dws/proto';
 import type { OutboxMessage } from './outbox.js';
 import { subjects } from './topology.js';
 
@@ -29,5 +29,19 @@ export function resolveStepMessage(
           : { data: enc.encode(JSON.stringify(result.data ?? null)), ...(result.usage !== undefined ? { usage: enc.encode(JSON.stringify(result.usage)) } : {}) }),
       }),
     ),
+  };
+}
+
+/**
+ * ApprovalListed for the scheduler, from the approvals service once a gated
+ * Approval step is recorded as an open approval (in the same transaction,
+ * through the outbox): only then does its run read needsAttention, so a
+ * client that sees it finds the approval listed. Keyed by run and step.
+ */
+export function approvalListedMessage(t: { workspaceId: string; runId: string; stepId: string }, approvalId: string): OutboxMessage {
+  return {
+    subject: subjects.approvalListed,
+    msgId: `listed:${t.runId}:${t.stepId}`,
+    payload: toBinary(ApprovalListedSchema, create(ApprovalListedSchema, { ...t, approvalId })),
   };
 }

@@ -53,6 +53,8 @@ export const subjects = {
   sendWebhook: 'webhook-dispatcher.cmd.send',
   /** ResolveStep: approvals (and later the invoker's Infer) -> scheduler: completes a parked step and wakes its run. */
   resolveStep: 'scheduler.cmd.resolve',
+  /** ApprovalListed: approvals -> scheduler: a gated approval is listed; its run reads needsAttention until the step resolves. */
+  approvalListed: 'scheduler.cmd.attention',
   /** StepHandoff: scheduler -> approvals (Approval opcode). */
   requestApproval: 'approvals.cmd.request',
   /** StepHandoff: scheduler -> invoker (Infer opcode: the service makes the model call). */

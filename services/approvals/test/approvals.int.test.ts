@@ -48,6 +48,12 @@ describe.each(modes())('approvals: the gate, records and decisions (%s)', (mode)
       expect(r!.data).toEqual({ gated: false, status: 'approved', args: ARGS });
       expect(await h.db.query('select 1 from approvals.approvals where run_id = $1', [runId])).toHaveLength(0);
     }
+    // Nor is the scheduler told of a listing (its run never reads needsAttention): a gated hand-off after them
+    // is the first and only ApprovalListed (one consumer, in stream order).
+    const gated = await h.handoff({ tool: 'wire', data: ARGS });
+    const a = await h.approvalOf(gated.runId);
+    await until(() => h.listed.length > 0, 10_000, 'the ApprovalListed of the gated hand-off');
+    expect(h.listed).toEqual([[`${gated.runId}/${gated.stepId}`, a.id]]);
   });
 
   it('records a gated approval once per (run, step), every SPEC field present or absent as its table says', async () => {

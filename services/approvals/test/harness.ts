@@ -2,7 +2,7 @@ import { connectJetStreamBus, createEmbeddedBus, prefixedBus, type Bus, type Sub
 import { loadConfig } from '@dws/config';
 import { openDatabase, type Database } from '@dws/db';
 import { createLogger } from '@dws/log';
-import { create, fromBinary, ResolveStepSchema, RunFinishedSchema, StepHandoffSchema, toBinary } from '@dws/proto';
+import { ApprovalListedSchema, create, fromBinary, ResolveStepSchema, RunFinishedSchema, StepHandoffSchema, toBinary } from '@dws/proto';
 import { hashStepId } from '@dws/protocol';
 import { callApi, ids, streams, subjects, type Caller, type Infra, type ServiceHandle } from '@dws/runtime';
 import { openTestDb, testInfra, uniqueName } from '@dws/testing';
@@ -43,6 +43,8 @@ export interface Harness {
   primary: Replica;
   /** Every ResolveStep the played scheduler consumed, by `runId/stepId`, in arrival order (repeats included). */
   resolves: Map<string, Resolved[]>;
+  /** Every ApprovalListed the played scheduler consumed, as `runId/stepId -> approvalId`, in arrival order. */
+  listed: [string, string][];
   /** Hand an Approval opcode over as the scheduler does; returns the run and hashed step ids. */
   handoff(opcode: Record<string, unknown>, o?: { runId?: string; step?: string; ws?: string; msgId?: string }): Promise<{ runId: string; stepId: string }>;
   /** The approval of a hand-off, once recorded. */
@@ -204,8 +206,17 @@ export async function startHarness(mode: 'real' | 'embedded'): Promise<Harness> 
     },
   );
 
+  const listed: [string, string][] = [];
+  const listings: Subscription = await bus.consume(
+    { stream: streams.schedulerCmds.name, durable: 'scheduler-attention', filterSubject: subjects.approvalListed, concurrency: 1 },
+    async (msg) => {
+      const l = fromBinary(ApprovalListedSchema, msg.data);
+      listed.push([`${l.runId}/${l.stepId}`, l.approvalId]);
+    },
+  );
+
   const h: Harness = {
-    mode, bus, db, ws, primary, resolves,
+    mode, bus, db, ws, primary, resolves, listed,
     async handoff(opcode, o = {}) {
       const runId = o.runId ?? ids.run();
       const step = o.step ?? 'sign-off';
@@ -255,6 +266,7 @@ export async function startHarness(mode: 'real' | 'embedded'): Promise<Harness> 
     async close() {
       for (const r of replicas) await r.stop().catch(() => undefined);
       await consumer.stop();
+      await listings.stop();
       await bus.close();
       await closeDb();
     },

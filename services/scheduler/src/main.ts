@@ -6,7 +6,7 @@ import { followRetention, gauge, Outbox, Retention, RunnerHttp, sealKeyFor, serv
 import { Engine } from './engine/engine.js';
 import { WorkflowConfigs } from './engine/workflow-configs.js';
 import { DirectRoutes } from './engine/direct-routes.js';
-import { consumeDeferredWakes, consumeResolves, consumeStartRuns, consumeWorkflowFacts, serveDirectStarts } from './handlers/commands.js';
+import { consumeApprovalsListed, consumeDeferredWakes, consumeResolves, consumeStartRuns, consumeWorkflowFacts, serveDirectStarts } from './handlers/commands.js';
 import { schedulerApi } from './handlers/api.js';
 import { controlApi } from './handlers/control-api.js';
 import { checkpointApi, replicaService } from './handlers/checkpoint-api.js';
@@ -77,6 +77,7 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
   const replicaApi = serveApi(bus, replicaService(owner), log, checkpoints.bus);
   const wakes = await consumeDeferredWakes({ bus, wake: control['waiters.wake']! });
   const resolves = await consumeResolves({ bus, db, nudge: () => engine.nudge() });
+  const listed = await consumeApprovalsListed({ bus, db });
   // Ended runs and audit rows past each workspace's window go, in small batches, on every replica (docs/retention.md).
   const retentionFacts = await followRetention({ bus, db, schema: 'scheduler', durable: 'scheduler-retention' });
   const retention = new Retention({ db, log, schema: 'scheduler', targets: schedulerRetention });
@@ -96,6 +97,7 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
       await starts.stop();
       await wakes.stop();
       await resolves.stop();
+      await listed.stop();
       await Promise.all(facts.map((f) => f.stop()));
       await engine.stop();
       await checkpointSockets.close();

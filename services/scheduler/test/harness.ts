@@ -5,6 +5,7 @@ import { loadConfig } from '@dws/config';
 import { openDatabase, type Database } from '@dws/db';
 import { createLogger } from '@dws/log';
 import {
+  ApprovalListedSchema,
   create,
   fromBinary,
   InvokeRequestSchema,
@@ -309,6 +310,12 @@ export async function startHarness(mode: 'real' | 'embedded', invoker: ScriptedI
     },
   };
   return h;
+}
+
+/** What the approvals service sends once it lists a gated approval: the run reads needsAttention from then on. */
+export function listApproval(bus: Bus, runId: string, stepId: string, approvalId = 'apr_1'): Promise<unknown> {
+  const msg = create(ApprovalListedSchema, { workspaceId: WS, runId, stepId, approvalId });
+  return bus.publish(subjects.approvalListed, toBinary(ApprovalListedSchema, msg), { msgId: `listed:${runId}:${stepId}` });
 }
 
 /** SPEC Run statuses: a run in one of these never moves again. */

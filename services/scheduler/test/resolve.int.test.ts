@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { create, fromBinary, ResolveStepSchema, StepHandoffSchema, toBinary } from '@dws/proto';
 import { hashStepId } from '@dws/protocol';
 import { streams, subjects } from '@dws/runtime';
-import { modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
+import { listApproval, modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
 
 jest.setTimeout(60_000);
 
@@ -29,10 +29,25 @@ describe.each(modes())('scheduler: steps resolved from outside (ResolveStep) (%s
     // A distinct msgId each time: the scheduler itself must absorb a repeat, not only the stream's dedupe.
     return h.bus.publish(subjects.resolveStep, toBinary(ResolveStepSchema, msg), { msgId: `t${++n}` });
   };
-  /** The run parked on its approval: the hand-off went out and the run read says it needs attention. */
+  /**
+   * The run parked on its approval: the hand-off went out; the run reads needsAttention only once the
+   * approvals service (played here) says the approval is listed, and the workspace's run stream says so.
+   */
   const parked = async (id: string) => {
     await until(() => handoffs.some((x) => x.runId === id), 10_000, `the hand-off of ${id}`);
-    await until(async () => (await h.call('runs.get', { params: { id } })).body.needsAttention === true, 10_000, `${id} needing attention`);
+    const before = (await h.call('runs.get', { params: { id } })).body;
+    expect(before).toMatchObject({ status: 'waiting' });
+    expect(before.needsAttention).toBeUndefined();
+    const frames: any[] = [];
+    const live = h.bus.subscribe(subjects.workspaceRuns(WS), (data) => void frames.push(JSON.parse(dec.decode(data))));
+    try {
+      await listApproval(h.bus, id, STEP);
+      await until(async () => (await h.call('runs.get', { params: { id } })).body.needsAttention === true, 10_000, `${id} needing attention`);
+      await until(() => frames.some((f) => f.runId === id && f.needsAttention === true), 10_000, `the run_status frame of ${id}`);
+      expect(frames.find((f) => f.runId === id)).toMatchObject({ kind: 'run_status', status: 'waiting', workflow: 'gated' });
+    } finally {
+      await live.stop();
+    }
   };
 
   beforeAll(async () => {

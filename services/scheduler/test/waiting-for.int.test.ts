@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { ids } from '@dws/runtime';
-import { modes, ScriptedInvoker, startHarness, WS, type Harness } from './harness.js';
+import { hashStepId } from '@dws/protocol';
+import { listApproval, modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
 
 jest.setTimeout(60_000);
 
@@ -61,7 +62,9 @@ describe.each(modes())('waitingFor on the run read (%s)', (mode) => {
   it('a run parked on an approval names the step, and reads as needing attention', async () => {
     const id = await h.start('gated');
     expect(await waitingFor(id, 'approval')).toEqual({ kind: 'approval', step: 'refund-gate' });
-    expect((await read(id)).needsAttention).toBe(true);
+    // needsAttention once the approvals service has listed the approval (played here).
+    await listApproval(h.bus, id, hashStepId('refund-gate'));
+    await until(async () => (await read(id)).needsAttention === true, 10_000, 'needsAttention');
   });
 
   it('a parent names its child run, which the steps read links too', async () => {

@@ -2,7 +2,7 @@ import type { Bus, Subscription } from '@dws/bus';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { fromBinary, StepHandoffSchema } from '@dws/proto';
-import { COMMAND_ACK_WAIT_MS, ids, resolveStepMessage, streams, subjects, type Outbox, type OutboxMessage } from '@dws/runtime';
+import { approvalListedMessage, COMMAND_ACK_WAIT_MS, ids, resolveStepMessage, streams, subjects, type Outbox, type OutboxMessage } from '@dws/runtime';
 import { notGatedResult } from '../domain/decision.js';
 import { evaluateGate, parseApprovalRequest } from '../domain/request.js';
 import { insertApproval } from '../store/approvals.js';
@@ -13,7 +13,8 @@ const dec = new TextDecoder();
  * Approval hand-offs from the scheduler. A refused opcode or an `if` that
  * cannot be evaluated fails the step at once; an ungated one completes it
  * at once; a gated one becomes a pending approval (one per run and step, so
- * a redelivered hand-off changes nothing) and the run stays parked.
+ * a redelivered hand-off changes nothing), the run stays parked, and the
+ * scheduler is told it is listed (the run's needsAttention).
  */
 export function consumeHandoffs(d: { bus: Bus; db: Database; log: Logger; outbox: Outbox; onArmed: () => void }): Promise<Subscription> {
   return d.bus.consume(
@@ -34,14 +35,9 @@ export function consumeHandoffs(d: { bus: Bus; db: Database; log: Logger; outbox
         if (!gate.ok) out.push(resolveStepMessage(target, { error: gate.error }));
         else if (!gate.gated) out.push(resolveStepMessage(target, { data: notGatedResult(parsed.ok ? parsed.request.args : null) }));
         else if (parsed.ok) {
-          await insertApproval(tx, {
-            id: ids.generic('apr'),
-            ...target,
-            step: h.stepName,
-            workflow: h.workflow,
-            app: h.app,
-            request: parsed.request,
-          });
+          const { row } = await insertApproval(tx, { id: ids.generic('apr'), ...target, step: h.stepName, workflow: h.workflow, app: h.app, request: parsed.request });
+          // A redelivered hand-off of an approval decided meanwhile tells the scheduler nothing.
+          if (row.status === 'pending' || row.status === 'escalated') out.push(approvalListedMessage(target, row.id));
         }
         return d.outbox.enqueue(tx, out);
       });

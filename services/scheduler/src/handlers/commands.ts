@@ -1,8 +1,8 @@
 import type { Bus, Subscription } from '@dws/bus';
 import type { Database } from '@dws/db';
-import { ApiRequestSchema, fromBinary, ResolveStepSchema, StartRunSchema, WorkflowsRegisteredSchema, type StartRun } from '@dws/proto';
+import { ApiRequestSchema, ApprovalListedSchema, fromBinary, ResolveStepSchema, StartRunSchema, WorkflowsRegisteredSchema, type StartRun } from '@dws/proto';
 import { COMMAND_ACK_WAIT_MS, streams, subjects, type ApiHandler, type Outbox, type OutboxMessage } from '@dws/runtime';
-import { insertHeldRun, resolveStep, type NewFrame, type NewRun } from '../store/runs.js';
+import { insertHeldRun, markApprovalListed, resolveStep, type NewFrame, type NewRun } from '../store/runs.js';
 import { lockRun } from '../store/control.js';
 import { cancelLockedRun } from '../store/effects.js';
 import { activeSingletons, insertFlowRun } from '../store/flow.js';
@@ -209,6 +209,27 @@ export async function consumeResolves(opts: { bus: Bus; db: Database; nudge: () 
         ...(r.usage.length ? { usageJson: dec.decode(r.usage) } : {}),
       });
       if (resolved) opts.nudge();
+    },
+  );
+}
+
+const enc = new TextEncoder();
+
+/**
+ * ApprovalListed from the approvals service: the run's Approval step is an
+ * open approval now, so its run reads needsAttention (never before the
+ * approval can be listed, and never for an ungated one). The workspace's run
+ * stream gets a run_status frame: the signal to refetch the run.
+ */
+export async function consumeApprovalsListed(opts: { bus: Bus; db: Database }): Promise<Subscription> {
+  return opts.bus.consume(
+    { stream: streams.schedulerCmds.name, durable: 'scheduler-attention', filterSubject: subjects.approvalListed, concurrency: 16, ackWaitMs: COMMAND_ACK_WAIT_MS },
+    async (msg) => {
+      const l = fromBinary(ApprovalListedSchema, msg.data);
+      const run = await markApprovalListed(opts.db, { runId: l.runId, stepId: l.stepId });
+      if (!run) return;
+      const frame = { kind: 'run_status', ts: new Date().toISOString(), runId: l.runId, status: run.status, workflow: run.workflow, app: run.app, needsAttention: true };
+      opts.bus.emit(subjects.workspaceRuns(run.workspace_id), enc.encode(JSON.stringify(frame)));
     },
   );
 }

@@ -81,14 +81,14 @@ export async function runStatus(db: Database, workspaceId: string, id: string): 
 }
 
 /**
- * Which of `runIds` are parked on an Approval step no decision has resolved
- * yet: SPEC's needs_attention state. A separate probe of the steps' primary
+ * Which of `runIds` are parked on an Approval step the approvals service has
+ * listed and no decision has resolved yet: SPEC's needs_attention state. A separate probe of the steps' primary
  * key for the waiting runs of a page, so the list's own plan stays as it is.
  */
 export async function parkedOnApproval(db: Database, runIds: string[]): Promise<Set<string>> {
   if (runIds.length === 0) return new Set();
   const rows = await db.query<{ run_id: string }>(
-    `select distinct run_id from scheduler.steps where run_id = any($1::text[]) and op = 'Approval' and status = 'waiting'`,
+    `select distinct run_id from scheduler.steps where run_id = any($1::text[]) and op = 'Approval' and status = 'waiting' and listed_at is not null`,
     [runIds],
   );
   return new Set(rows.map((r) => r.run_id));

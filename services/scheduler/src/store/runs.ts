@@ -426,3 +426,25 @@ export async function resolveStep(
   );
   return rows.length > 0;
 }
+
+/**
+ * The approvals service listed this Approval step (gated): from now until
+ * it resolves, its run reads needsAttention. A step resolved meanwhile (a
+ * fast decision, a cancelled run) is left as it is. Returns the run's
+ * identity when the step was marked, for the workspace's live signal.
+ */
+export async function markApprovalListed(
+  db: Database,
+  r: { runId: string; stepId: string },
+): Promise<{ workspace_id: string; workflow: string; app: string; status: string } | undefined> {
+  const rows = await db.query<{ workspace_id: string; workflow: string; app: string; status: string }>(
+    `with s as (
+       update scheduler.steps set listed_at = now()
+        where run_id = $1 and step_id = $2 and op = 'Approval' and status = 'waiting' and listed_at is null
+        returning run_id
+     )
+     select r.workspace_id, r.workflow, r.app, r.status from scheduler.runs r join s on r.id = s.run_id`,
+    [r.runId, r.stepId],
+  );
+  return rows[0];
+}

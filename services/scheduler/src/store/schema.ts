@@ -108,6 +108,12 @@ export const steps = scheduler.table(
     childRunId: text('child_run_id'),
     /** SPEC Usage of a model call (an Infer step the invoker completed). */
     usage: jsonb('usage'),
+    /**
+     * An Approval step: when the approvals service listed it as an open
+     * approval (gated). From then until the step resolves, its run is in
+     * SPEC's needs_attention state; an ungated one is never listed.
+     */
+    listedAt: timestamp('listed_at', { withTimezone: true }),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     endedAt: timestamp('ended_at', { withTimezone: true }),
   },

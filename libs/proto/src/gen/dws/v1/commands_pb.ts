@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dws/v1/commands.proto.
  */
 export const file_dws_v1_commands: GenFile = /*@__PURE__*/
-  fileDesc("ChVkd3MvdjEvY29tbWFuZHMucHJvdG8SBmR3cy52MSKaAQoJRW1pdEV2ZW50EhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIQCghldmVudF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEgwKBGRhdGEYBCABKAwSCwoDYXBwGAUgASgJEhEKCWRlZHVwZV9pZBgGIAEoCRISCgp0YXJnZXRfYXBwGAcgASgJEhUKDXNvdXJjZV9ydW5faWQYCCABKAkiiAEKC1NlbmRXZWJob29rEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRITCgtkZWxpdmVyeV9pZBgCIAEoCRILCgNhcHAYAyABKAkSCwoDdXJsGAQgASgJEgwKBGJvZHkYBSABKAwSFQoNc291cmNlX3J1bl9pZBgGIAEoCRIPCgdzdGVwX2lkGAcgASgJIoYBCgtTdGVwSGFuZG9mZhIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg8KB3N0ZXBfaWQYAyABKAkSEQoJc3RlcF9uYW1lGAQgASgJEhAKCHdvcmtmbG93GAUgASgJEgsKA2FwcBgGIAEoCRIOCgZvcGNvZGUYByABKAwieAoLUmVzb2x2ZVN0ZXASFAoMd29ya3NwYWNlX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIPCgdzdGVwX2lkGAMgASgJEgwKBGRhdGEYBCABKAwSFQoNZXJyb3JfbWVzc2FnZRgFIAEoCRINCgV1c2FnZRgGIAEoDCKmAQoLUnVuRmluaXNoZWQSFAoMd29ya3NwYWNlX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIQCgh3b3JrZmxvdxgDIAEoCRILCgNhcHAYBCABKAkSDgoGc3RhdHVzGAUgASgJEg4KBnJlc3VsdBgGIAEoDBINCgVlcnJvchgHIAEoDBINCgVhdF9tcxgIIAEoAxIUCgxub3RoaW5nX29wZW4YCSABKAgipQEKClN0ZXBGYWlsZWQSFAoMd29ya3NwYWNlX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIQCgh3b3JrZmxvdxgDIAEoCRILCgNhcHAYBCABKAkSDwoHc3RlcF9pZBgFIAEoCRIRCglzdGVwX25hbWUYBiABKAkSDQoFZXJyb3IYByABKAwSEAoIYXR0ZW1wdHMYCCABKAUSDQoFYXRfbXMYCSABKANiBnByb3RvMw");
+  fileDesc("ChVkd3MvdjEvY29tbWFuZHMucHJvdG8SBmR3cy52MSKaAQoJRW1pdEV2ZW50EhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIQCghldmVudF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEgwKBGRhdGEYBCABKAwSCwoDYXBwGAUgASgJEhEKCWRlZHVwZV9pZBgGIAEoCRISCgp0YXJnZXRfYXBwGAcgASgJEhUKDXNvdXJjZV9ydW5faWQYCCABKAkiiAEKC1NlbmRXZWJob29rEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRITCgtkZWxpdmVyeV9pZBgCIAEoCRILCgNhcHAYAyABKAkSCwoDdXJsGAQgASgJEgwKBGJvZHkYBSABKAwSFQoNc291cmNlX3J1bl9pZBgGIAEoCRIPCgdzdGVwX2lkGAcgASgJIoYBCgtTdGVwSGFuZG9mZhIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg8KB3N0ZXBfaWQYAyABKAkSEQoJc3RlcF9uYW1lGAQgASgJEhAKCHdvcmtmbG93GAUgASgJEgsKA2FwcBgGIAEoCRIOCgZvcGNvZGUYByABKAwieAoLUmVzb2x2ZVN0ZXASFAoMd29ya3NwYWNlX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIPCgdzdGVwX2lkGAMgASgJEgwKBGRhdGEYBCABKAwSFQoNZXJyb3JfbWVzc2FnZRgFIAEoCRINCgV1c2FnZRgGIAEoDCJcCg5BcHByb3ZhbExpc3RlZBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg8KB3N0ZXBfaWQYAyABKAkSEwoLYXBwcm92YWxfaWQYBCABKAkipgEKC1J1bkZpbmlzaGVkEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEAoId29ya2Zsb3cYAyABKAkSCwoDYXBwGAQgASgJEg4KBnN0YXR1cxgFIAEoCRIOCgZyZXN1bHQYBiABKAwSDQoFZXJyb3IYByABKAwSDQoFYXRfbXMYCCABKAMSFAoMbm90aGluZ19vcGVuGAkgASgIIqUBCgpTdGVwRmFpbGVkEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEAoId29ya2Zsb3cYAyABKAkSCwoDYXBwGAQgASgJEg8KB3N0ZXBfaWQYBSABKAkSEQoJc3RlcF9uYW1lGAYgASgJEg0KBWVycm9yGAcgASgMEhAKCGF0dGVtcHRzGAggASgFEg0KBWF0X21zGAkgASgDYgZwcm90bzM");
 
 /**
  * EmitEvent: scheduler -> ingest (step.emit). Ingest records it with source
@@ -222,6 +222,42 @@ export const ResolveStepSchema: GenMessage<ResolveStep> = /*@__PURE__*/
   messageDesc(file_dws_v1_commands, 3);
 
 /**
+ * ApprovalListed: approvals -> scheduler. A gated Approval step is listed as
+ * an open approval: its run is in SPEC's needs_attention state from now until
+ * the step resolves (an ungated one resolves without ever being listed).
+ *
+ * @generated from message dws.v1.ApprovalListed
+ */
+export type ApprovalListed = Message<"dws.v1.ApprovalListed"> & {
+  /**
+   * @generated from field: string workspace_id = 1;
+   */
+  workspaceId: string;
+
+  /**
+   * @generated from field: string run_id = 2;
+   */
+  runId: string;
+
+  /**
+   * @generated from field: string step_id = 3;
+   */
+  stepId: string;
+
+  /**
+   * @generated from field: string approval_id = 4;
+   */
+  approvalId: string;
+};
+
+/**
+ * Describes the message dws.v1.ApprovalListed.
+ * Use `create(ApprovalListedSchema)` to create a new message.
+ */
+export const ApprovalListedSchema: GenMessage<ApprovalListed> = /*@__PURE__*/
+  messageDesc(file_dws_v1_commands, 4);
+
+/**
  * RunFinished: scheduler -> webhook-dispatcher (run.succeeded, run.failed,
  * run.cancelled lifecycle deliveries) and anyone else who follows run ends.
  *
@@ -287,7 +323,7 @@ export type RunFinished = Message<"dws.v1.RunFinished"> & {
  * Use `create(RunFinishedSchema)` to create a new message.
  */
 export const RunFinishedSchema: GenMessage<RunFinished> = /*@__PURE__*/
-  messageDesc(file_dws_v1_commands, 4);
+  messageDesc(file_dws_v1_commands, 5);
 
 /**
  * StepFailed: scheduler -> webhook-dispatcher (step.failed): a step failed
@@ -349,5 +385,5 @@ export type StepFailed = Message<"dws.v1.StepFailed"> & {
  * Use `create(StepFailedSchema)` to create a new message.
  */
 export const StepFailedSchema: GenMessage<StepFailed> = /*@__PURE__*/
-  messageDesc(file_dws_v1_commands, 5);
+  messageDesc(file_dws_v1_commands, 6);
 
