@@ -5,6 +5,8 @@
  * (W5 and W7 run once: they are long and start their own deployment).
  * Every mode asked for is up for the whole run, and each repetition runs
  * the modes in turn, so a drift of the machine's speed hits them alike.
+ * Before the first repetition each mode runs BENCH_WARMUP_RUNS (default
+ * 1,000) W2 runs that are not recorded: the figures are a warm service's.
  * Prints a table and writes bench/results/<utc>.json.
  *
  *   pnpm bench                      # w1,w2,w2spec,w3,w4,w4spec,w5,w7 on embedded,fleet, 3 reps
@@ -36,7 +38,7 @@ import postgres from 'postgres';
 import { request } from 'undici';
 import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/sdk';
 import { api, eventually, startDeployment, type Deployment, type Mode } from '@dws/test-e2e';
-import { boundedLoad, cpuMs, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, type Figures, type Stamp } from './measure.js';
+import { boundedLoad, cpuMs, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
 import { startRestate } from './peers/restate.js';
 import { addCounters, procCounters, zeroCounters, type ProcCounters } from './proc-counters.js';
 
@@ -413,6 +415,8 @@ async function w6(dep: Deployment): Promise<Figures> {
 interface Target {
   mode: Mode | 'restate';
   run(wl: string): Promise<Figures>;
+  /** W2's runs before the first repetition, nothing recorded (measure.ts warmUp); the seconds it took. */
+  warm(): Promise<number>;
   stop(): Promise<void>;
   versions?: Record<string, string>;
 }
@@ -421,7 +425,7 @@ async function open(mode: Mode | 'restate'): Promise<Target> {
   if (mode === 'restate') {
     // Restate beside us (issue 14): a real restate-server and the Restate SDK, the same workloads and rules (peers/restate.ts).
     const peer = await startRestate();
-    return { mode, run: (wl) => peer.run(wl), stop: () => peer.stop(), versions: peer.versions };
+    return { mode, run: (wl) => peer.run(wl), warm: () => peer.warm(), stop: () => peer.stop(), versions: peer.versions };
   }
   // BENCH_DIRECT_CHECKPOINTS=off: the runner's checkpoints go through the gateway, as without SERVICE_SCHEDULER_URL.
   const dep = await startDeployment(mode, { env: { LOG_LEVEL: 'warn' }, directCheckpoints: process.env.BENCH_DIRECT_CHECKPOINTS !== 'off' });
@@ -454,6 +458,7 @@ async function open(mode: Mode | 'restate'): Promise<Target> {
   return {
     mode,
     run,
+    warm: () => warmUp(async () => awaitRunEnd(dep, await start(dep, 'w2'))),
     stop: async () => {
       await rig.close();
       await dep.stop();
@@ -474,6 +479,13 @@ async function main(): Promise<void> {
       const t = await open(mode);
       targets.push(t);
       Object.assign(versions, t.versions);
+    }
+    // w5 and w7 start deployments of their own; every other workload runs on the warmed targets.
+    if (WORKLOADS.some((wl) => !['w5', 'w7'].includes(wl))) {
+      for (const t of targets) {
+        const s = await t.warm();
+        if (s > 0) process.stderr.write(`${t.mode}: warmed up with ${WARMUP_RUNS} W2 runs in ${r1(s)} s\n`);
+      }
     }
     for (const wl of WORKLOADS) {
       const reps = new Map<Target, Figures[]>(targets.map((t) => [t, []]));

@@ -55,6 +55,20 @@ export function stepGaps(stamps: Stamp[]): { first50: number; last50: number; st
   return { first50: r1(gap(0, 50)), last50: r1(gap(449, 499)), stamped: first.size };
 }
 
+/**
+ * Runs before the first measured repetition, W2's shape (BENCH_WARMUP_RUNS, default 1,000; 0 for none).
+ * A freshly started Node service runs its code in V8's baseline tiers for its first thousands of
+ * messages: measured cold, the fleet's first W2 costs ~35-40% more CPU per step than the second.
+ * The targets are about services that have been up for a while, so both sides are warmed alike.
+ */
+export const WARMUP_RUNS = Number(process.env.BENCH_WARMUP_RUNS ?? 1000);
+
+/** The warm-up: WARMUP_RUNS runs of `oneRun`, 50 in flight, nothing recorded. Returns the seconds it took. */
+export async function warmUp(oneRun: () => Promise<unknown>): Promise<number> {
+  if (WARMUP_RUNS <= 0) return 0;
+  return (await boundedLoad(WARMUP_RUNS, 50, oneRun)).wallS;
+}
+
 /** W2's load: `runs` runs, `inflight` at a time, each started as the one before it in its lane ends. Latencies in ms and the wall in s. */
 export async function boundedLoad(runs: number, inflight: number, oneRun: () => Promise<unknown>): Promise<{ lat: number[]; wallS: number }> {
   const lat: number[] = [];

@@ -40,7 +40,7 @@ import { fileURLToPath } from 'node:url';
 import * as restate from '@restatedev/restate-sdk';
 import { request } from 'undici';
 import { freePort } from '@dws/test-e2e';
-import { boundedLoad, cpuMs, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, type Figures, type Stamp } from '../measure.js';
+import { boundedLoad, cpuMs, warmUp, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, type Figures, type Stamp } from '../measure.js';
 import { addCounters, procCounters, zeroCounters } from '../proc-counters.js';
 
 /** The restate-server release measured (1.x; `npm view @restatedev/restate-server versions`). */
@@ -167,6 +167,8 @@ function benchService(stamps: Map<string, Stamp[]>) {
 export interface RestatePeer {
   readonly versions: Record<string, string>;
   run(workload: string): Promise<Figures>;
+  /** The bench's warm-up (measure.ts): W2's runs, nothing recorded; the seconds it took. */
+  warm(): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -340,6 +342,7 @@ export async function startRestate(): Promise<RestatePeer> {
 
   return {
     versions: { 'restate-server': RESTATE_SERVER_VERSION, '@restatedev/restate-sdk': SDK_VERSION },
+    warm: () => warmUp(() => invoke('w2')),
     run: async (workload) => {
       switch (workload) {
         case 'w1':
