@@ -14,6 +14,7 @@
  *   pnpm bench w2,w6 fleet 1        # W6: W2 with 100,000 sleeping runs (Postgres modes only)
  *   pnpm bench soak fleet 1         # W2 for SOAK_MINUTES (default 10), RSS per service first vs last third
  *   pnpm bench w1,w2,w3,w4 fleet,restate 3   # the fleet and Restate side by side in one run (issue 14's ratios)
+ *   pnpm bench w2,w2ws fleet,restate 3        # W2 with each run's end read off one workspace stream, too
  *
  * `restate` runs W1-W4 on a real restate-server (the version pinned in
  * peers/restate.ts, installed from npm into bench/.peers/ on first use, its
@@ -25,7 +26,10 @@
  * the same workflows on a runner with checkpoints off, i.e. one that speaks
  * only SPEC.md's protocol (one new step per pass, the full memo each time).
  * `w4ra` is W4 with the SDK's run-ahead budget (several steps per pass, no
- * checkpoints).
+ * checkpoints). W2 follows each run on its own stream (every frame reaches
+ * the client); `w2ws` learns each run's end from the one workspace stream
+ * (GET /v1/runs/stream), as a client that needs only outcomes would: what
+ * Restate's client gets (the result), so Restate runs its W2 for it.
  */
 import { execFile } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -38,6 +42,7 @@ import postgres from 'postgres';
 import { request } from 'undici';
 import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/sdk';
 import { api, eventually, startDeployment, type Deployment, type Mode } from '@dws/test-e2e';
+import { WorkspaceRunEnds } from './run-ends.js';
 import { boundedLoad, cpuMs, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
 import { startRestate } from './peers/restate.js';
 import { addCounters, procCounters, zeroCounters, type ProcCounters } from './proc-counters.js';
@@ -306,14 +311,21 @@ async function groupCommits(dep: Deployment): Promise<{ mean: number; statements
   return count > 0 ? { mean: read('dws_scheduler_checkpoint_batch_size_sum') / count, statements: count, passMean, paths } : undefined;
 }
 
-async function w2(dep: Deployment, workflow = 'w2'): Promise<Figures> {
+/** W2; `w2ws` is W2 with each run's end read off the workspace's run stream (run-ends.ts) instead of a stream per run. */
+async function w2(dep: Deployment, wl = 'w2'): Promise<Figures> {
   const RUNS = 1000;
   const INFLIGHT = 50;
   const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
+  const ends = wl === 'w2ws' ? await WorkspaceRunEnds.open(dep.base, dep.secretKey) : undefined;
+  const workflow = wl === 'w2spec' ? 'w2spec' : 'w2';
   const g0 = await processGauges(dep);
   const cpu0 = await cpuNow(dep, sql);
-  const { lat, wallS: wall } = await boundedLoad(RUNS, INFLIGHT, async () => awaitRunEnd(dep, await start(dep, workflow)));
+  const { lat, wallS: wall } = await boundedLoad(RUNS, INFLIGHT, async () => {
+    const runId = await start(dep, workflow);
+    return ends ? ends.wait(runId) : awaitRunEnd(dep, runId);
+  });
   const cpu = cpuSpent(cpu0, await cpuNow(dep, sql));
+  ends?.close();
   await sql?.end();
   const steps = RUNS * 10;
   logSplit(cpu, steps);
@@ -435,6 +447,7 @@ async function open(mode: Mode | 'restate'): Promise<Target> {
       case 'w1':
         return w1(dep);
       case 'w2':
+      case 'w2ws':
       case 'w2spec':
         return w2(dep, wl);
       case 'w3':

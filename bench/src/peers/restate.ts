@@ -348,6 +348,7 @@ export async function startRestate(): Promise<RestatePeer> {
         case 'w1':
           return w1();
         case 'w2':
+        case 'w2ws': // its client gets only the result either way
           return w2();
         case 'w3':
           return w3();
