@@ -7,6 +7,9 @@
  * the modes in turn, so a drift of the machine's speed hits them alike.
  * Before the first repetition each mode runs BENCH_WARMUP_RUNS (default
  * 1,000) W2 runs that are not recorded: the figures are a warm service's.
+ * The fleet's nats-server is the bench's own, started with GOMAXPROCS=1 as
+ * docs/deploy.md advises on a 2-core machine (BENCH_NATS_GOMAXPROCS=0 for
+ * Go's default; TEST_NATS_URL or NATS_URL to use a running one).
  * Prints a table and writes bench/results/<utc>.json.
  *
  *   pnpm bench                      # w1,w2,w2spec,w3,w4,w4spec,w5,w7 on embedded,fleet, 3 reps
@@ -34,14 +37,14 @@
 import { execFile } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import { request } from 'undici';
 import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/sdk';
-import { api, eventually, startDeployment, type Deployment, type Mode } from '@dws/test-e2e';
+import { api, eventually, startDeployment, startNatsServer, type Deployment, type Mode, type NatsServer } from '@dws/test-e2e';
 import { WorkspaceRunEnds } from './run-ends.js';
 import { boundedLoad, cpuMs, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
 import { startRestate } from './peers/restate.js';
@@ -51,6 +54,8 @@ const [wlArg, modeArg, repsArg] = process.argv.slice(2);
 const WORKLOADS = (wlArg ?? 'w1,w2,w2spec,w3,w4,w4spec,w5,w7').split(',');
 const MODES = (modeArg ?? 'embedded,fleet').split(',') as (Mode | 'restate')[];
 const REPS = Number(repsArg ?? 3);
+/** GOMAXPROCS of the nats-server the bench starts (BENCH_NATS_GOMAXPROCS; 0 leaves Go's default, one per core). */
+const NATS_GOMAXPROCS = Number(process.env.BENCH_NATS_GOMAXPROCS ?? 1);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 /** Pids of the nats-server processes on this machine (shared with anything else using it). */
@@ -481,7 +486,15 @@ async function open(mode: Mode | 'restate'): Promise<Target> {
 
 async function main(): Promise<void> {
   process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+  // The fleet's nats-server as docs/deploy.md has it for a small machine (GOMAXPROCS=1), unless one is named.
+  let nats: NatsServer | undefined;
+  const storeDir = mkdtempSync(path.join(os.tmpdir(), 'dws-bench-nats-'));
+  if (!process.env.TEST_NATS_URL && !process.env.NATS_URL && MODES.some((m) => m !== 'embedded' && m !== 'restate')) {
+    nats = await startNatsServer({ storeDir, gomaxprocs: NATS_GOMAXPROCS });
+    process.env.TEST_NATS_URL = nats.url;
+  }
   process.env.TEST_NATS_URL ??= process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+  const infra = { nats: nats ? `the bench's own nats-server, GOMAXPROCS=${NATS_GOMAXPROCS || 'unset'}` : process.env.TEST_NATS_URL };
   const results: { mode: Mode | 'restate'; workload: string; median: Figures; min: Figures; max: Figures }[] = [];
   const versions: Record<string, string> = {};
   // Every mode is up at once and each repetition runs them in turn: this VM's speed drifts by 2x
@@ -519,6 +532,8 @@ async function main(): Promise<void> {
     }
   } finally {
     for (const t of targets) await t.stop();
+    await nats?.kill();
+    rmSync(storeDir, { recursive: true, force: true });
   }
   const machine = { cores: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown', node: process.version, at: new Date().toISOString() };
   const peers = Object.entries(versions)
@@ -531,7 +546,7 @@ async function main(): Promise<void> {
   process.stdout.write(lines.join('\n') + '\n');
   mkdirSync(path.join(ROOT, 'bench', 'results'), { recursive: true });
   const file = path.join(ROOT, 'bench', 'results', `${machine.at.replace(/[:.]/g, '-')}.json`);
-  writeFileSync(file, JSON.stringify({ machine, versions, reps: REPS, results }, null, 2));
+  writeFileSync(file, JSON.stringify({ machine, versions, infra, reps: REPS, results }, null, 2));
   process.stdout.write(`\nwritten: ${path.relative(ROOT, file)}\n`);
 }
 

@@ -1,4 +1,4 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { chownSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import os from 'node:os';
@@ -55,6 +55,36 @@ function asPostgres(bin: string, args: string[]): void {
   execFileSync(root ? 'runuser' : bin, root ? ['-u', 'postgres', '--', bin, ...args] : args, { stdio: 'pipe' });
 }
 
+export interface NatsServer {
+  url: string;
+  /** SIGKILL, resolved once it exited. */
+  kill(): Promise<void>;
+}
+
+/**
+ * A nats-server with JetStream on `port` (a free one by default), its store
+ * in `storeDir`. `gomaxprocs` caps the Go scheduler's threads: on a small
+ * machine shared with the fleet, 1 halves its wake-ups (docs/deploy.md).
+ */
+export async function startNatsServer(o: { port?: number; storeDir: string; gomaxprocs?: number }): Promise<NatsServer> {
+  const port = o.port ?? (await freePort());
+  const env = o.gomaxprocs ? { ...process.env, GOMAXPROCS: String(o.gomaxprocs) } : process.env;
+  const child = spawn(NATS_BIN, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', o.storeDir], { stdio: 'ignore', env });
+  const kill = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+  };
+  try {
+    await untilListening(port, 'nats-server');
+  } catch (err) {
+    await kill();
+    throw err;
+  }
+  return { url: `nats://127.0.0.1:${port}`, kill };
+}
+
 export async function startPrivateInfra(): Promise<PrivateInfra> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'dws-chaos-infra-'));
   const pgData = path.join(dir, 'pg');
@@ -75,26 +105,14 @@ export async function startPrivateInfra(): Promise<PrivateInfra> {
   };
   await startPg();
 
-  let nats: ChildProcess | undefined;
-  const startNats = async () => {
-    nats = spawn(NATS_BIN, ['-a', '127.0.0.1', '-p', String(natsPort), '-js', '-sd', natsDir], { stdio: 'ignore' });
-    await untilListening(natsPort, 'nats-server');
-  };
-  const killNats = async () => {
-    const p = nats;
-    if (!p || p.exitCode !== null) return;
-    const exited = new Promise((r) => p.once('exit', r));
-    p.kill('SIGKILL');
-    await exited;
-  };
-  await startNats();
+  let nats = await startNatsServer({ port: natsPort, storeDir: natsDir });
 
   return {
     databaseUrl: `postgres://postgres@127.0.0.1:${pgPort}/postgres`,
     natsUrl: `nats://127.0.0.1:${natsPort}`,
     async restartNats() {
-      await killNats();
-      await startNats();
+      await nats.kill();
+      nats = await startNatsServer({ port: natsPort, storeDir: natsDir });
     },
     async restartPostgres() {
       // immediate: no checkpoint, clients cut off mid-statement: what a crash looks like to the services.
@@ -102,7 +120,7 @@ export async function startPrivateInfra(): Promise<PrivateInfra> {
       await startPg();
     },
     async stop() {
-      await killNats();
+      await nats.kill();
       try {
         asPostgres(pgBin('pg_ctl'), ['-D', pgData, '-m', 'immediate', 'stop']);
       } catch {
