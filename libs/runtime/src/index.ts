@@ -18,3 +18,4 @@ export {
   type RetentionOptions,
   type RetentionTarget,
 } from './retention.js';
+export { GroupCommit } from './group-commit.js';

@@ -104,6 +104,50 @@ d('gateway usage ceilings', () => {
     expect((await read(ws.id)).usage).toEqual({ month: '2026-03', runs: 4 });
   });
 
+  it('counts a burst of run ends, several workspaces and months, in one statement, each run once', async () => {
+    const [a, b] = [await workspace(), await workspace()];
+    let statements = 0;
+    const db = { ...g.tdb.db, query: ((text: string, params?: unknown[]) => (statements++, g.tdb.db.query(text, params))) as typeof g.tdb.db.query };
+    const meter = new UsageMeter({
+      db,
+      bus: g.bus,
+      outbox: new Outbox({ db: g.tdb.db, bus: g.bus, schema: 'gateway', log: createLogger({ level: 'silent' }) }),
+      sealKey: Buffer.alloc(32),
+      log: createLogger({ level: 'silent' }),
+      now: () => clock,
+      onSuspensionChange: () => undefined,
+    });
+    const february = Date.UTC(2026, 1, 27);
+    const message = (workspaceId: string, runId: string, atMs: number) => ({
+      subject: subjects.runFinished,
+      data: toBinary(RunFinishedSchema, create(RunFinishedSchema, { workspaceId, runId, status: 'succeeded', atMs: BigInt(atMs) })),
+      seq: 1,
+      msgId: `finished:${runId}`,
+      deliveryCount: 1,
+      working: () => undefined,
+    });
+    const facts = [
+      ...Array.from({ length: 12 }, (_, i) => message(a.id, `${a.id}-r${i}`, clock)),
+      ...Array.from({ length: 5 }, (_, i) => message(b.id, `${b.id}-r${i}`, clock)),
+      ...Array.from({ length: 3 }, (_, i) => message(b.id, `${b.id}-feb${i}`, february)),
+    ];
+    await Promise.all(facts.map((m) => meter.handle(m)));
+    expect(statements).toBe(1);
+    // The same facts again (redeliveries): nothing more counted.
+    await Promise.all(facts.slice(0, 6).map((m) => meter.handle(m)));
+    const usage = await g.tdb.db.query<{ workspace_id: string; month: string; runs: number }>(
+      'select workspace_id, month, runs::int as runs from gateway.usage where workspace_id = any($1::text[]) order by workspace_id, month',
+      [[a.id, b.id]],
+    );
+    expect(usage).toEqual(
+      [
+        { workspace_id: a.id, month: '2026-03', runs: 12 },
+        { workspace_id: b.id, month: '2026-02', runs: 3 },
+        { workspace_id: b.id, month: '2026-03', runs: 5 },
+      ].sort((x, y) => (x.workspace_id + x.month < y.workspace_id + y.month ? -1 : 1)),
+    );
+  });
+
   it('lifts a usage suspension when the limit is raised or removed, and suspends at once when it is lowered to the usage', async () => {
     const ws = await workspace(2);
     await finish(ws.id);

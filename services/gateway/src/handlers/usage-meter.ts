@@ -2,9 +2,9 @@ import type { Bus, BusMessage, Subscription } from '@dws/bus';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { fromBinary, RunFinishedSchema, type RunFinished } from '@dws/proto';
-import { streams, subjects, type Outbox } from '@dws/runtime';
+import { GroupCommit, streams, subjects, type Outbox } from '@dws/runtime';
 import { monthOf, previousMonth } from '../domain/usage.js';
-import { countRunEnd, pruneMeteredRuns, usageSuspendedIds } from '../store/usage.js';
+import { countRunEnds, pruneMeteredRuns, usageSuspendedIds } from '../store/usage.js';
 import { lockWorkspace } from '../store/workspaces.js';
 import { settleWorkspace, type Settled } from './workspace-state.js';
 
@@ -45,6 +45,18 @@ export const USAGE_DURABLE = 'gateway-usage';
  * with no metered event needed (a suspended workspace starts no runs).
  */
 export class UsageMeter {
+  /**
+   * Facts that arrive together, or while a count is being written, are counted by one statement:
+   * every run end of a workspace updates its one usage row, so one statement per fact would queue
+   * on that row's lock (W2 measured ~1.6 ms per statement, most of it waiting).
+   */
+  private readonly counts = new GroupCommit<{ runId: string; workspaceId: string; month: string }, boolean>(
+    async (ends) => {
+      const settle = await countRunEnds(this.d.db, ends);
+      return ends.map((e) => settle.has(e.workspaceId));
+    },
+    (e) => e.runId,
+  );
   private sub: Subscription | undefined;
   private timer: NodeJS.Timeout | undefined;
   private sweeping: Promise<unknown> = Promise.resolve();
@@ -62,9 +74,9 @@ export class UsageMeter {
         stream: streams.schedulerFacts.name,
         durable: USAGE_DURABLE,
         filterSubject: subjects.runFinished,
-        // Facts are counted in any order (see above), so several at once: one pull serves several
-        // messages, and the meter keeps up with a fleet ending thousands of runs a second.
-        concurrency: 8,
+        // Facts are counted in any order (see above), so many at once: one pull serves several
+        // messages, and the ones in hand go in one statement (group commit).
+        concurrency: 64,
         // A dead-lettered fact is a run never counted: ride out a database outage of most of an hour first.
         backoffMs: [250, 1000, 5000, 30_000],
         maxDeliver: 100,
@@ -97,11 +109,11 @@ export class UsageMeter {
     }
     const month = monthOf(Number(fact.atMs) || this.d.now());
     const current = monthOf(this.d.now());
-    // Most workspaces have no ceiling and no usage suspension: claim and count in one statement.
-    const counted = await countRunEnd(this.d.db, { runId: fact.runId, workspaceId: fact.workspaceId, month });
+    // Most workspaces have no ceiling and no usage suspension: claimed and counted, with the facts beside it.
+    const settle = await this.counts.submit({ runId: fact.runId, workspaceId: fact.workspaceId, month });
     // Otherwise settle under the workspace lock (workspace row first, then the usage row: the order
     // PATCH and the sweep lock in), also on a redelivery, so a crash between the two loses no settle.
-    if (!counted.settle) return;
+    if (!settle) return;
     const settled = await this.d.db.tx(async (tx): Promise<Settled | undefined> => {
       const row = await lockWorkspace(tx, fact.workspaceId);
       return row ? settleWorkspace(tx, this.d, row, current) : undefined;

@@ -1,28 +1,34 @@
 import type { Database } from '@dws/db';
 
 /**
- * Claim and count one ended run in ONE statement (no transaction), for the
- * common case of a workspace the count cannot change: `settle` is true when
- * it has limits or a usage suspension (or is not known here: false), and
- * then the caller settles it under the workspace lock. `runs` is null for a
- * run already counted.
+ * Count the ends of several runs in ONE statement (the meter's group
+ * commit): each run id is claimed in `metered_runs` (a run already counted
+ * adds nothing), and each (workspace, month) row grows by the runs it
+ * claimed, the rows locked in key order so two replicas' batches cannot
+ * deadlock. Returns the batch's workspaces that must be settled under the
+ * workspace lock (a ceiling, or a usage suspension): also for a redelivered
+ * fact, so a crash between count and settle loses no settle.
  */
-export async function countRunEnd(db: Database, r: { runId: string; workspaceId: string; month: string }): Promise<{ runs: number | null; settle: boolean }> {
-  const rows = await db.query<{ runs: number | null; settle: boolean | null }>(
-    `with claim as (
-       insert into gateway.metered_runs (run_id, workspace_id, month) values ($1, $2, $3) on conflict (run_id) do nothing returning run_id
+export async function countRunEnds(db: Database, ends: { runId: string; workspaceId: string; month: string }[]): Promise<Set<string>> {
+  const rows = await db.query<{ id: string }>(
+    `with f as (
+       select * from jsonb_to_recordset($1::jsonb) as f(run_id text, workspace_id text, month text)
+     ), claim as (
+       insert into gateway.metered_runs (run_id, workspace_id, month)
+       select run_id, workspace_id, month from f on conflict (run_id) do nothing
+       returning workspace_id, month
      ), u as (
-       insert into gateway.usage (workspace_id, month, runs) select $2, $3, 1 from claim
-       on conflict (workspace_id, month) do update set runs = gateway.usage.runs + 1
-       returning runs
+       insert into gateway.usage (workspace_id, month, runs)
+       select workspace_id, month, count(*) from claim group by workspace_id, month order by workspace_id, month
+       on conflict (workspace_id, month) do update set runs = gateway.usage.runs + excluded.runs
      )
-     select (select runs from u) as runs,
-            (select (w.limits is not null and w.limits <> '{}'::jsonb) or (w.suspended and w.suspended_reason = 'usage_limit')
-               from gateway.workspaces w where w.id = $2) as settle`,
-    [r.runId, r.workspaceId, r.month],
+     -- u runs to completion unread (a data-modifying WITH always does).
+     select w.id from gateway.workspaces w
+      where w.id in (select workspace_id from f)
+        and ((w.limits is not null and w.limits <> '{}'::jsonb) or (w.suspended and w.suspended_reason = 'usage_limit'))`,
+    [JSON.stringify(ends.map((e) => ({ run_id: e.runId, workspace_id: e.workspaceId, month: e.month })))],
   );
-  const row = rows[0];
-  return { runs: row?.runs === null || row?.runs === undefined ? null : Number(row.runs), settle: row?.settle === true };
+  return new Set(rows.map((r) => r.id));
 }
 
 /**
