@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { migrate, openDatabase, type Database } from '@dws/db';
 import { hashStepId } from '@dws/protocol';
 import { openTestDb, testInfra } from '@dws/testing';
-import { applyCheckpoints, applyPass, applyPasses, insertHeldRun, type ApplyPass } from '../src/store/runs.js';
+import { applyCheckpoints, applyPass, applyPasses, insertHeldRun, renewLeases, type ApplyPass } from '../src/store/runs.js';
 
 const MIGRATIONS = fileURLToPath(new URL('../src/store/migrations', import.meta.url));
 const OWNER = 'scheduler-test';
@@ -128,6 +128,39 @@ describe.each(modes)('applyPasses: one statement for many runs writes what apply
       expect(ids.map((id) => rows.find((r) => Number(r.id) === id)?.msg_id)).toEqual([`${runId}:1`, `${runId}:2`]);
       expect(ids[0]!).toBeLessThan(ids[1]!);
     }
+  });
+
+  it('renews the leases of held runs without waiting for a run a batch statement holds (no deadlock with one)', async () => {
+    if (mode !== 'real') return; // one connection on PGlite: nothing to wait for
+    const [a, b] = ['many_cont', 'many_score'];
+    await db.query(`update scheduler.runs set lease_until = now() + interval '1 second' where id = any($1::text[])`, [[a, b]]);
+    // Another transaction holds b's row, as a checkpoint statement in flight does.
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let locked!: () => void;
+    const holding = new Promise<void>((r) => (locked = r));
+    const holder = db.tx(async (tx) => {
+      await tx.query('select id from scheduler.runs where id = $1 for update', [b]);
+      locked();
+      await released;
+    });
+    await holding;
+    try {
+      const t0 = Date.now();
+      await renewLeases(db, OWNER, [a, b], 600_000);
+      expect(Date.now() - t0).toBeLessThan(500);
+    } finally {
+      release();
+      await holder;
+    }
+    const rows = await db.query<{ id: string; renewed: boolean }>(
+      `select id, lease_until > now() + interval '5 minutes' as renewed from scheduler.runs where id = any($1::text[]) order by id`,
+      [[a, b]],
+    );
+    expect(rows).toEqual([{ id: a, renewed: true }, { id: b, renewed: false }]);
+    // The next round renews it.
+    await renewLeases(db, OWNER, [a, b], 600_000);
+    expect((await db.query<{ renewed: boolean }>(`select lease_until > now() + interval '5 minutes' as renewed from scheduler.runs where id = $1`, [b]))[0]!.renewed).toBe(true);
   });
 
   it('finds the runs of a batch by primary key, not by scanning every run (either statement)', async () => {

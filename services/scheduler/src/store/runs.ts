@@ -377,9 +377,12 @@ export async function loadClaimedSteps(db: Database, runId: string): Promise<{ s
 /** Extend the leases this replica holds (passes that run longer than a lease). */
 export async function renewLeases(db: Database, owner: string, runIds: string[], leaseMs: number): Promise<void> {
   if (runIds.length === 0) return;
+  // SKIP LOCKED: a run whose row a checkpoint or pass statement holds right now is renewed next round
+  // (renewals come every third of a lease). Waiting for it instead deadlocked with those statements,
+  // which lock their runs in another order: Postgres broke each cycle only after deadlock_timeout (1 s).
   await db.query(
     `update scheduler.runs set lease_until = now() + ($3::int * interval '1 millisecond')
-      where id = any($2::text[]) and lease_owner = $1`,
+      where id in (select id from scheduler.runs where id = any($2::text[]) and lease_owner = $1 for update skip locked)`,
     [owner, runIds, leaseMs],
   );
 }
