@@ -35,6 +35,7 @@ async function one(): Promise<boolean> {
   const t202 = now();
   const runId = r.body?.runId as string | undefined;
   if (!runId) return false;
+  lastRun = runId;
   const res = await request(`${dep.base}/v1/runs/${runId}/stream`, { headers: { authorization: `Bearer ${dep.secretKey}`, accept: 'text/event-stream' } });
   const tOpen = now();
   let buf = '';
@@ -64,9 +65,21 @@ async function one(): Promise<boolean> {
   return true;
 }
 
+let lastRun = '';
 await eventually('trigger index', () => one());
 for (const k of Object.keys(marks)) delete marks[k];
 for (let i = 0; i < RUNS; i++) await one();
+// The two reads the stream's open is made of, on a run that has ended: how long each takes alone.
+for (let i = 0; i < RUNS; i++) {
+  let t = now();
+  await api(dep.base, 'GET', `/v1/runs/${lastRun}`, { key: dep.secretKey });
+  mark('e. GET /runs/{id} of an ended run', now() - t);
+  t = now();
+  const res = await request(`${dep.base}/v1/runs/${lastRun}/stream`, { headers: { authorization: `Bearer ${dep.secretKey}`, accept: 'text/event-stream' } });
+  mark('f. stream of an ended run: open', now() - t);
+  await res.body.text();
+  mark('f. stream of an ended run: all of it', now() - t);
+}
 const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 for (const k of Object.keys(marks).sort()) process.stdout.write(`${k.padEnd(48)} ${med(marks[k]!).toFixed(2)} ms\n`);
 runner.stop();
