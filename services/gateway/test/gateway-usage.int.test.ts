@@ -49,6 +49,17 @@ d('gateway usage ceilings', () => {
     const fact = create(RunFinishedSchema, { workspaceId, runId, workflow: 'wf', app: 'app', status: 'succeeded', atMs: BigInt(o.atMs ?? clock) });
     return g.bus.publish(subjects.runFinished, toBinary(RunFinishedSchema, fact), { msgId: o.msgId ?? `finished:${runId}` }).then(() => runId);
   };
+  /** A meter of its own on `db` (the handler driven directly, as a redelivery or a second replica would). */
+  const meterOn = (db: typeof g.tdb.db) =>
+    new UsageMeter({
+      db,
+      bus: g.bus,
+      outbox: new Outbox({ db: g.tdb.db, bus: g.bus, schema: 'gateway', log: createLogger({ level: 'silent' }) }),
+      sealKey: Buffer.alloc(32),
+      log: createLogger({ level: 'silent' }),
+      now: () => clock,
+      onSuspensionChange: () => undefined,
+    });
   const replay = async (ws: { secretKey: string }) => (await http(g.base, 'POST', '/v1/runs/r/replay', { key: ws.secretKey })).status;
 
   it('suspends a workspace when its runs reach runsPerMonth, announces it, and refuses run-creating calls', async () => {
@@ -82,15 +93,7 @@ d('gateway usage ceilings', () => {
     await eventually(async () => (await read(ws.id)).usage.runs === 2);
 
     // A redelivery as the handler sees it (same message, same seq), and two replicas racing on one fact.
-    const meter = new UsageMeter({
-      db: g.tdb.db,
-      bus: g.bus,
-      outbox: new Outbox({ db: g.tdb.db, bus: g.bus, schema: 'gateway', log: createLogger({ level: 'silent' }) }),
-      sealKey: Buffer.alloc(32),
-      log: createLogger({ level: 'silent' }),
-      now: () => clock,
-      onSuspensionChange: () => undefined,
-    });
+    const meter = meterOn(g.tdb.db);
     const message = (runId: string, seq: number) => {
       const data = toBinary(RunFinishedSchema, create(RunFinishedSchema, { workspaceId: ws.id, runId, status: 'failed', atMs: BigInt(clock) }));
       return { subject: subjects.runFinished, data, seq, msgId: `finished:${runId}`, deliveryCount: 2, working: () => undefined };
@@ -108,15 +111,7 @@ d('gateway usage ceilings', () => {
     const [a, b] = [await workspace(), await workspace()];
     let statements = 0;
     const db = { ...g.tdb.db, query: ((text: string, params?: unknown[]) => (statements++, g.tdb.db.query(text, params))) as typeof g.tdb.db.query };
-    const meter = new UsageMeter({
-      db,
-      bus: g.bus,
-      outbox: new Outbox({ db: g.tdb.db, bus: g.bus, schema: 'gateway', log: createLogger({ level: 'silent' }) }),
-      sealKey: Buffer.alloc(32),
-      log: createLogger({ level: 'silent' }),
-      now: () => clock,
-      onSuspensionChange: () => undefined,
-    });
+    const meter = meterOn(db);
     const february = Date.UTC(2026, 1, 27);
     const message = (workspaceId: string, runId: string, atMs: number) => ({
       subject: subjects.runFinished,
