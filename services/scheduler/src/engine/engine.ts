@@ -181,7 +181,7 @@ export class Engine {
       do {
         this.claimAgain = false;
         await admitToSlots(this.o.db);
-        const claimed = await claimDueRuns(this.o.db, this.o.owner, this.o.leaseMs, Math.min(100, this.capacity));
+        const claimed = await claimDueRuns(this.o.db, this.o.owner, this.o.leaseMs, Math.min(100, this.capacity), [...this.held.keys()]);
         for (const c of claimed) {
           const { steps, logKeys } = await loadClaimedSteps(this.o.db, c.id);
           this.spawn(heldFromClaim(c, steps, logKeys));

@@ -316,18 +316,20 @@ export interface ClaimedRun {
  * backoff or sleep over. SKIP LOCKED lets every replica claim at once
  * without taking the same run.
  */
-export async function claimDueRuns(db: Database, owner: string, leaseMs: number, limit: number): Promise<ClaimedRun[]> {
+export async function claimDueRuns(db: Database, owner: string, leaseMs: number, limit: number, held: string[] = []): Promise<ClaimedRun[]> {
+  // Not the runs this replica drives right now: a renewal that came late leaves their lease lapsed,
+  // and claiming one again would drive it twice under the same owner and pass (both pass the guard).
   const rows = await db.query<ClaimedRun>(
     `update scheduler.runs r set lease_owner = $1, lease_until = now() + ($2::int * interval '1 millisecond'), updated_at = now()
       where r.id in (select id from scheduler.runs
-                      where status in ('queued', 'running', 'waiting') and lease_until <= now()
+                      where status in ('queued', 'running', 'waiting') and lease_until <= now() and not (id = any($4::text[]))
                       order by lease_until limit $3 for update skip locked)
       returning r.id, r.workspace_id, r.workflow, r.app, r.runner, r.status, r.event_name, r.input, r.attempt, r.pass,
                 r.step_count, r.next_seq, r.transport_failures,
                 (extract(epoch from r.no_runner_since) * 1000)::bigint as no_runner_since_ms,
                 r.parent_run_id, r.on_failure_of,
                 (select o.error from scheduler.runs o where o.id = r.on_failure_of) as failure_error`,
-    [owner, leaseMs, limit],
+    [owner, leaseMs, limit, held],
   );
   return rows.map((r) => ({
     ...r,
