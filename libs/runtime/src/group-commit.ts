@@ -5,9 +5,9 @@
  * one statement carries what queued meanwhile, so a batch costs one round
  * trip, one WAL flush and one wake-up of Postgres instead of one each.
  *
- * `write` gets a batch with at most one item per key (a run's checkpoints
- * are already ordered by the engine; this keeps a batch from holding two of
- * the same row) and answers each item in order. When a batch fails, each of
+ * `write` gets a batch with at most one item per key (so a batch never
+ * holds two writes of the same row: the scheduler's checkpoints by run, the
+ * gateway's run ends by run) and answers each item in order. When a batch fails, each of
  * its items is written alone, so one bad item fails only its own caller.
  */
 export class GroupCommit<T, R> {
@@ -23,7 +23,7 @@ export class GroupCommit<T, R> {
   submit(item: T): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       // The first item of a quiet moment waits only for the rest of this event-loop turn
-      // (checkpoints that arrived together go together).
+      // (items that arrived together go together).
       this.queue.push({ item, resolve, reject });
       if (!this.writing) {
         this.writing = true;
