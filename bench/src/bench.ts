@@ -488,8 +488,9 @@ async function main(): Promise<void> {
   process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
   // The fleet's nats-server as docs/deploy.md has it for a small machine (GOMAXPROCS=1), unless one is named.
   let nats: NatsServer | undefined;
-  const storeDir = mkdtempSync(path.join(os.tmpdir(), 'dws-bench-nats-'));
+  let storeDir: string | undefined;
   if (!process.env.TEST_NATS_URL && !process.env.NATS_URL && MODES.some((m) => m !== 'embedded' && m !== 'restate')) {
+    storeDir = mkdtempSync(path.join(os.tmpdir(), 'dws-bench-nats-'));
     nats = await startNatsServer({ storeDir, gomaxprocs: NATS_GOMAXPROCS });
     process.env.TEST_NATS_URL = nats.url;
   }
@@ -533,7 +534,7 @@ async function main(): Promise<void> {
   } finally {
     for (const t of targets) await t.stop();
     await nats?.kill();
-    rmSync(storeDir, { recursive: true, force: true });
+    if (storeDir) rmSync(storeDir, { recursive: true, force: true });
   }
   const machine = { cores: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown', node: process.version, at: new Date().toISOString() };
   const peers = Object.entries(versions)

@@ -11,6 +11,7 @@ import { newHeldRun } from '../engine/held-run.js';
 import type { WorkflowConfigs } from '../engine/workflow-configs.js';
 
 const dec = new TextDecoder();
+const enc = new TextEncoder();
 
 type StartRunDeps = { bus: Bus; db: Database; engine: Engine; outbox: Outbox; owner: string; leaseMs: number };
 
@@ -212,8 +213,6 @@ export async function consumeResolves(opts: { bus: Bus; db: Database; nudge: () 
     },
   );
 }
-
-const enc = new TextEncoder();
 
 /**
  * ApprovalListed from the approvals service: the run's Approval step is an
