@@ -9,7 +9,8 @@
  * 1,000) W2 runs that are not recorded: the figures are a warm service's.
  * The fleet's nats-server is the bench's own, started with GOMAXPROCS=1 as
  * docs/deploy.md advises on a 2-core machine (BENCH_NATS_GOMAXPROCS=0 for
- * Go's default; TEST_NATS_URL or NATS_URL to use a running one).
+ * Go's default; TEST_NATS_URL or NATS_URL to use a running one). Services
+ * run with the production run lease (15 s; BENCH_RUN_LEASE_MS to change it).
  * Prints a table and writes bench/results/<utc>.json.
  *
  *   pnpm bench                      # w1,w2,w2spec,w3,w4,w4spec,w5,w7 on embedded,fleet, 3 reps
@@ -46,7 +47,7 @@ import { request } from 'undici';
 import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/sdk';
 import { api, eventually, startDeployment, startNatsServer, type Deployment, type Mode, type NatsServer } from '@dws/test-e2e';
 import { WorkspaceRunEnds } from './run-ends.js';
-import { boundedLoad, cpuMs, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
+import { BENCH_ENV, boundedLoad, cpuMs, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
 import { startRestate } from './peers/restate.js';
 import { addCounters, procCounters, zeroCounters, type ProcCounters } from './proc-counters.js';
 
@@ -149,13 +150,13 @@ function cpuSpent(a: CpuSample, b: CpuSample): CpuSpent {
 }
 
 /** Some process gauges of each service, from its /metrics. */
-async function processGauges(dep: Deployment): Promise<Record<string, { heapBytes: number; gcSeconds: number; cpuSeconds: number }>> {
-  const out: Record<string, { heapBytes: number; gcSeconds: number; cpuSeconds: number }> = {};
+async function processGauges(dep: Deployment): Promise<Record<string, { heapBytes: number; externalBytes: number; gcSeconds: number; cpuSeconds: number }>> {
+  const out: Record<string, { heapBytes: number; externalBytes: number; gcSeconds: number; cpuSeconds: number }> = {};
   for (const [name, port] of Object.entries(dep.ports?.() ?? {})) {
     try {
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       const read = (g: string) => Number(new RegExp(`^${g} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
-      out[name] = { heapBytes: read('dws_process_heap_used_bytes'), gcSeconds: read('dws_process_gc_seconds_total'), cpuSeconds: read('dws_process_cpu_seconds_total') };
+      out[name] = { heapBytes: read('dws_process_heap_used_bytes'), externalBytes: read('dws_process_external_memory_bytes'), gcSeconds: read('dws_process_gc_seconds_total'), cpuSeconds: read('dws_process_cpu_seconds_total') };
     } catch {
       // not serving metrics (or gone)
     }
@@ -337,7 +338,7 @@ async function w2(dep: Deployment, wl = 'w2'): Promise<Figures> {
   const rss = rssByService(dep);
   process.stderr.write(`  rss MiB after W2: ${Object.entries(rss).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
   const g1 = await processGauges(dep);
-  process.stderr.write(`  V8 heap used MiB after W2: ${Object.entries(g1).map(([k, v]) => `${k} ${Math.round(v.heapBytes / 1048576)}`).join(', ')}\n`);
+  process.stderr.write(`  V8 heap used / external (buffers, WebAssembly) MiB after W2: ${Object.entries(g1).map(([k, v]) => `${k} ${Math.round(v.heapBytes / 1048576)} / ${Math.round(v.externalBytes / 1048576)}`).join(', ')}\n`);
   // The garbage collector's share of each service's CPU over W2: what a smaller heap (RSS) would cost.
   const gcShare = Object.entries(g1).map(([k, v]) => `${k} ${Math.round((100 * (v.gcSeconds - (g0[k]?.gcSeconds ?? 0))) / (v.cpuSeconds - (g0[k]?.cpuSeconds ?? 0)))}%`);
   process.stderr.write(`  GC share of CPU over W2: ${gcShare.join(', ')}\n`);
@@ -445,7 +446,7 @@ async function open(mode: Mode | 'restate'): Promise<Target> {
     return { mode, run: (wl) => peer.run(wl), warm: () => peer.warm(), stop: () => peer.stop(), versions: peer.versions };
   }
   // BENCH_DIRECT_CHECKPOINTS=off: the runner's checkpoints go through the gateway, as without SERVICE_SCHEDULER_URL.
-  const dep = await startDeployment(mode, { env: { LOG_LEVEL: 'warn' }, directCheckpoints: process.env.BENCH_DIRECT_CHECKPOINTS !== 'off' });
+  const dep = await startDeployment(mode, { env: BENCH_ENV, directCheckpoints: process.env.BENCH_DIRECT_CHECKPOINTS !== 'off' });
   const rig = await setup(dep);
   const run = async (wl: string): Promise<Figures> => {
     switch (wl) {

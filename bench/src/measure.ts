@@ -63,6 +63,13 @@ export function stepGaps(stamps: Stamp[]): { first50: number; last50: number; st
  */
 export const WARMUP_RUNS = Number(process.env.BENCH_WARMUP_RUNS ?? 1000);
 
+/**
+ * What every bench deployment runs with: quiet logs and the production run
+ * lease (libs/config's default, 15 s), not the 2 s test deployments use for
+ * quick failover, which renews every held run's lease every 666 ms.
+ */
+export const BENCH_ENV = { LOG_LEVEL: 'warn', SERVICE_RUN_LEASE_MS: process.env.BENCH_RUN_LEASE_MS ?? '15000' };
+
 /** The warm-up: WARMUP_RUNS runs of `oneRun`, 50 in flight, nothing recorded. Returns the seconds it took. */
 export async function warmUp(oneRun: () => Promise<unknown>): Promise<number> {
   if (WARMUP_RUNS <= 0) return 0;

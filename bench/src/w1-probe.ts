@@ -2,19 +2,48 @@
  * `npx tsx bench/src/w1-probe.ts [fleet|embedded] [runs]`: where W1's time goes.
  * For each 1-step run: the 202, then each frame of the run stream as the client
  * receives it, against the ts the scheduler stamped it with. Prints medians.
+ * `W1_SPANS=1` also collects the services' OpenTelemetry spans (a receiver in
+ * this process) and prints when each span starts and ends, from the POST.
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { createRunner } from '@dws/sdk';
 import { api, eventually, startDeployment, type Mode } from '@dws/test-e2e';
+import { createHash } from 'node:crypto';
+import { BENCH_ENV } from './measure.js';
 
 const mode = (process.argv[2] ?? 'fleet') as Mode;
 const RUNS = Number(process.argv[3] ?? 100);
 process.env.TEST_DATABASE_URL ??= 'postgres://postgres@127.0.0.1:5432/test';
 process.env.TEST_NATS_URL ??= 'nats://127.0.0.1:4222';
 
-const dep = await startDeployment(mode, { env: { LOG_LEVEL: 'warn' } });
+// Spans by trace id; the probe maps each run to its trace (runTraceId) and to its POST's time.
+const spans = new Map<string, { name: string; service: string; start: number; end: number }[]>();
+const collector = createServer((req, res) => {
+  let body = '';
+  req.on('data', (c: Buffer) => (body += c.toString()));
+  req.on('end', () => {
+    type Otlp = { resourceSpans?: { resource?: { attributes?: { key: string; value: { stringValue?: string } }[] }; scopeSpans?: { spans?: { traceId: string; name: string; startTimeUnixNano: string; endTimeUnixNano: string }[] }[] }[] };
+    for (const rs of (JSON.parse(body || '{}') as Otlp).resourceSpans ?? []) {
+      const service = rs.resource?.attributes?.find((a) => a.key === 'service.name')?.value.stringValue ?? '?';
+      for (const ss of rs.scopeSpans ?? [])
+        for (const sp of ss.spans ?? []) {
+          const list = spans.get(sp.traceId) ?? [];
+          list.push({ name: sp.name, service, start: Number(BigInt(sp.startTimeUnixNano) / 1000n) / 1000, end: Number(BigInt(sp.endTimeUnixNano) / 1000n) / 1000 });
+          spans.set(sp.traceId, list);
+        }
+    }
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+  });
+});
+await new Promise<void>((r) => collector.listen(0, '127.0.0.1', () => r()));
+const traced = process.env.W1_SPANS === '1';
+const otel: Record<string, string> = traced ? { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(collector.address() as AddressInfo).port}`, OTEL_BSP_SCHEDULE_DELAY: '200' } : {};
+const dep = await startDeployment(mode, { env: { ...BENCH_ENV, ...otel } });
+const postedAt = new Map<string, number>();
+// libs/telemetry's runTraceId: a run's trace id is the first 16 bytes of SHA-256(run id).
+const runTraceId = (runId: string) => createHash('sha256').update(runId).digest('hex').slice(0, 32);
 let stepAt = 0;
 let handler: (req: never, res: never) => void = () => undefined;
 const server = createServer((req, res) => handler(req as never, res as never));
@@ -36,6 +65,7 @@ async function one(): Promise<boolean> {
   const runId = r.body?.runId as string | undefined;
   if (!runId) return false;
   lastRun = runId;
+  postedAt.set(runTraceId(runId), t0);
   const res = await request(`${dep.base}/v1/runs/${runId}/stream`, { headers: { authorization: `Bearer ${dep.secretKey}`, accept: 'text/event-stream' } });
   const tOpen = now();
   let buf = '';
@@ -82,6 +112,20 @@ for (let i = 0; i < RUNS; i++) {
 }
 const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 for (const k of Object.keys(marks).sort()) process.stdout.write(`${k.padEnd(48)} ${med(marks[k]!).toFixed(2)} ms\n`);
+if (traced) {
+  await new Promise((r) => setTimeout(r, 1500)); // the batch span processors' last export
+  const at: Record<string, { start: number[]; end: number[] }> = {};
+  for (const [traceId, t0] of postedAt)
+    for (const sp of spans.get(traceId) ?? []) {
+      const k = `${sp.service} ${sp.name}`;
+      (at[k] ??= { start: [], end: [] }).start.push(sp.start - t0);
+      at[k].end.push(sp.end - t0);
+    }
+  process.stdout.write(`\nspans, ms from the POST (median start .. median end, count):\n`);
+  for (const [k, v] of Object.entries(at).sort((a, b) => med(a[1].start) - med(b[1].start)))
+    process.stdout.write(`  ${k.padEnd(40)} ${med(v.start).toFixed(2).padStart(7)} .. ${med(v.end).toFixed(2).padStart(7)}  (${v.start.length})\n`);
+}
+collector.close();
 runner.stop();
 server.close();
 await dep.stop();
