@@ -38,7 +38,7 @@
 import { execFile } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -147,6 +147,28 @@ function cpuSpent(a: CpuSample, b: CpuSample): CpuSpent {
     counters[name] = addCounters(counters[name] ?? zeroCounters(), delta(c, a.infraCounters.get(pid)));
   }
   return { services, machine: services + (b.self - a.self) + infra, byService, counters };
+}
+
+/**
+ * BENCH_HEAP_SNAPSHOT=<dir>: each service writes a V8 heap snapshot there after
+ * W2 (what its RSS holds); read one with `npx tsx bench/src/heap-top.ts <file>`.
+ */
+async function heapSnapshots(dep: Deployment): Promise<void> {
+  const dir = process.env.BENCH_HEAP_SNAPSHOT;
+  if (!dir) return;
+  const before = new Set(readdirSync(dir));
+  const pids = dep.pids?.() ?? [];
+  for (const pid of pids) process.kill(pid, 'SIGUSR2');
+  // Written while the process is paused, over seconds: done when every file has stopped growing.
+  const sizes = () => readdirSync(dir).filter((f) => !before.has(f)).map((f) => statSync(path.join(dir, f)).size).join();
+  let last = '';
+  for (let i = 0; i < 120; i++) {
+    await new Promise((r) => setTimeout(r, 500));
+    const now = sizes();
+    if (now === last && now.split(',').length === pids.length) break;
+    last = now;
+  }
+  process.stderr.write(`  heap snapshots in ${dir}\n`);
 }
 
 /** Some process gauges of each service, from its /metrics. */
@@ -342,6 +364,7 @@ async function w2(dep: Deployment, wl = 'w2'): Promise<Figures> {
   // The garbage collector's share of each service's CPU over W2: what a smaller heap (RSS) would cost.
   const gcShare = Object.entries(g1).map(([k, v]) => `${k} ${Math.round((100 * (v.gcSeconds - (g0[k]?.gcSeconds ?? 0))) / (v.cpuSeconds - (g0[k]?.cpuSeconds ?? 0)))}%`);
   process.stderr.write(`  GC share of CPU over W2: ${gcShare.join(', ')}\n`);
+  await heapSnapshots(dep);
   const batch = await groupCommits(dep);
   if (batch) process.stderr.write(`  checkpoints per statement (group commit, since start): mean ${r1(batch.mean)} over ${batch.statements} statements; stored by path: ${batch.paths}; passes per statement: mean ${r1(batch.passMean)}\n`);
   return {

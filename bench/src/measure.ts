@@ -68,7 +68,12 @@ export const WARMUP_RUNS = Number(process.env.BENCH_WARMUP_RUNS ?? 1000);
  * lease (libs/config's default, 15 s), not the 2 s test deployments use for
  * quick failover, which renews every held run's lease every 666 ms.
  */
-export const BENCH_ENV = { LOG_LEVEL: 'warn', SERVICE_RUN_LEASE_MS: process.env.BENCH_RUN_LEASE_MS ?? '15000' };
+export const BENCH_ENV: Record<string, string> = {
+  LOG_LEVEL: 'warn',
+  SERVICE_RUN_LEASE_MS: process.env.BENCH_RUN_LEASE_MS ?? '15000',
+  // bench.ts heapSnapshots: SIGUSR2 makes each service write a heap snapshot into that directory.
+  ...(process.env.BENCH_HEAP_SNAPSHOT && { NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${process.env.BENCH_HEAP_SNAPSHOT}` }),
+};
 
 /** The warm-up: WARMUP_RUNS runs of `oneRun`, 50 in flight, nothing recorded. Returns the seconds it took. */
 export async function warmUp(oneRun: () => Promise<unknown>): Promise<number> {

@@ -9,6 +9,7 @@ describe('loadConfig', () => {
     expect(cfg.SERVICE_AUTH).toBe('on');
     expect(cfg.DATABASE_URL).toBeUndefined();
     expect(cfg.LOG_LEVEL).toBe('info');
+    expect(cfg.SERVICE_HEAP_GROWTH_PERCENT).toBe(50);
   });
 
   it('names the variable of a bad value', () => {
@@ -16,6 +17,7 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ SERVICE_AUTH: 'maybe' })).toThrow(/SERVICE_AUTH/);
     expect(() => loadConfig({ DATABASE_URL: 'not a url' })).toThrow(/DATABASE_URL/);
     expect(() => loadConfig({ NATS_URL: 'localhost:4222' })).toThrow(/NATS_URL/);
+    expect(() => loadConfig({ SERVICE_HEAP_GROWTH_PERCENT: '-5' })).toThrow(/SERVICE_HEAP_GROWTH_PERCENT/);
   });
 
   it('treats blank values as unset', () => {

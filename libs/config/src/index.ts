@@ -57,6 +57,11 @@ const schema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** How long a scheduler replica holds a run it drives before another may take it over (ms). */
   SERVICE_RUN_LEASE_MS: z.coerce.number().int().min(1000).default(15000),
+  /**
+   * How far (percent) a process lets its V8 old heap grow past what its last full collection kept before it
+   * collects again; 0 leaves V8's own factor (up to 300%), which trades memory for a little less GC time.
+   */
+  SERVICE_HEAP_GROWTH_PERCENT: z.coerce.number().int().min(0).max(1000).default(50),
   /** Runs one scheduler replica drives at once; more stay queued until a replica has room. */
   SERVICE_MAX_ACTIVE_RUNS: z.coerce.number().int().min(1).default(512),
   /**

@@ -19,3 +19,4 @@ export {
   type RetentionTarget,
 } from './retention.js';
 export { GroupCommit } from './group-commit.js';
+export { limitHeapGrowth } from './heap.js';
