@@ -199,6 +199,26 @@ describe.each(modes)('approvals on %s', (mode) => {
     expect([late.status, late.body.error?.code]).toEqual([409, 'approval_not_open']);
   }, 90_000);
 
+  it('cancels the open approval of a run cancelled under it, with no decision on record', async () => {
+    const runId = await send('support.refund_requested', { orderId: `c-${Date.now()}`, amount: 9 });
+    await eventually('the run to park on the approval', async () => {
+      const run = runReached(await runOf(runId), ['queued', 'running', 'waiting']);
+      return run?.needsAttention === true ? run : undefined;
+    });
+    const [approval] = (await api(dep.base, 'GET', `/v1/approvals?runId=${runId}`, { key: dep.publicKey })).body;
+    expect(approval.status).toBe('pending');
+    const cancel = await api(dep.base, 'POST', `/v1/runs/${runId}/cancel`, { key: dep.secretKey });
+    expect([cancel.status, cancel.body.status]).toEqual([200, 'cancelled']);
+    // SPEC Approval rule 2: the run went terminal under it.
+    const closed = await eventually('the approval to be cancelled', async () => {
+      const a = (await api(dep.base, 'GET', `/v1/approvals/${approval.id}`, { key: dep.publicKey })).body;
+      return a.status === 'cancelled' ? a : undefined;
+    });
+    expect(closed.decidedBy).toBeUndefined();
+    const late = await api(dep.base, 'POST', `/v1/approvals/${approval.id}/decision`, { key: dep.secretKey, body: { status: 'approved' } });
+    expect([late.status, late.body.error?.code]).toEqual([409, 'approval_not_open']);
+  }, 90_000);
+
   it('answers bad reads with the error codes', async () => {
     const badStatus = await api(dep.base, 'GET', '/v1/approvals?status=maybe', { key: dep.publicKey });
     expect(badStatus.status).toBe(400);

@@ -57,9 +57,11 @@ export const subjects = {
   approvalListed: 'scheduler.cmd.attention',
   /** StepHandoff: scheduler -> approvals (Approval opcode). */
   requestApproval: 'approvals.cmd.request',
+  /** RunFinished: scheduler -> approvals, only for a run that ended with a step open: its open approvals are cancelled. */
+  closeApprovals: 'approvals.cmd.close',
   /** StepHandoff: scheduler -> invoker (Infer opcode: the service makes the model call). */
   requestInference: 'invoker.cmd.infer',
-  /** RunFinished: scheduler -> webhook-dispatcher (run.* lifecycle deliveries), gateway (usage metering). */
+  /** RunFinished: scheduler -> webhook-dispatcher (run.* lifecycle deliveries), gateway (usage metering). Approvals gets closeApprovals. */
   runFinished: 'scheduler.fact.run.finished',
   /** StepFailed: scheduler -> webhook-dispatcher (step.failed). */
   stepFailed: 'scheduler.fact.step.failed',

@@ -258,7 +258,8 @@ export async function startHarness(mode: 'real' | 'embedded'): Promise<Harness> 
     },
     async runFinished(runId, status = 'cancelled', w = ws) {
       const fact = create(RunFinishedSchema, { workspaceId: w, runId, workflow: 'agent', app: 'app', status, atMs: BigInt(Date.now()) });
-      await bus.publish(subjects.runFinished, toBinary(RunFinishedSchema, fact), { msgId: `finished:${runId}` });
+      // What the scheduler sends approvals for a run that ended with a step open (runEndMessages).
+      await bus.publish(subjects.closeApprovals, toBinary(RunFinishedSchema, fact), { msgId: `close-approvals:${runId}` });
     },
     async replica(opts) {
       return startReplica(mode === 'real' ? await openDatabase({ url: url!, poolSize: 5 }) : db, await openBus(), opts);

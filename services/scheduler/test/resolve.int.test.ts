@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import { create, fromBinary, ResolveStepSchema, StepHandoffSchema, toBinary } from '@dws/proto';
+import { create, fromBinary, ResolveStepSchema, RunFinishedSchema, StepHandoffSchema, toBinary } from '@dws/proto';
 import { hashStepId } from '@dws/protocol';
 import { streams, subjects } from '@dws/runtime';
 import { listApproval, modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
@@ -18,6 +18,8 @@ const STEP = hashStepId('sign-off');
 describe.each(modes())('scheduler: steps resolved from outside (ResolveStep) (%s)', (mode) => {
   let h: Harness;
   const handoffs: { runId: string; stepId: string; stepName: string; opcode: any }[] = [];
+  /** Runs whose end the scheduler sent approvals (`approvals.cmd.close`). */
+  const closed: { runId: string; status: string }[] = [];
   let n = 0;
   const resolve = (runId: string, r: { data?: unknown; error?: string }) => {
     const msg = create(ResolveStepSchema, {
@@ -55,6 +57,10 @@ describe.each(modes())('scheduler: steps resolved from outside (ResolveStep) (%s
     await h.bus.consume({ stream: streams.approvalsCmds.name, durable: 'test-approvals', filterSubject: subjects.requestApproval }, async (m) => {
       const x = fromBinary(StepHandoffSchema, m.data);
       handoffs.push({ runId: x.runId, stepId: x.stepId, stepName: x.stepName, opcode: JSON.parse(dec.decode(x.opcode)) });
+    });
+    await h.bus.consume({ stream: streams.approvalsCmds.name, durable: 'test-close', filterSubject: subjects.closeApprovals }, async (m) => {
+      const f = fromBinary(RunFinishedSchema, m.data);
+      closed.push({ runId: f.runId, status: f.status });
     });
   });
   afterAll(async () => h?.close());
@@ -97,6 +103,20 @@ describe.each(modes())('scheduler: steps resolved from outside (ResolveStep) (%s
     expect(step).toEqual({ status: 'succeeded', data: JSON.stringify({ first: true }) });
     expect((await h.call('runs.get', { params: { id } })).body.status).toBe('succeeded');
     expect(invoker.bodies.filter((b) => b.ctx.runId === id)).toHaveLength(passes);
+  });
+
+  it('approvals hears of a run that ends with its Approval open, and of no other run', async () => {
+    const resolved = await h.start('gated');
+    await parked(resolved);
+    await resolve(resolved, { data: { ok: true } });
+    await h.waitFor(resolved, ['succeeded']);
+    const cancelled = await h.start('gated');
+    await until(() => handoffs.some((x) => x.runId === cancelled), 10_000, `the hand-off of ${cancelled}`);
+    expect((await h.call('runs.cancel', { params: { id: cancelled } })).body.status).toBe('cancelled');
+    await until(() => closed.some((c) => c.runId === cancelled), 15_000, `approvals told that ${cancelled} ended`);
+    expect(closed.filter((c) => c.runId === cancelled)).toEqual([{ runId: cancelled, status: 'cancelled' }]);
+    // Ended earlier with nothing open: approvals never hears of it.
+    expect(closed.some((c) => c.runId === resolved)).toBe(false);
   });
 
   it('a ResolveStep carrying an error fails the step, and the run with it when the workflow does not catch it', async () => {

@@ -73,28 +73,29 @@ export function handoffMessage(run: { id: string; workspaceId: string; app: stri
 type RunRef = { id: string; workspaceId: string; app: string; workflow: string };
 
 /**
- * The run.succeeded / run.failed / run.cancelled lifecycle fact, keyed by the run (published once).
- * `nothingOpen`: the run ended with no step waiting and no child open (approvals has nothing to cancel).
+ * What a run's end publishes: the run.succeeded / run.failed / run.cancelled
+ * lifecycle fact, keyed by the run (published once), and, only when the run
+ * ended with a step still open (waiting or on a child: an Approval may wait
+ * on it), the same fact to approvals, which cancels that run's open
+ * approvals. Most runs never wait, and approvals then never hears of them.
  */
-export function runFinishedMessage(run: RunRef, status: string, resultJson: string | null, error: StepError | null, nothingOpen = false): OutboxMessage {
-  return {
-    subject: subjects.runFinished,
-    msgId: `finished:${run.id}`,
-    payload: toBinary(
-      RunFinishedSchema,
-      create(RunFinishedSchema, {
-        workspaceId: run.workspaceId,
-        runId: run.id,
-        workflow: run.workflow,
-        app: run.app,
-        status,
-        result: resultJson ? enc.encode(resultJson) : new Uint8Array(),
-        error: error ? enc.encode(JSON.stringify(error)) : new Uint8Array(),
-        atMs: BigInt(Date.now()),
-        nothingOpen,
-      }),
-    ),
-  };
+export function runEndMessages(run: RunRef, status: string, resultJson: string | null, error: StepError | null, nothingOpen = false): OutboxMessage[] {
+  const payload = toBinary(
+    RunFinishedSchema,
+    create(RunFinishedSchema, {
+      workspaceId: run.workspaceId,
+      runId: run.id,
+      workflow: run.workflow,
+      app: run.app,
+      status,
+      result: resultJson ? enc.encode(resultJson) : new Uint8Array(),
+      error: error ? enc.encode(JSON.stringify(error)) : new Uint8Array(),
+      atMs: BigInt(Date.now()),
+      nothingOpen,
+    }),
+  );
+  const fact = { subject: subjects.runFinished, msgId: `finished:${run.id}`, payload };
+  return nothingOpen ? [fact] : [fact, { subject: subjects.closeApprovals, msgId: `close-approvals:${run.id}`, payload }];
 }
 
 /** The step.failed lifecycle fact of a terminal step failure, keyed by the run and step. */

@@ -9,7 +9,7 @@ import { invokeBody, memoEntry } from '../domain/invoke-body.js';
 import { hasInfer, hasStepError } from '../domain/step-errors.js';
 import type { AiSpendView } from '../domain/ai-spend.js';
 import { aiSpendOf } from '../store/ai-spend.js';
-import { handoffMessage, runFinishedMessage, stepFailedMessage } from '../domain/handoffs.js';
+import { handoffMessage, runEndMessages, stepFailedMessage } from '../domain/handoffs.js';
 import { appendFrames, applyCheckpoints, applyPass, applyPasses, claimDueRuns, loadClaimedSteps, releaseLeases, renewLeases, type Applied, type ApplyCheckpoint, type ApplyPass, type NewFrame } from '../store/runs.js';
 import { checkpointPath, type CheckpointTokens } from '../domain/checkpoint-token.js';
 import { finishRun, parkSteps } from '../store/effects.js';
@@ -515,7 +515,7 @@ export class Engine {
       status === 'failed' && !run.onFailure && (await this.o.workflows.get(run.workspaceId, run.app, run.workflow)).onFailure ? ids.run() : null;
     const parks = steps.some((s) => s.status === 'waiting' || s.status === 'child');
     const hadOpen = [...run.pending.values()].some((p) => p.status === 'waiting' || p.status === 'child');
-    if (terminal) handoffs.push(runFinishedMessage(run, status, resultJson, error, !parks && !hadOpen));
+    if (terminal) handoffs.push(...runEndMessages(run, status, resultJson, error, !parks && !hadOpen));
     // One statement covers the common pass, outbox rows included, group-committed with the other
     // runs' passes that end meanwhile; a transaction only when the pass parks on waiters or
     // children, or its end touches a parent, children or a follow-on run.

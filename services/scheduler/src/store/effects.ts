@@ -2,7 +2,7 @@ import type { Database } from '@dws/db';
 import type { StepError } from '@dws/protocol';
 import type { StepOutcome } from '../domain/reply.js';
 import type { OutboxMessage } from '@dws/runtime';
-import { runFinishedMessage } from '../domain/handoffs.js';
+import { runEndMessages } from '../domain/handoffs.js';
 import { setRunStatus, type ControlRun } from './control.js';
 import { resolveStep, type NewRun } from './runs.js';
 
@@ -142,11 +142,11 @@ export async function finishRun(
 /**
  * Cancel a run locked by the caller's transaction: the pass advances (a
  * reply in flight is dropped), its children and waiters go, its parent's
- * step fails. Returns the run.cancelled fact for the caller's outbox.
+ * step fails. Returns the run.cancelled messages for the caller's outbox.
  */
 export async function cancelLockedRun(tx: Database, run: ControlRun, error: StepError): Promise<OutboxMessage[]> {
   await setRunStatus(tx, run, 'cancelled', { ended: true, error });
   const ref = { id: run.id, workspaceId: run.workspace_id, app: run.app, runner: run.runner, workflow: run.workflow };
   await finishRun(tx, { ...ref, inputJson: run.input, eventName: run.event_name ?? run.workflow }, { status: 'cancelled', error }, { parentRunId: run.parent_run_id, spawnOnFailure: null });
-  return [runFinishedMessage(ref, 'cancelled', null, error)];
+  return runEndMessages(ref, 'cancelled', null, error);
 }

@@ -310,8 +310,9 @@ export type RunFinished = Message<"dws.v1.RunFinished"> & {
 
   /**
    * True when the run ended with no step still waiting (an event, an approval)
-   * and no child open: nothing of it is open anywhere, so approvals skips it.
-   * False (and absent, from an older scheduler) means "may have".
+   * and no child open: nothing of it is open anywhere. Only a run with it false
+   * (and absent, from an older scheduler: "may have") is also sent to approvals
+   * as approvals.cmd.close.
    *
    * @generated from field: bool nothing_open = 9;
    */
