@@ -68,15 +68,16 @@ export const WARMUP_RUNS = Number(process.env.BENCH_WARMUP_RUNS ?? 1000);
  * lease (libs/config's default, 15 s), not the 2 s test deployments use for
  * quick failover, which renews every held run's lease every 666 ms.
  */
+// BENCH_NODE_OPTIONS: node options for the services only (not this process), e.g. V8 heap settings to compare;
+// BENCH_HEAP_SNAPSHOT: SIGUSR2 makes each service write a heap snapshot there (bench.ts heapSnapshots).
+const nodeOptions = [
+  process.env.BENCH_NODE_OPTIONS,
+  process.env.BENCH_HEAP_SNAPSHOT && `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${process.env.BENCH_HEAP_SNAPSHOT}`,
+].filter(Boolean);
 export const BENCH_ENV: Record<string, string> = {
   LOG_LEVEL: 'warn',
   SERVICE_RUN_LEASE_MS: process.env.BENCH_RUN_LEASE_MS ?? '15000',
-  // BENCH_NODE_OPTIONS: node options for the services only (not this process), e.g. V8 heap settings to compare.
-  // bench.ts heapSnapshots: SIGUSR2 makes each service write a heap snapshot into BENCH_HEAP_SNAPSHOT.
-  NODE_OPTIONS: [
-    process.env.BENCH_NODE_OPTIONS ?? '',
-    process.env.BENCH_HEAP_SNAPSHOT ? `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${process.env.BENCH_HEAP_SNAPSHOT}` : '',
-  ].join(' ').trim(),
+  ...(nodeOptions.length > 0 && { NODE_OPTIONS: nodeOptions.join(' ') }),
 };
 
 /** The warm-up: WARMUP_RUNS runs of `oneRun`, 50 in flight, nothing recorded. Returns the seconds it took. */
