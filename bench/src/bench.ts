@@ -47,6 +47,7 @@ import { request } from 'undici';
 import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/sdk';
 import { api, eventually, startDeployment, startNatsServer, type Deployment, type Mode, type NatsServer } from '@dws/test-e2e';
 import { WorkspaceRunEnds } from './run-ends.js';
+import { vacuumLikeAutovacuum } from './vacuum.js';
 import { BENCH_ENV, boundedLoad, cpuMs, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
 import { startRestate } from './peers/restate.js';
 import { addCounters, procCounters, zeroCounters, type ProcCounters } from './proc-counters.js';
@@ -470,6 +471,7 @@ async function open(mode: Mode | 'restate'): Promise<Target> {
   }
   // BENCH_DIRECT_CHECKPOINTS=off: the runner's checkpoints go through the gateway, as without SERVICE_SCHEDULER_URL.
   const dep = await startDeployment(mode, { env: BENCH_ENV, directCheckpoints: process.env.BENCH_DIRECT_CHECKPOINTS !== 'off' });
+  const stopVacuum = dep.databaseUrl ? await vacuumLikeAutovacuum(dep.databaseUrl, (l) => process.stderr.write(l)) : async () => {};
   const rig = await setup(dep);
   const run = async (wl: string): Promise<Figures> => {
     switch (wl) {
@@ -503,6 +505,7 @@ async function open(mode: Mode | 'restate'): Promise<Target> {
     warm: () => warmUp(async () => awaitRunEnd(dep, await start(dep, 'w2'))),
     stop: async () => {
       await rig.close();
+      await stopVacuum();
       await dep.stop();
     },
   };
