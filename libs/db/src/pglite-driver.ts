@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { drizzle, PgliteSession, PgliteTransaction } from 'drizzle-orm/pglite';
+import { EMBEDDED_VACUUM_EVERY_MS, vacuumDueTables } from './embedded-vacuum.js';
 import { healthy } from './postgres-driver.js';
 import { execScript, type ScriptRunner } from './symbols.js';
 import { TEXT_PASSTHROUGH_OIDS } from './types-parse.js';
@@ -41,6 +42,12 @@ export async function openPglite(dataDir?: string): Promise<Database> {
   await pg.exec(`set timezone to 'UTC'`);
   const root = drizzle(pg) as unknown as Drizzle;
   const dialect = new PgDialect();
+  let vacuuming: Promise<unknown> = Promise.resolve();
+  const vacuum = setInterval(() => {
+    // A failure here (the database closing under it) only skips a round.
+    vacuuming = vacuumDueTables(async (text) => (await pg.query<never>(text)).rows).catch(() => undefined);
+  }, EMBEDDED_VACUUM_EVERY_MS);
+  vacuum.unref();
 
   const db: Database & ScriptRunner = {
     kind: 'pglite',
@@ -50,7 +57,11 @@ export async function openPglite(dataDir?: string): Promise<Database> {
     // root Database wait until it ends (so never use the root inside `fn`).
     tx: (fn) => pg.transaction((t) => fn(bindTx(t, dialect))),
     healthy: () => healthy(db),
-    close: () => pg.close(),
+    close: async () => {
+      clearInterval(vacuum);
+      await vacuuming;
+      await pg.close();
+    },
     [execScript]: async (text) => {
       await pg.exec(text);
     },
