@@ -172,9 +172,11 @@ async function heapSnapshots(dep: Deployment): Promise<void> {
   process.stderr.write(`  heap snapshots in ${dir}\n`);
 }
 
+type ProcessGauges = { heapBytes: number; externalBytes: number; gcSeconds: number; cpuSeconds: number };
+
 /** Some process gauges of each service, from its /metrics. */
-async function processGauges(dep: Deployment): Promise<Record<string, { heapBytes: number; externalBytes: number; gcSeconds: number; cpuSeconds: number }>> {
-  const out: Record<string, { heapBytes: number; externalBytes: number; gcSeconds: number; cpuSeconds: number }> = {};
+async function processGauges(dep: Deployment): Promise<Record<string, ProcessGauges>> {
+  const out: Record<string, ProcessGauges> = {};
   for (const [name, port] of Object.entries(dep.ports?.() ?? {})) {
     try {
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();

@@ -1,7 +1,5 @@
 import postgres from 'postgres';
-
-/** autovacuum_naptime's default: how often a server with autovacuum on looks at each database. */
-const NAPTIME_MS = 60_000;
+import { AUTOVACUUM_NAPTIME_MS, vacuumDueTables } from '@dws/db';
 
 /**
  * A Postgres with autovacuum off (this machine's CI config turns it off:
@@ -10,8 +8,9 @@ const NAPTIME_MS = 60_000;
  * rows are deleted as they are published), and a long benchmark then slows
  * down as they pile up (a 10-minute W2 soak fell from 1,600 to 560 steps/s).
  * A production server vacuums them. So, only when the server has autovacuum
- * off, the bench vacuums and analyzes its deployment's database on
- * autovacuum's default cadence, and says so. Returns the stop function.
+ * off, the bench does autovacuum's job on its deployment's database, as the
+ * embedded store does for itself (@dws/db vacuumDueTables), and says so.
+ * Returns the stop function.
  */
 export async function vacuumLikeAutovacuum(url: string, log: (line: string) => void): Promise<() => Promise<void>> {
   const sql = postgres(url, { max: 1, onnotice: () => {} });
@@ -20,11 +19,11 @@ export async function vacuumLikeAutovacuum(url: string, log: (line: string) => v
     await sql.end();
     return async () => {};
   }
-  log(`  Postgres runs with autovacuum off here: the bench vacuums its database every ${NAPTIME_MS / 1000} s, as autovacuum would\n`);
+  log(`  Postgres runs with autovacuum off here: the bench vacuums its database's tables past autovacuum's threshold every ${AUTOVACUUM_NAPTIME_MS / 1000} s, as autovacuum would\n`);
   let running: Promise<unknown> = Promise.resolve();
   const timer = setInterval(() => {
-    running = sql.unsafe('vacuum (analyze)').catch((err: unknown) => log(`  vacuum failed: ${(err as Error).message}\n`));
-  }, NAPTIME_MS);
+    running = vacuumDueTables((text) => sql.unsafe(text)).catch((err: unknown) => log(`  vacuum failed: ${(err as Error).message}\n`));
+  }, AUTOVACUUM_NAPTIME_MS);
   return async () => {
     clearInterval(timer);
     await running;

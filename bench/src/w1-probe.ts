@@ -5,12 +5,12 @@
  * `W1_SPANS=1` also collects the services' OpenTelemetry spans (a receiver in
  * this process) and prints when each span starts and ends, from the POST.
  */
+import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { createRunner } from '@dws/sdk';
 import { api, eventually, startDeployment, type Mode } from '@dws/test-e2e';
-import { createHash } from 'node:crypto';
 import { BENCH_ENV } from './measure.js';
 
 const mode = (process.argv[2] ?? 'fleet') as Mode;
@@ -37,8 +37,8 @@ const collector = createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
   });
 });
-await new Promise<void>((r) => collector.listen(0, '127.0.0.1', () => r()));
 const traced = process.env.W1_SPANS === '1';
+if (traced) await new Promise<void>((r) => collector.listen(0, '127.0.0.1', () => r()));
 const otel: Record<string, string> = traced ? { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(collector.address() as AddressInfo).port}`, OTEL_BSP_SCHEDULE_DELAY: '200' } : {};
 const dep = await startDeployment(mode, { env: { ...BENCH_ENV, ...otel } });
 const postedAt = new Map<string, number>();
@@ -125,7 +125,7 @@ if (traced) {
   for (const [k, v] of Object.entries(at).sort((a, b) => med(a[1].start) - med(b[1].start)))
     process.stdout.write(`  ${k.padEnd(40)} ${med(v.start).toFixed(2).padStart(7)} .. ${med(v.end).toFixed(2).padStart(7)}  (${v.start.length})\n`);
 }
-collector.close();
+if (traced) collector.close();
 runner.stop();
 server.close();
 await dep.stop();

@@ -9,8 +9,8 @@
  * the services' queries go in between.
  */
 
-/** autovacuum_naptime's default. */
-export const EMBEDDED_VACUUM_EVERY_MS = 60_000;
+/** autovacuum_naptime's default: how often autovacuum looks at each database. */
+export const AUTOVACUUM_NAPTIME_MS = 60_000;
 
 type Query = <T>(text: string) => Promise<T[]>;
 

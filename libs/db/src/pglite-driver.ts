@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { drizzle, PgliteSession, PgliteTransaction } from 'drizzle-orm/pglite';
-import { EMBEDDED_VACUUM_EVERY_MS, vacuumDueTables } from './embedded-vacuum.js';
+import { AUTOVACUUM_NAPTIME_MS, vacuumDueTables } from './embedded-vacuum.js';
 import { healthy } from './postgres-driver.js';
 import { execScript, type ScriptRunner } from './symbols.js';
 import { TEXT_PASSTHROUGH_OIDS } from './types-parse.js';
@@ -46,7 +46,7 @@ export async function openPglite(dataDir?: string): Promise<Database> {
   const vacuum = setInterval(() => {
     // A failure here (the database closing under it) only skips a round.
     vacuuming = vacuumDueTables(async (text) => (await pg.query<never>(text)).rows).catch(() => undefined);
-  }, EMBEDDED_VACUUM_EVERY_MS);
+  }, AUTOVACUUM_NAPTIME_MS);
   vacuum.unref();
 
   const db: Database & ScriptRunner = {
