@@ -11,7 +11,7 @@ export async function api<T = any>(
   base: string,
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
   path: string,
-  opts: { key?: string; body?: unknown; raw?: string; headers?: Record<string, string> } = {},
+  opts: { key?: string; body?: unknown; raw?: string; headers?: Record<string, string>; timeoutMs?: number } = {},
 ): Promise<ApiReply<T>> {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.key) headers.authorization = `Bearer ${opts.key}`;
@@ -19,7 +19,9 @@ export async function api<T = any>(
   if (opts.raw !== undefined) body = opts.raw;
   else if (opts.body !== undefined) body = JSON.stringify(opts.body);
   if (body !== undefined) headers['content-type'] ??= 'application/json';
-  const res = await request(`${base}${path}`, { method, headers, body });
+  // A timeout aborts with a DOMException named 'TimeoutError' (undici's own defaults wait 300 s).
+  const signal = opts.timeoutMs !== undefined ? AbortSignal.timeout(opts.timeoutMs) : undefined;
+  const res = await request(`${base}${path}`, { method, headers, body, signal });
   const text = await res.body.text();
   let parsed: unknown = text;
   try {

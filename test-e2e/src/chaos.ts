@@ -83,6 +83,12 @@ const WAIT_TIMEOUT_MS = 45_000;
 /** During the load, a worker stops watching a run after this (it is still checked at the end) and starts another. */
 const WATCH_CAP_MS = 30_000;
 const POLL_MS = 500;
+/**
+ * No request of the load waits longer than this: every service call behind the gateway gives up
+ * within seconds, so a request still unanswered after it is a hang, reported with its path (a
+ * worker stuck in one would otherwise hold the load open until the test's own timeout).
+ */
+const REQUEST_TIMEOUT_MS = 20_000;
 
 const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -240,7 +246,19 @@ async function drive(
   const loadEnd = t0 + opts.loadMs;
   const loading = () => Date.now() < loadEnd;
   const at = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
-  const get = (path: string) => api(dep.base, 'GET', path, { key: dep.secretKey });
+  /** A request of the load; one that hangs is recorded as a load error naming it, and rejects like a lost answer. */
+  const call = async (method: 'GET' | 'POST', path: string, body?: unknown) => {
+    const sent = Date.now();
+    try {
+      return await api(dep.base, method, path, { key: dep.secretKey, body, timeoutMs: REQUEST_TIMEOUT_MS });
+    } catch (err) {
+      if ((err as Error).name === 'TimeoutError') {
+        loadErrors.push(`${at()} ${method} ${path}: no answer ${Date.now() - sent} ms after it was sent (at ${((sent - t0) / 1000).toFixed(1)}s)`);
+      }
+      throw err;
+    }
+  };
+  const get = (path: string) => call('GET', path);
 
   /** The run an event of ours started, from the event log: for a retried POST whose first 202 was lost. */
   const runOfEvent = async (name: string, key: string): Promise<string | undefined> => {
@@ -254,7 +272,7 @@ async function drive(
   const send = async (s: StartedKey, name: string, data: Record<string, unknown>): Promise<string | undefined> => {
     const body = { name, app: CHAOS_APP, data: { ...data, key: s.key }, dedupeId: `chaos-${s.key}` };
     for (let attempt = 0; ; attempt++) {
-      const res = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body }).catch(() => undefined);
+      const res = await call('POST', '/v1/events', body).catch(() => undefined);
       if (res?.status === 202) {
         started.push(s);
         const b = res.body as { runId?: string; deduped?: boolean; triggered?: unknown[] };
@@ -295,7 +313,7 @@ async function drive(
     const a = list.status === 200 ? (list.body as { id: string; status: string }[])[0] : undefined;
     if (!a) return false;
     if (a.status !== 'pending') return true;
-    const res = await api(dep.base, 'POST', `/v1/approvals/${a.id}/decision`, { key: dep.secretKey, body: { status: 'approved' } });
+    const res = await call('POST', `/v1/approvals/${a.id}/decision`, { status: 'approved' });
     return res.status === 200 || res.status === 409;
   };
   const parked = (runId: string) => async () => {
@@ -403,7 +421,7 @@ async function drive(
     // still waiting with no approval pending would be a lost request, and shows as stranded.
     const pending = await get('/v1/approvals?status=pending&limit=1000').catch(() => undefined);
     for (const a of pending?.status === 200 ? (pending.body as { id: string }[]) : []) {
-      await api(dep.base, 'POST', `/v1/approvals/${a.id}/decision`, { key: dep.secretKey, body: { status: 'approved' } }).catch(() => undefined);
+      await call('POST', `/v1/approvals/${a.id}/decision`, { status: 'approved' }).catch(() => undefined);
     }
     const s = await get(`/v1/runs/stats?app=${CHAOS_APP}`).catch(() => undefined);
     const stats = s?.body as { total?: number; active?: number } | undefined;
