@@ -6,6 +6,7 @@ import { Admission } from './handlers/admission.js';
 import { ingestApi } from './handlers/api.js';
 import { consumeEmits } from './handlers/emits.js';
 import { Ingestor } from './handlers/ingestor.js';
+import { Wakes } from './handlers/wakes.js';
 import { receiverApi } from './handlers/receivers.js';
 import { Timers, type TimersOptions } from './handlers/timers.js';
 import { WorkflowIndex } from './handlers/workflow-index.js';
@@ -31,7 +32,7 @@ export async function startIngest(cfg: Config, infra: Infra, opts: IngestOptions
   const facts = await index.follow(bus);
   const workspaces = await index.followWorkspaces(bus);
   const admission = new Admission({ db, bus, log });
-  const ingestor = new Ingestor({ db, bus, log, outbox, index, admission });
+  const ingestor = new Ingestor({ db, bus, log, outbox, index, admission, wakes: new Wakes({ bus, log }) });
   const emits = await consumeEmits(bus, ingestor);
   const timers = new Timers({ db, log, outbox, admission }, opts);
   timers.start();

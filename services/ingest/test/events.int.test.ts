@@ -5,6 +5,7 @@ import { ids, Outbox, streams, subjects } from '@dws/runtime';
 import { uniqueName } from '@dws/testing';
 import { Admission } from '../src/handlers/admission.js';
 import { Ingestor } from '../src/handlers/ingestor.js';
+import { Wakes } from '../src/handlers/wakes.js';
 import { WorkflowIndex } from '../src/handlers/workflow-index.js';
 import { modes, startHarness, startsStored, until, type Harness } from './harness.js';
 
@@ -140,6 +141,64 @@ describe.each(modes())('ingest events (%s)', (mode) => {
     h.scheduler['waiters.wake'] = async () => ({ body: { woke: 0 } });
   });
 
+  it('asks the scheduler about the events that arrive together in one call, each answered on its own', async () => {
+    h.scheduler['waiters.wake'] = async ({ body }) => ({ body: { woke: (body as { name: string }).name === 'wake.one' ? 1 : 0 } });
+    try {
+      const before = h.wakeBatches.length;
+      const r = await h.send(Array.from({ length: 100 }, (_, i) => ({ name: i % 10 === 0 ? 'wake.one' : 'wake.none', data: { i } })));
+      expect(r.body.results.map((x: { woke: number }) => x.woke)).toEqual(Array.from({ length: 100 }, (_, i) => (i % 10 === 0 ? 1 : 0)));
+      // One call for the hundred, not one each.
+      expect(h.wakeBatches.slice(before)).toEqual([100]);
+      // Single-event POSTs arriving while calls are in flight share the next call.
+      h.scheduler['waiters.wake'] = async () => {
+        await new Promise((r) => setTimeout(r, 100));
+        return { body: { woke: 0 } };
+      };
+      const mark = h.wakeBatches.length;
+      await Promise.all(Array.from({ length: 20 }, (_, i) => h.send({ name: 'wake.none', data: { i } })));
+      const calls = h.wakeBatches.slice(mark);
+      expect(calls.reduce((a, b) => a + b, 0)).toBe(20);
+      expect(calls.length).toBeLessThan(10);
+    } finally {
+      h.scheduler['waiters.wake'] = async () => ({ body: { woke: 0 } });
+    }
+  });
+
+  it('wakes one event at a time when the scheduler has no waiters.wakeMany (an older one, mid-upgrade)', async () => {
+    const many = h.scheduler['waiters.wakeMany']!;
+    delete h.scheduler['waiters.wakeMany'];
+    h.scheduler['waiters.wake'] = async ({ body }) => ({ body: { woke: (body as { data: { n: number } }).data.n } });
+    try {
+      // Its own Wakes: the service's would keep to single calls for a minute after this.
+      const wakes = new Wakes({ bus: h.bus, log: createLogger({ level: 'silent' }) });
+      const caller = { workspaceId: h.ws, actor: 'test', keyKind: 'secret', requestId: '' };
+      const out = await Promise.all([1, 2].map((n) => wakes.wake(caller, JSON.stringify({ name: 'old.scheduler', data: { n } }))));
+      expect(out).toEqual([{ woke: 1, wakeDeferred: false }, { woke: 2, wakeDeferred: false }]);
+    } finally {
+      h.scheduler['waiters.wakeMany'] = many;
+      h.scheduler['waiters.wake'] = async () => ({ body: { woke: 0 } });
+    }
+  });
+
+  it('queues the wake durably when the scheduler fails on its side, and still answers 202', async () => {
+    const wakes: string[] = [];
+    const consumer = await h.bus.consume(
+      { stream: streams.schedulerCmds.name, durable: uniqueName('wakes'), filterSubject: subjects.wakeWaiters },
+      async (msg) => void wakes.push(msg.msgId ?? ''),
+    );
+    h.scheduler['waiters.wake'] = async () => {
+      throw new Error('the database is unreachable');
+    };
+    try {
+      const r = await h.send({ name: 'failed.wake', data: { k: 1 } });
+      expect(r).toMatchObject({ status: 202, body: { woke: 0 } });
+      await until(() => wakes.includes(`wake:${r.body.id}`), 10_000, 'the queued wake');
+    } finally {
+      h.scheduler['waiters.wake'] = async () => ({ body: { woke: 0 } });
+      await consumer.stop();
+    }
+  });
+
   it('queues the wake durably when the scheduler is slow to answer, and still accepts the event promptly', async () => {
     const wakes: string[] = [];
     const consumer = await h.bus.consume(
@@ -203,7 +262,7 @@ describe.each(modes())('ingest events (%s)', (mode) => {
     const log = createLogger({ level: 'silent' });
     const outbox = new Outbox({ db: h.db, bus: h.bus, schema: 'ingest', log });
     const index = new WorkflowIndex(h.db, log);
-    const ingestor = new Ingestor({ db: h.db, bus: h.bus, log, outbox, index, admission: new Admission({ db: h.db, bus: h.bus, log }) });
+    const ingestor = new Ingestor({ db: h.db, bus: h.bus, log, outbox, index, admission: new Admission({ db: h.db, bus: h.bus, log }), wakes: new Wakes({ bus: h.bus, log }) });
     const again = ids.event();
     const ev = { name: 'implicit', app: undefined, scope: undefined, dataJson: '{}', data: {}, dedupeId: undefined, runner: undefined, targetApp: undefined, session: undefined };
     const caller = { workspaceId: h.ws, actor: 'run:x', keyKind: 'internal', requestId: '' };

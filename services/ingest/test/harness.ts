@@ -27,8 +27,13 @@ export interface Harness {
   /** Every StartRun the played scheduler consumed, once per run id (a redelivery is counted in `deliveries`). */
   starts: Map<string, Started>;
   deliveries: number;
-  /** The played scheduler's `waiters.wake`, `runs.activeForKey` (absent: answered 404 like a scheduler without the op). */
+  /**
+   * The played scheduler's `waiters.wake`, `waiters.wakeMany` (each event through `waiters.wake`),
+   * `runs.activeForKey` (absent: answered 404 like a scheduler without the op).
+   */
   scheduler: Record<string, ApiHandler>;
+  /** How many events each `waiters.wakeMany` call carried, in order. */
+  wakeBatches: number[];
   /** Publish a registration (WorkflowsRegistered) and wait until ingest applied it. */
   register(app: string, workflows: Record<string, unknown>[], ws?: string): Promise<void>;
   /** events.ingest as the gateway calls it. */
@@ -128,8 +133,17 @@ export async function startHarness(mode: 'real' | 'embedded', opts: IngestOption
 
   const ws = uniqueName('ws');
   const starts = new Map<string, Started>();
+  const wakeBatches: number[] = [];
   const scheduler: Record<string, ApiHandler> = {
     'waiters.wake': async () => ({ body: { woke: 0 } }),
+    // As the scheduler does: each event in order, through whatever `waiters.wake` the test set.
+    'waiters.wakeMany': async (call) => {
+      const events = (call.body as { events: unknown[] }).events;
+      wakeBatches.push(events.length);
+      const woke: number[] = [];
+      for (const body of events) woke.push(((await scheduler['waiters.wake']!({ ...call, body })).body as { woke: number }).woke);
+      return { body: { woke } };
+    },
   };
   // Dispatch through the map so a test can swap handlers at any time.
   const api = serveApi(bus, 'scheduler', log, new Proxy({} as Record<string, ApiHandler>, {
@@ -137,7 +151,7 @@ export async function startHarness(mode: 'real' | 'embedded', opts: IngestOption
   }));
   await bus.ensureStream(streams.schedulerCmds);
   const h: Harness = {
-    mode, primary, bus, db, ws, starts, deliveries: 0, scheduler,
+    mode, primary, bus, db, ws, starts, deliveries: 0, scheduler, wakeBatches,
     async register(app, workflows, w = ws) {
       const fact = create(WorkflowsRegisteredSchema, {
         workspaceId: w, app, runnerId: 'r1', url: 'http://runner/invoke', registeredAtMs: BigInt(Date.now()),

@@ -82,6 +82,25 @@ describe.each(modes())('scheduler engine (%s)', (mode) => {
     expect((await h.call('waiters.wake', { body: { name: 'order.approved', data: { orderId: 'o-1' } } })).body).toEqual({ woke: 0 });
   });
 
+  it('waiters.wakeMany wakes for each event in order, answering per event', async () => {
+    const id = await h.start('waiter');
+    await h.waitFor(id, ['waiting']);
+    await waiting(id);
+    const events = [
+      { name: 'other', data: { orderId: 'o-1' } },
+      { name: 'order.approved', data: { orderId: 'o-2' } },
+      { data: {} },
+      { name: 'order.approved', data: { orderId: 'o-1' }, id: 'evt_first' },
+      { name: 'order.approved', data: { orderId: 'o-1' }, id: 'evt_second' },
+    ];
+    // The nameless one wakes nobody; of the two matching, the first in the batch wins.
+    expect((await h.call('waiters.wakeMany', { body: { events } })).body).toEqual({ woke: [0, 0, 0, 1, 0] });
+    const run = await h.waitFor(id, ['succeeded']);
+    expect(run.result.results.approval).toMatchObject({ id: 'evt_first' });
+    expect((await h.call('waiters.wakeMany', { body: { events: [] } })).body).toEqual({ woke: [] });
+    await expect(h.call('waiters.wakeMany', { body: { events: 'x' } })).rejects.toMatchObject({ status: 400 });
+  });
+
   it('a wake ingest could not deliver at once arrives as a command and resumes the run', async () => {
     const id = await h.start('waiter');
     await h.waitFor(id, ['waiting']);

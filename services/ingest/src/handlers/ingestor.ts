@@ -2,8 +2,7 @@ import type { Bus } from '@dws/bus';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { ApiRequestSchema, create, toBinary } from '@dws/proto';
-import { isServiceError } from '@dws/protocol';
-import { callApi, ids, subjects, type Caller, type Outbox, type OutboxMessage, type PendingPublish } from '@dws/runtime';
+import { ids, subjects, type Caller, type Outbox, type OutboxMessage, type PendingPublish } from '@dws/runtime';
 import { entry, type EventVars, type TriggeredEntry } from '../domain/admission.js';
 import type { EventInput } from '../domain/event-input.js';
 import { matchTriggers } from '../domain/matching.js';
@@ -14,6 +13,7 @@ import { withTxRetry } from '../store/retry.js';
 import { nowMs, tracer } from '@dws/telemetry';
 import { Admission, singletonId, type SingletonCheck } from './admission.js';
 import { startedRuns, traceIngest } from './ingest-trace.js';
+import type { Wakes, WakeOutcome } from './wakes.js';
 import { policyId, type WorkflowIndex, type WorkspaceIndex } from './workflow-index.js';
 
 const enc = new TextEncoder();
@@ -42,12 +42,6 @@ export interface Incoming {
   id?: string;
   /** Written in the event's own transaction once its outcome is known (an inbound webhook's source-delivery record): both commit or neither. */
   record?: (tx: Database, result: IngestResult) => Promise<void>;
-}
-
-interface WakeOutcome {
-  woke: number;
-  /** The scheduler could not be asked now: the wake rides the outbox (durable, applied later). */
-  wakeDeferred: boolean;
 }
 
 interface Prepared {
@@ -97,7 +91,7 @@ export class Ingestor {
   private active = 0;
 
   constructor(
-    private readonly d: { db: Database; bus: Bus; log: Logger; outbox: Outbox; index: WorkflowIndex; admission: Admission },
+    private readonly d: { db: Database; bus: Bus; log: Logger; outbox: Outbox; index: WorkflowIndex; admission: Admission; wakes: Wakes },
   ) {}
 
   async ingest(caller: Caller, items: Incoming[]): Promise<IngestResult[]> {
@@ -373,20 +367,13 @@ export class Ingestor {
 
   /**
    * Ask the scheduler to resume the waitForEvent steps this event satisfies
-   * (the answer is the 202's `woke`). When it cannot be asked now, the wake
-   * is written to the outbox with the event and applied when the scheduler
-   * is back: a lost request delays a wake, it never loses it.
+   * (the answer is the 202's `woke`; events arriving together are asked in
+   * one call). When it cannot be asked now, the wake is written to the
+   * outbox with the event and applied when the scheduler is back: a lost
+   * request delays a wake, it never loses it.
    */
-  private async wake(caller: Caller, ev: EventInput, id: string, tsMs: number): Promise<WakeOutcome> {
-    try {
-      const res = await callApi(this.d.bus, 'scheduler', 'waiters.wake', caller, { rawBody: wakeBody(ev, id, tsMs) });
-      return { woke: (JSON.parse(res.bodyJson ?? '{}') as { woke?: number }).woke ?? 0, wakeDeferred: false };
-    } catch (err) {
-      // The scheduler answered (an error of its own): nothing to retry.
-      if (isServiceError(err)) return { woke: 0, wakeDeferred: false };
-      this.d.log.warn({ err, event: ev.name }, 'waking waiters now failed; the wake is queued durably');
-      return { woke: 0, wakeDeferred: true };
-    }
+  private wake(caller: Caller, ev: EventInput, id: string, tsMs: number): Promise<WakeOutcome> {
+    return this.d.wakes.wake(caller, wakeBody(ev, id, tsMs));
   }
 }
 

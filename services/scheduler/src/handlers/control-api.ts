@@ -15,7 +15,7 @@ import {
   runsForBulk,
   setRunStatus,
   stepsBefore,
-  anyWaiter,
+  namesWaitedFor,
   waitersFor,
   writeAudit,
   type BulkFilter,
@@ -27,6 +27,22 @@ const RUN_STATUSES = new Set(['queued', 'running', 'waiting', 'paused', 'succeed
 /** Per-call ceiling of bulk replay (SPEC leaves the value open). */
 export const BULK_REPLAY_CEILING = 1000;
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+/** Events per waiters.wakeMany call (ingest sends at most this many). */
+export const MAX_WAKE_BATCH = 500;
+
+interface WakeEvent {
+  name: string;
+  data: unknown;
+  id: string | undefined;
+  ts: string | undefined;
+}
+
+/** An event to wake waiters with, as ingest sends it; undefined without a name. */
+function wakeEvent(body: unknown): WakeEvent | undefined {
+  const b = body as { name?: unknown; data?: unknown; id?: unknown; ts?: unknown } | undefined;
+  const name = str(b?.name);
+  return name ? { name, data: b?.data ?? null, id: str(b?.id), ts: str(b?.ts) } : undefined;
+}
 
 export interface ControlDeps {
   db: Database;
@@ -210,24 +226,46 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
       return { body: await singletonState(db, { workspaceId: caller.workspaceId, app, workflow, key: b.key, runIds }) };
     },
 
-    /** Internal (ingest): an event arrived; resume the waitForEvent steps it satisfies. Returns { woke }. */
+    /** Internal (ingest's deferred wake, and ingest before waiters.wakeMany): one event's wake. Returns { woke }. */
     async 'waiters.wake'({ caller, body }) {
-      const b = body as { name?: unknown; data?: unknown; id?: unknown; ts?: unknown } | undefined;
-      const name = str(b?.name);
-      if (!name) throw invalid('invalid_event', 'name is required.');
-      const event = { name, data: b?.data ?? null, id: str(b?.id), ts: str(b?.ts) };
-      // Most events have no waiter: one indexed read, no transaction.
-      if (!(await anyWaiter(db, caller.workspaceId, name))) return { body: { woke: 0 } };
-      const woke = await db.tx(async (tx) => {
+      const event = wakeEvent(body);
+      if (!event) throw invalid('invalid_event', 'name is required.');
+      return { body: { woke: (await wakeAll(caller, [event]))[0] } };
+    },
+
+    /**
+     * Internal (ingest): events arrived; resume the waitForEvent steps each
+     * satisfies, in order. Returns { woke: [per event] }. Ingest sends the
+     * events that arrive together in one call, so most calls cost one read.
+     */
+    async 'waiters.wakeMany'({ caller, body }) {
+      const list = (body as { events?: unknown } | undefined)?.events;
+      if (!Array.isArray(list) || list.length > MAX_WAKE_BATCH) throw invalid('invalid_body', `events must be an array of at most ${MAX_WAKE_BATCH}.`);
+      const events = list.map(wakeEvent);
+      const woke = await wakeAll(caller, events.filter((e): e is WakeEvent => e !== undefined));
+      let i = 0;
+      return { body: { woke: events.map((e) => (e ? woke[i++]! : 0)) } };
+    },
+  };
+
+  /** How many waiters each event resumed; most events have none: one indexed read for all, no transaction. */
+  async function wakeAll(caller: Caller, events: WakeEvent[]): Promise<number[]> {
+    const woke = events.map(() => 0);
+    if (events.length === 0) return woke;
+    const waited = await namesWaitedFor(db, caller.workspaceId, [...new Set(events.map((e) => e.name))]);
+    if (waited.size === 0) return woke;
+    for (const [i, event] of events.entries()) {
+      if (!waited.has(event.name)) continue;
+      woke[i] = await db.tx(async (tx) => {
         let n = 0;
-        for (const w of await waitersFor(tx, caller.workspaceId, name)) {
+        for (const w of await waitersFor(tx, caller.workspaceId, event.name)) {
           if (w.if_expr && !celMatches(w.if_expr, { event, async: event })) continue;
           if (await resolveStep(tx, { runId: w.run_id, stepId: w.step_id, dataJson: JSON.stringify(event) })) n++;
         }
         return n;
       });
-      if (woke > 0) deps.nudge();
-      return { body: { woke } };
-    },
-  };
+    }
+    if (woke.some((n) => n > 0)) deps.nudge();
+    return woke;
+  }
 }

@@ -156,7 +156,11 @@ export async function waitersFor(tx: Database, workspaceId: string, eventName: s
   );
 }
 
-export async function anyWaiter(db: Database, workspaceId: string, eventName: string): Promise<boolean> {
-  const rows = await db.query('select 1 from scheduler.waiters where workspace_id = $1 and event_name = $2 limit 1', [workspaceId, eventName]);
-  return rows.length > 0;
+/** Which of these event names some run waits for, in one indexed read. */
+export async function namesWaitedFor(db: Database, workspaceId: string, eventNames: string[]): Promise<Set<string>> {
+  const rows = await db.query<{ event_name: string }>(
+    'select distinct event_name from scheduler.waiters where workspace_id = $1 and event_name = any($2::text[])',
+    [workspaceId, eventNames],
+  );
+  return new Set(rows.map((r) => r.event_name));
 }
