@@ -18,7 +18,7 @@
  *   pnpm bench w2,w6 fleet 1        # W6: W2 with 100,000 sleeping runs (Postgres modes only)
  *   pnpm bench soak fleet 1         # W2 for SOAK_MINUTES (default 10), RSS per service first vs last third
  *   pnpm bench w1,w2,w3,w4 fleet,restate 3   # the fleet and Restate side by side in one run (issue 14's ratios)
- *   pnpm bench w2,w2ws fleet,restate 3        # W2 with each run's end read off one workspace stream, too
+ *   pnpm bench w2,w2ws,w4,w4ws fleet,restate 3   # W2 and W4 with each run's end read off one workspace stream, too
  *
  * `restate` runs W1-W4 on a real restate-server (the version pinned in
  * peers/restate.ts, installed from npm into bench/.peers/ on first use, its
@@ -30,10 +30,11 @@
  * the same workflows on a runner with checkpoints off, i.e. one that speaks
  * only SPEC.md's protocol (one new step per pass, the full memo each time).
  * `w4ra` is W4 with the SDK's run-ahead budget (several steps per pass, no
- * checkpoints). W2 follows each run on its own stream (every frame reaches
- * the client); `w2ws` learns each run's end from the one workspace stream
- * (GET /v1/runs/stream), as a client that needs only outcomes would: what
- * Restate's client gets (the result), so Restate runs its W2 for it.
+ * checkpoints). W2 and W4 follow each run on its own stream (every frame
+ * reaches the client); `w2ws` and `w4ws` learn each run's end from the one
+ * workspace stream (GET /v1/runs/stream), as a client that needs only
+ * outcomes would: what Restate's client gets (the result), so Restate runs
+ * its W2 and W4 for them.
  */
 import { execFile } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -48,7 +49,7 @@ import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/s
 import { api, eventually, startDeployment, startNatsServer, type Deployment, type Mode, type NatsServer } from '@dws/test-e2e';
 import { WorkspaceRunEnds } from './run-ends.js';
 import { vacuumLikeAutovacuum } from './vacuum.js';
-import { BENCH_ENV, boundedLoad, cpuMs, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
+import { benchEnv, boundedLoad, cpuMs, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
 import { startRestate } from './peers/restate.js';
 import { addCounters, procCounters, zeroCounters, type ProcCounters } from './proc-counters.js';
 
@@ -385,15 +386,18 @@ async function w3(dep: Deployment): Promise<Figures> {
   return w3Figures(await oneByOne(10, async () => awaitRunEnd(dep, await start(dep, 'w3'))));
 }
 
-async function w4(dep: Deployment, stamps: Map<string, Stamp[]>, workflow = 'w4'): Promise<Figures> {
+/** W4; `w4ws` is W4 with the run's end read off the workspace's run stream, not every frame off its own. */
+async function w4(dep: Deployment, stamps: Map<string, Stamp[]>, wl = 'w4'): Promise<Figures> {
   const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
+  const ends = wl === 'w4ws' ? await WorkspaceRunEnds.open(dep.base, dep.secretKey) : undefined;
   const cpu0 = await cpuNow(dep, sql);
   const t0 = performance.now();
-  const id = await start(dep, workflow);
-  await awaitRunEnd(dep, id);
+  const id = await start(dep, wl === 'w4ws' ? 'w4' : wl);
+  await (ends ? ends.wait(id) : awaitRunEnd(dep, id));
   const wall = performance.now() - t0;
   // One run of 500 steps: what a step costs the machine with the per-run work spread thin.
   const cpu = cpuSpent(cpu0, await cpuNow(dep, sql));
+  ends?.close();
   await sql?.end();
   logSplit(cpu, 500);
   // Time between consecutive steps' first executions, as the runner saw them.
@@ -472,7 +476,7 @@ async function open(mode: Mode | 'restate'): Promise<Target> {
     return { mode, run: (wl) => peer.run(wl), warm: () => peer.warm(), stop: () => peer.stop(), versions: peer.versions };
   }
   // BENCH_DIRECT_CHECKPOINTS=off: the runner's checkpoints go through the gateway, as without SERVICE_SCHEDULER_URL.
-  const dep = await startDeployment(mode, { env: BENCH_ENV, directCheckpoints: process.env.BENCH_DIRECT_CHECKPOINTS !== 'off' });
+  const dep = await startDeployment(mode, { env: benchEnv(mode), directCheckpoints: process.env.BENCH_DIRECT_CHECKPOINTS !== 'off' });
   const stopVacuum = dep.databaseUrl ? await vacuumLikeAutovacuum(dep.databaseUrl, (l) => process.stderr.write(l)) : async () => {};
   const rig = await setup(dep);
   const run = async (wl: string): Promise<Figures> => {
@@ -486,6 +490,7 @@ async function open(mode: Mode | 'restate'): Promise<Target> {
       case 'w3':
         return w3(dep);
       case 'w4':
+      case 'w4ws':
       case 'w4ra':
       case 'w4spec':
         return w4(dep, rig.stamps, wl);

@@ -353,6 +353,7 @@ export async function startRestate(): Promise<RestatePeer> {
         case 'w3':
           return w3();
         case 'w4':
+        case 'w4ws': // likewise
           return w4();
         case 'w2spec':
         case 'w4spec':
