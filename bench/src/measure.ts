@@ -74,11 +74,20 @@ const nodeOptions = [
   process.env.BENCH_NODE_OPTIONS,
   process.env.BENCH_HEAP_SNAPSHOT && `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${process.env.BENCH_HEAP_SNAPSHOT}`,
 ].filter(Boolean);
-export const BENCH_ENV: Record<string, string> = {
+const BENCH_ENV: Record<string, string> = {
   LOG_LEVEL: 'warn',
   SERVICE_RUN_LEASE_MS: process.env.BENCH_RUN_LEASE_MS ?? '15000',
   ...(nodeOptions.length > 0 && { NODE_OPTIONS: nodeOptions.join(' ') }),
 };
+
+/**
+ * The environment of a bench deployment's processes: BENCH_ENV, and for the
+ * fleet what its image sets too (the Dockerfile's MALLOC_ARENA_MAX), so the
+ * six processes run as deployed; `pnpm dev` runs with the user's environment.
+ */
+export function benchEnv(mode: string): Record<string, string> {
+  return mode === 'fleet' ? { ...BENCH_ENV, MALLOC_ARENA_MAX: '2' } : BENCH_ENV;
+}
 
 /** The warm-up: WARMUP_RUNS runs of `oneRun`, 50 in flight, nothing recorded. Returns the seconds it took. */
 export async function warmUp(oneRun: () => Promise<unknown>): Promise<number> {

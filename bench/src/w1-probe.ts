@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { createRunner } from '@dws/sdk';
 import { api, eventually, startDeployment, type Mode } from '@dws/test-e2e';
-import { BENCH_ENV } from './measure.js';
+import { benchEnv } from './measure.js';
 
 const mode = (process.argv[2] ?? 'fleet') as Mode;
 const RUNS = Number(process.argv[3] ?? 100);
@@ -40,7 +40,7 @@ const collector = createServer((req, res) => {
 const traced = process.env.W1_SPANS === '1';
 if (traced) await new Promise<void>((r) => collector.listen(0, '127.0.0.1', () => r()));
 const otel: Record<string, string> = traced ? { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(collector.address() as AddressInfo).port}`, OTEL_BSP_SCHEDULE_DELAY: '200' } : {};
-const dep = await startDeployment(mode, { env: { ...BENCH_ENV, ...otel } });
+const dep = await startDeployment(mode, { env: { ...benchEnv(mode), ...otel } });
 const postedAt = new Map<string, number>();
 // libs/telemetry's runTraceId: a run's trace id is the first 16 bytes of SHA-256(run id).
 const runTraceId = (runId: string) => createHash('sha256').update(runId).digest('hex').slice(0, 32);

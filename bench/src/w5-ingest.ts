@@ -17,7 +17,7 @@ import os from 'node:os';
 import { Pool } from 'undici';
 import { createRunner } from '@dws/sdk';
 import { eventually, startDeployment, type Mode } from '@dws/test-e2e';
-import { BENCH_ENV } from './measure.js';
+import { benchEnv } from './measure.js';
 
 const [modeArg, secondsArg, clientsArg] = process.argv.slice(2);
 const MODE = (modeArg ?? 'fleet') as Mode;
@@ -30,7 +30,7 @@ const r1 = (x: number) => Math.round(x * 10) / 10;
 async function main(): Promise<void> {
   process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
   process.env.TEST_NATS_URL ??= process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-  const dep = await startDeployment(MODE, { env: BENCH_ENV });
+  const dep = await startDeployment(MODE, { env: benchEnv(MODE) });
   // Runner: one workflow whose only step stamps how long after the client sent the event it ran.
   const startLag = new Map<string, number>();
   let handler: (req: never, res: never) => void = () => undefined;

@@ -18,7 +18,7 @@ import { api, eventually } from '../../test-e2e/src/api.js';
 import { startDeployment, type Mode } from '../../test-e2e/src/deployment.js';
 import { startRunner } from '../../test-e2e/src/runner.js';
 import { sse } from '@dws/testing';
-import { BENCH_ENV } from './measure.js';
+import { benchEnv } from './measure.js';
 
 const [clientsArg, runsArg, modeArg, stepsArg, stepMsArg] = process.argv.slice(2);
 const CLIENTS = Number(clientsArg ?? 1000);
@@ -45,7 +45,7 @@ function rssOfPort(port: number): number {
 async function main(): Promise<void> {
   process.env.TEST_DATABASE_URL ??= process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
   process.env.TEST_NATS_URL ??= process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-  const dep = await startDeployment(MODE, { env: BENCH_ENV });
+  const dep = await startDeployment(MODE, { env: benchEnv(MODE) });
   const port = Number(new URL(dep.base).port);
   const runner = await startRunner(dep, (r) => {
     r.workflow('w7', { triggers: [{ event: 'w7.go' }] }, async ({ step }) => {
