@@ -141,6 +141,16 @@ describe.each(modes())('ingest events (%s)', (mode) => {
     h.scheduler['waiters.wake'] = async () => ({ body: { woke: 0 } });
   });
 
+  /** The msg ids of the wakes ingest queues durably (scheduler.cmd.wake), as a scheduler would receive them. */
+  const queuedWakes = async () => {
+    const wakes: string[] = [];
+    const consumer = await h.bus.consume(
+      { stream: streams.schedulerCmds.name, durable: uniqueName('wakes'), filterSubject: subjects.wakeWaiters },
+      async (msg) => void wakes.push(msg.msgId ?? ''),
+    );
+    return { wakes, consumer };
+  };
+
   it('asks the scheduler about the events that arrive together in one call, each answered on its own', async () => {
     h.scheduler['waiters.wake'] = async ({ body }) => ({ body: { woke: (body as { name: string }).name === 'wake.one' ? 1 : 0 } });
     try {
@@ -181,11 +191,7 @@ describe.each(modes())('ingest events (%s)', (mode) => {
   });
 
   it('queues the wake durably when the scheduler fails on its side, and still answers 202', async () => {
-    const wakes: string[] = [];
-    const consumer = await h.bus.consume(
-      { stream: streams.schedulerCmds.name, durable: uniqueName('wakes'), filterSubject: subjects.wakeWaiters },
-      async (msg) => void wakes.push(msg.msgId ?? ''),
-    );
+    const { wakes, consumer } = await queuedWakes();
     h.scheduler['waiters.wake'] = async () => {
       throw new Error('the database is unreachable');
     };
@@ -200,11 +206,7 @@ describe.each(modes())('ingest events (%s)', (mode) => {
   });
 
   it('queues the wake durably when the scheduler is slow to answer, and still accepts the event promptly', async () => {
-    const wakes: string[] = [];
-    const consumer = await h.bus.consume(
-      { stream: streams.schedulerCmds.name, durable: uniqueName('wakes'), filterSubject: subjects.wakeWaiters },
-      async (msg) => void wakes.push(msg.msgId ?? ''),
-    );
+    const { wakes, consumer } = await queuedWakes();
     h.scheduler['waiters.wake'] = async () => {
       await new Promise((r) => setTimeout(r, 1500));
       return { body: { woke: 1 } };
