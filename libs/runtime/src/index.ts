@@ -4,7 +4,7 @@ export { serveApi, callApi, apiSubject, type ApiCall, type ApiHandler, type ApiR
 export { PollLoop } from './poll-loop.js';
 export { Outbox, outboxTable, type OutboxMessage, type PendingPublish } from './outbox.js';
 export { ids, randomPooled } from './ids.js';
-export { COMMAND_ACK_WAIT_MS, streams, subjects } from './topology.js';
+export { COMMAND_ACK_WAIT_MS, streams, subjects, WAKE_BATCH_MAX } from './topology.js';
 export { MAX_REPLY_BYTES, RunnerHttp, tooLargeBody, traceparentFor, type RunnerPost } from './runner-http.js';
 export { counter, gauge, histogram, infraGauges, metricsText, METRICS_CONTENT_TYPE, type Counter, type Histogram } from './metrics.js';
 export { approvalListedMessage, resolveStepMessage } from './resolve-step.js';

@@ -26,6 +26,9 @@ export const streams = {
  */
 export const COMMAND_ACK_WAIT_MS = 10_000;
 
+/** Events per `waiters.wakeMany` call: ingest sends at most this many, the scheduler refuses more. */
+export const WAKE_BATCH_MAX = 500;
+
 export const subjects = {
   /** StartRun: ingest (and later replay/cron/children) -> scheduler. */
   startRun: 'scheduler.cmd.start',

@@ -1,7 +1,7 @@
 import type { Bus } from '@dws/bus';
 import type { Logger } from '@dws/log';
 import { isServiceError } from '@dws/protocol';
-import { callApi, type Caller } from '@dws/runtime';
+import { callApi, WAKE_BATCH_MAX, type Caller } from '@dws/runtime';
 
 /** What asking the scheduler to wake an event's waiters came to. */
 export interface WakeOutcome {
@@ -17,8 +17,6 @@ interface Pending {
   resolve: (o: WakeOutcome) => void;
 }
 
-/** Events per `waiters.wakeMany` call (the scheduler's limit). */
-const MAX_BATCH = 500;
 /** Calls in flight per workspace; events arriving meanwhile wait for the next. */
 const MAX_IN_FLIGHT = 2;
 /** A call in flight longer than this no longer holds back the next batch. */
@@ -55,7 +53,7 @@ export class Wakes {
     const q = this.queues.get(workspaceId);
     if (!q) return;
     while (q.items.length > 0 && q.inFlight < MAX_IN_FLIGHT) {
-      const batch = q.items.splice(0, MAX_BATCH);
+      const batch = q.items.splice(0, WAKE_BATCH_MAX);
       q.inFlight++;
       let released = false;
       const release = () => {

@@ -2,7 +2,7 @@ import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { celMatches } from '@dws/cel';
 import { conflict, invalid, notFound } from '@dws/protocol';
-import { ids, type ApiHandler, type Caller, type Outbox } from '@dws/runtime';
+import { ids, WAKE_BATCH_MAX, type ApiHandler, type Caller, type Outbox } from '@dws/runtime';
 import { cancelLockedRun, insertQueuedRun } from '../store/effects.js';
 import { singletonState } from '../store/flow.js';
 import { resolveStep } from '../store/runs.js';
@@ -27,8 +27,6 @@ const RUN_STATUSES = new Set(['queued', 'running', 'waiting', 'paused', 'succeed
 /** Per-call ceiling of bulk replay (SPEC leaves the value open). */
 export const BULK_REPLAY_CEILING = 1000;
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
-/** Events per waiters.wakeMany call (ingest sends at most this many). */
-export const MAX_WAKE_BATCH = 500;
 
 interface WakeEvent {
   name: string;
@@ -240,7 +238,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
      */
     async 'waiters.wakeMany'({ caller, body }) {
       const list = (body as { events?: unknown } | undefined)?.events;
-      if (!Array.isArray(list) || list.length > MAX_WAKE_BATCH) throw invalid('invalid_body', `events must be an array of at most ${MAX_WAKE_BATCH}.`);
+      if (!Array.isArray(list) || list.length > WAKE_BATCH_MAX) throw invalid('invalid_body', `events must be an array of at most ${WAKE_BATCH_MAX}.`);
       const events = list.map(wakeEvent);
       const woke = await wakeAll(caller, events.filter((e): e is WakeEvent => e !== undefined));
       let i = 0;
