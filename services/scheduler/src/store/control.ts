@@ -156,10 +156,14 @@ export async function waitersFor(tx: Database, workspaceId: string, eventName: s
   );
 }
 
-/** Which of these event names some run waits for, in one indexed read. */
+/**
+ * Which of these event names some run waits for, in one statement: a probe
+ * of the index per name that stops at its first waiter, however many wait.
+ */
 export async function namesWaitedFor(db: Database, workspaceId: string, eventNames: string[]): Promise<Set<string>> {
   const rows = await db.query<{ event_name: string }>(
-    'select distinct event_name from scheduler.waiters where workspace_id = $1 and event_name = any($2::text[])',
+    `select n.event_name from unnest($2::text[]) as n(event_name)
+      where exists (select 1 from scheduler.waiters w where w.workspace_id = $1 and w.event_name = n.event_name)`,
     [workspaceId, eventNames],
   );
   return new Set(rows.map((r) => r.event_name));
