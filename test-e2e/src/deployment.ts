@@ -52,7 +52,6 @@ export async function startDeployment(
     directCheckpoints?: boolean;
   } = {},
 ): Promise<Deployment> {
-  const port = await freePort();
   const keys = {
     SERVICE_DEV_SECRET_KEY: `sk_e2e_${uniquePrefix('')}`,
     SERVICE_DEV_PUBLIC_KEY: `pk_e2e_${uniquePrefix('')}`,
@@ -60,8 +59,7 @@ export async function startDeployment(
   };
   const cleanups: (() => Promise<void>)[] = [];
   const procs = new Map<string, { proc: Proc; entry: string; env: Record<string, string>; port: number }>();
-  const base = `http://127.0.0.1:${port}`;
-  const bases = [base];
+  const bases: string[] = [];
 
   let databaseUrl: string | undefined;
   // Webhook receivers of the tests listen on 127.0.0.1: allowed, as under `pnpm dev` (a test may turn it off).
@@ -84,6 +82,23 @@ export async function startDeployment(
     procs.set(name, { proc, entry, env, port: p });
     return proc;
   };
+  /**
+   * Launch on a port picked now and wait until ready; the port is free when
+   * picked but another test file's process may take it first (ours then exits
+   * with EADDRINUSE): then again on another port.
+   */
+  const start = async (name: string, entry: string, envOf: (p: number) => Record<string, string>): Promise<number> => {
+    for (let attempt = 1; ; attempt++) {
+      const p = await freePort();
+      const proc = launch(name, entry, envOf(p), p);
+      try {
+        await waitReady(`http://127.0.0.1:${p}`, proc);
+        return p;
+      } catch (err) {
+        if (attempt >= 3 || !proc.output().includes('EADDRINUSE')) throw err;
+      }
+    }
+  };
   const stopAll = async () => {
     // Gateway first, like a rolling shutdown; then the rest.
     const order = ['gateway', 'dev', ...SERVICES];
@@ -96,29 +111,28 @@ export async function startDeployment(
       const invokerUrls: string[] = [];
       for (const s of SERVICES) {
         for (let i = 0; i < (opts.replicas?.[s] ?? 1); i++) {
-          const p = s === 'gateway' && i === 0 ? port : await freePort();
-          if (s === 'invoker') invokerUrls.push(`http://127.0.0.1:${p}`);
-          if (s === 'gateway' && i > 0) bases.push(`http://127.0.0.1:${p}`);
           // The gateway hands GET /v1/connect to the invoker processes.
-          const env =
+          const envOf = (p: number) =>
             s === 'gateway'
               ? { ...shared, SERVICE_INVOKER_URL: invokerUrls.join(',') }
               : // Each scheduler replica takes checkpoints on its own port (ctx.checkpointUrl), as the chart and compose set it.
                 s === 'scheduler' && opts.directCheckpoints !== false
                 ? { ...shared, SERVICE_SCHEDULER_URL: `http://127.0.0.1:${p}` }
                 : shared;
-          const proc = launch(i === 0 ? s : `${s}-${i}`, `services/${s}/src/bin.ts`, env, p);
-          await waitReady(`http://127.0.0.1:${p}`, proc);
+          const p = await start(i === 0 ? s : `${s}-${i}`, `services/${s}/src/bin.ts`, envOf);
+          if (s === 'invoker') invokerUrls.push(`http://127.0.0.1:${p}`);
+          if (s === 'gateway') bases.push(`http://127.0.0.1:${p}`);
         }
       }
     } else {
-      await waitReady(base, launch('dev', 'apps/fleet/src/dev.ts', shared, port));
+      bases.push(`http://127.0.0.1:${await start('dev', 'apps/fleet/src/dev.ts', () => shared)}`);
     }
   } catch (err) {
     await stopAll();
     throw err;
   }
 
+  const base = bases[0]!;
   return {
     mode,
     base,

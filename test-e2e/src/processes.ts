@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import net from 'node:net';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -114,21 +114,60 @@ function startNode(name: string, args: string[], env: Record<string, string>): P
   };
 }
 
-/** Poll GET {base}/readyz until 200 or the process dies. */
+/**
+ * Poll GET {base}/readyz until our process answers 200, or it dies. A port
+ * picked before the process starts can be taken meanwhile by a process of
+ * another test file (which answers /readyz too, and ours then exits with
+ * EADDRINUSE): a 200 counts only once `proc` itself listens on the port.
+ */
 export async function waitReady(base: string, proc: Proc, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  const port = Number(new URL(base).port);
   while (Date.now() < deadline) {
     if (proc.child.exitCode !== null) throw new Error(`${proc.name} exited (${proc.child.exitCode}):\n${proc.output()}`);
     try {
       const res = await request(`${base}/readyz`);
       await res.body.dump();
-      if (res.statusCode === 200) return;
+      if (res.statusCode === 200 && listensOn(proc.child.pid, port) !== false) return;
     } catch {
       /* not listening yet */
     }
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`${proc.name} not ready within ${timeoutMs} ms:\n${proc.output()}`);
+}
+
+/**
+ * Whether process `pid` holds a socket listening on `port` (Linux: the
+ * socket's inode in /proc/net/tcp or tcp6 among the process's descriptors);
+ * undefined where /proc cannot tell.
+ */
+export function listensOn(pid: number | undefined, port: number): boolean | undefined {
+  if (pid === undefined) return undefined;
+  let table: string;
+  try {
+    table = readFileSync('/proc/net/tcp', 'utf8') + readFileSync('/proc/net/tcp6', 'utf8');
+  } catch {
+    return undefined;
+  }
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  // Columns: sl, local address (hex ip:port), remote, state (0A = LISTEN), ..., inode (10th).
+  const inodes = new Set<string>();
+  for (const line of table.split('\n')) {
+    const f = line.trim().split(/\s+/);
+    if (f[1]?.endsWith(`:${hexPort}`) && f[3] === '0A' && f[9]) inodes.add(`socket:[${f[9]}]`);
+  }
+  try {
+    return readdirSync(`/proc/${pid}/fd`).some((fd) => {
+      try {
+        return inodes.has(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      } catch {
+        return false;
+      }
+    });
+  } catch {
+    return undefined;
+  }
 }
 
 /**
