@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { create, EmitEventSchema, toBinary } from '@dws/proto';
 import { createLogger } from '@dws/log';
-import { ids, Outbox, streams, subjects } from '@dws/runtime';
+import { ids, Outbox, streams, subjects, type ApiHandler } from '@dws/runtime';
 import { uniqueName } from '@dws/testing';
 import { Admission } from '../src/handlers/admission.js';
 import { Ingestor } from '../src/handlers/ingestor.js';
@@ -141,16 +141,6 @@ describe.each(modes())('ingest events (%s)', (mode) => {
     h.scheduler['waiters.wake'] = async () => ({ body: { woke: 0 } });
   });
 
-  /** The msg ids of the wakes ingest queues durably (scheduler.cmd.wake), as a scheduler would receive them. */
-  const queuedWakes = async () => {
-    const wakes: string[] = [];
-    const consumer = await h.bus.consume(
-      { stream: streams.schedulerCmds.name, durable: uniqueName('wakes'), filterSubject: subjects.wakeWaiters },
-      async (msg) => void wakes.push(msg.msgId ?? ''),
-    );
-    return { wakes, consumer };
-  };
-
   it('asks the scheduler about the events that arrive together in one call, each answered on its own', async () => {
     h.scheduler['waiters.wake'] = async ({ body }) => ({ body: { woke: (body as { name: string }).name === 'wake.one' ? 1 : 0 } });
     try {
@@ -190,30 +180,31 @@ describe.each(modes())('ingest events (%s)', (mode) => {
     }
   });
 
-  it('queues the wake durably when the scheduler fails on its side, and still answers 202', async () => {
-    const { wakes, consumer } = await queuedWakes();
-    h.scheduler['waiters.wake'] = async () => {
-      throw new Error('the database is unreachable');
-    };
-    try {
-      const r = await h.send({ name: 'failed.wake', data: { k: 1 } });
-      expect(r).toMatchObject({ status: 202, body: { woke: 0 } });
-      await until(() => wakes.includes(`wake:${r.body.id}`), 10_000, 'the queued wake');
-    } finally {
-      h.scheduler['waiters.wake'] = async () => ({ body: { woke: 0 } });
-      await consumer.stop();
-    }
-  });
-
-  it('queues the wake durably when the scheduler is slow to answer, and still accepts the event promptly', async () => {
-    const { wakes, consumer } = await queuedWakes();
-    h.scheduler['waiters.wake'] = async () => {
-      await new Promise((r) => setTimeout(r, 1500));
-      return { body: { woke: 1 } };
-    };
+  it.each<[string, ApiHandler]>([
+    [
+      'fails on its side (a 5xx)',
+      async () => {
+        throw new Error('the database is unreachable');
+      },
+    ],
+    [
+      'is slow to answer',
+      async () => {
+        await new Promise((r) => setTimeout(r, 1500));
+        return { body: { woke: 1 } };
+      },
+    ],
+  ])('queues the wake durably when the scheduler %s, and still accepts the event promptly', async (_what, wake) => {
+    // The wakes ingest queues durably, as the scheduler would receive them.
+    const wakes: string[] = [];
+    const consumer = await h.bus.consume(
+      { stream: streams.schedulerCmds.name, durable: uniqueName('wakes'), filterSubject: subjects.wakeWaiters },
+      async (msg) => void wakes.push(msg.msgId ?? ''),
+    );
+    h.scheduler['waiters.wake'] = wake;
     try {
       const t0 = Date.now();
-      const r = await h.send({ name: 'slow.wake', data: { k: 1 } });
+      const r = await h.send({ name: 'queued.wake', data: { k: 1 } });
       expect(Date.now() - t0).toBeLessThan(1400);
       expect(r).toMatchObject({ status: 202, body: { woke: 0 } });
       await until(() => wakes.includes(`wake:${r.body.id}`), 10_000, 'the queued wake');
