@@ -48,9 +48,10 @@ interface Prepared {
   item: Incoming;
   id: string;
   /**
-   * The waiters.wake call to the scheduler. On Postgres it runs while the
-   * transaction records the event and admits its runs, and is joined before
-   * the commit; on PGlite (one connection) it is settled before.
+   * The wake asked of the scheduler (Wakes: batched with the events arriving
+   * with it). On Postgres it runs while the transaction records the event
+   * and admits its runs, and is joined before the commit; on PGlite (one
+   * connection) it is settled before.
    */
   wake: Promise<WakeOutcome>;
   repeat: boolean;
