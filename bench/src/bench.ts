@@ -173,7 +173,7 @@ async function heapSnapshots(dep: Deployment): Promise<void> {
   process.stderr.write(`  heap snapshots in ${dir}\n`);
 }
 
-type ProcessGauges = { heapBytes: number; externalBytes: number; gcSeconds: number; cpuSeconds: number };
+type ProcessGauges = { heapBytes: number; heapTotalBytes: number; externalBytes: number; gcSeconds: number; cpuSeconds: number };
 
 /** Some process gauges of each service, from its /metrics. */
 async function processGauges(dep: Deployment): Promise<Record<string, ProcessGauges>> {
@@ -182,7 +182,7 @@ async function processGauges(dep: Deployment): Promise<Record<string, ProcessGau
     try {
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       const read = (g: string) => Number(new RegExp(`^${g} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
-      out[name] = { heapBytes: read('dws_process_heap_used_bytes'), externalBytes: read('dws_process_external_memory_bytes'), gcSeconds: read('dws_process_gc_seconds_total'), cpuSeconds: read('dws_process_cpu_seconds_total') };
+      out[name] = { heapBytes: read('dws_process_heap_used_bytes'), heapTotalBytes: read('dws_process_heap_total_bytes'), externalBytes: read('dws_process_external_memory_bytes'), gcSeconds: read('dws_process_gc_seconds_total'), cpuSeconds: read('dws_process_cpu_seconds_total') };
     } catch {
       // not serving metrics (or gone)
     }
@@ -420,7 +420,10 @@ async function soak(dep: Deployment): Promise<Figures> {
     const f = await w2(dep);
     steps += 10_000;
     samples.push(rssByService(dep));
-    process.stderr.write(`  soak ${((performance.now() - t0) / 60_000).toFixed(1)} min: ${f.steps_per_s} steps/s, rss ${JSON.stringify(samples.at(-1))}\n`);
+    // What grows, when something does: V8's live heap, or what it holds outside it (buffers, PGlite's WebAssembly memory).
+    const mib = (b: number) => Math.round(b / 1048576);
+    const g = Object.entries(await processGauges(dep)).map(([k, v]) => `${k} ${mib(v.heapBytes)} / ${mib(v.heapTotalBytes)} / ${mib(v.externalBytes)}`);
+    process.stderr.write(`  soak ${((performance.now() - t0) / 60_000).toFixed(1)} min: ${f.steps_per_s} steps/s, rss ${JSON.stringify(samples.at(-1))}, heap used / committed / external MiB ${g.join(', ')}\n`);
   }
   const third = Math.max(1, Math.floor(samples.length / 3));
   const mean = (xs: Record<string, number>[], k: string) => xs.reduce((a, x) => a + (x[k] ?? 0), 0) / xs.length;

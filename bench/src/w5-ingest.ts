@@ -68,7 +68,10 @@ async function main(): Promise<void> {
     const rows: Record<string, unknown>[] = [];
 
     const accepted: string[] = [];
+    // W5_PHASES="batch 1, no match" (labels, ';'-separated): run only those phases (profiling one of them).
+    const only = process.env.W5_PHASES?.split(';').map((x) => x.trim());
     const phase = async (label: string, name: string, batch: number) => {
+      if (only && !only.includes(label)) return;
       const lat: number[] = [];
       let events = 0;
       const until = performance.now() + SECONDS * 1000;

@@ -131,6 +131,8 @@ gauge('dws_process_cpu_seconds_total', 'User and system CPU time of the process.
 });
 gauge('dws_process_resident_memory_bytes', 'Resident memory of the process.', () => process.memoryUsage().rss);
 gauge('dws_process_heap_used_bytes', 'V8 heap in use.', () => process.memoryUsage().heapUsed);
+// Committed: what the heap holds of RSS, garbage and free pages included (used is only what is live).
+gauge('dws_process_heap_total_bytes', 'V8 heap committed (live objects, garbage and free space).', () => process.memoryUsage().heapTotal);
 // Outside the V8 heap: buffers, and WebAssembly memory (embedded PGlite's whole Postgres lives there).
 gauge('dws_process_external_memory_bytes', 'Memory outside the V8 heap held by JavaScript objects: buffers and WebAssembly memories.', () => process.memoryUsage().external);
 gauge('dws_process_uptime_seconds', 'Seconds since the process loaded its metrics.', () => (Date.now() - started) / 1000);
