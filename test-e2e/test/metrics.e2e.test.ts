@@ -67,6 +67,8 @@ describe.each(modes)('metrics (%s)', (mode) => {
       expect({ name, present: gateway.has(name) }).toEqual({ name, present: true });
     }
     expect(gateway.get('dws_process_resident_memory_bytes')).toBeGreaterThan(10_000_000);
+    // Committed holds at least what is live.
+    expect(gateway.get('dws_process_heap_total_bytes')).toBeGreaterThanOrEqual(gateway.get('dws_process_heap_used_bytes') ?? Infinity);
     if (mode === 'fleet') {
       // Every separately started service has its own.
       for (const svc of ['ingest', 'invoker', 'approvals', 'webhook-dispatcher']) {
