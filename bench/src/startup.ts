@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { bundleOf, ensureBuilt, freePort, freshDatabase } from '@dws/test-e2e';
+import { bundleOf, ensureBuilt, freePort, freshDatabase, nodeFlagsOf } from '@dws/test-e2e';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SERVICES = ['gateway', 'ingest', 'scheduler', 'invoker', 'approvals', 'webhook-dispatcher'];
@@ -25,9 +25,11 @@ const databaseUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL ||
 const natsUrl = process.env.TEST_NATS_URL || process.env.NATS_URL || 'nats://127.0.0.1:4222';
 
 function argsFor(variant: string, entry: string): string[] {
-  if (variant === 'ts') return ['--import', 'tsx', path.join(ROOT, entry)];
+  // As package.json's command starts it (pnpm dev: --v8-pool-size=1).
+  const flags = nodeFlagsOf(entry);
+  if (variant === 'ts') return [...flags, '--import', 'tsx', path.join(ROOT, entry)];
   const bundle = path.join(ROOT, bundleOf(entry));
-  return variant === 'dist-maps' ? ['--enable-source-maps', bundle] : [bundle];
+  return variant === 'dist-maps' ? [...flags, '--enable-source-maps', bundle] : [...flags, bundle];
 }
 
 async function once(variant: string, service: string, env: Record<string, string>): Promise<{ ms: number; rss: number }> {

@@ -3,5 +3,5 @@ export { startDeployment, SERVICES, type Deployment, type Mode } from './deploym
 export { startRunner, type TestRunner } from './runner.js';
 export { api, eventually, runReached, Terminal, TERMINAL_STATUSES, type ApiReply } from './api.js';
 export { realInfra, freshDatabase } from './infra.js';
-export { bundleOf, ensureBuilt, freePort } from './processes.js';
+export { bundleOf, ensureBuilt, freePort, nodeFlagsOf } from './processes.js';
 export { startNatsServer, type NatsServer } from './private-infra.js';

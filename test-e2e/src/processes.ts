@@ -48,7 +48,22 @@ export function ensureBuilt(): void {
 
 /** Run a TypeScript entry point through tsx (examples, runners) with its own env. */
 export function startTs(name: string, entry: string, env: Record<string, string>): Proc {
-  return startNode(name, ['--import', tsxLoader, path.join(ROOT, entry)], env);
+  return startNode(name, [...nodeFlagsOf(entry), '--import', tsxLoader, path.join(ROOT, entry)], env);
+}
+
+/**
+ * The node options package.json's scripts give an entry's bundle (`pnpm dev`
+ * runs `node --v8-pool-size=1 dist/apps/fleet/dev.js`): the harness and the
+ * bench start each process with what users' command starts it with.
+ */
+export function nodeFlagsOf(entry: string): string[] {
+  const bundle = bundleOf(entry).replaceAll('.', '\\.');
+  const scripts = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+  for (const command of Object.values(scripts)) {
+    const m = new RegExp(`(?:^|&& )node ((?:--\\S+ )*)${bundle}(?: |$)`).exec(command);
+    if (m) return m[1]!.split(' ').filter(Boolean);
+  }
+  return [];
 }
 
 /**
@@ -62,7 +77,7 @@ export function startService(name: string, entry: string, env: Record<string, st
   ensureBuilt();
   // As in the image, without --enable-source-maps (mapping a stack costs memory the first time);
   // NODE_OPTIONS=--enable-source-maps reaches the child and maps its stack traces to the sources.
-  return startNode(name, [path.join(ROOT, bundleOf(entry))], env);
+  return startNode(name, [...nodeFlagsOf(entry), path.join(ROOT, bundleOf(entry))], env);
 }
 
 function startNode(name: string, args: string[], env: Record<string, string>): Proc {
