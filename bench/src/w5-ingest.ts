@@ -1,7 +1,8 @@
 /**
  * BENCH.md W5 (ingest): POST /v1/events for SECONDS per phase, in batches of
  * 1 and of 100, with no matching workflow and with one matching workflow;
- * CLIENTS requests in flight. Reports events/s accepted and request p50/p99.
+ * CLIENTS requests in flight. Reports events/s accepted, request p50/p99 and
+ * the whole machine's CPU per event (each process's share on stderr).
  * Then event-to-run-start latency: the runner stamps when a run's first
  * step executes, minus the client's send time carried in the event (one
  * machine, one clock), for 200 events sent one after another (idle) and
@@ -14,9 +15,11 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
+import postgres from 'postgres';
 import { Pool } from 'undici';
 import { createRunner } from '@dws/sdk';
 import { eventually, startDeployment, type Mode } from '@dws/test-e2e';
+import { cpuNow, cpuSpent, logSplit } from './machine-cpu.js';
 import { benchEnv } from './measure.js';
 
 const [modeArg, secondsArg, clientsArg] = process.argv.slice(2);
@@ -52,6 +55,8 @@ async function main(): Promise<void> {
   // Runs outlive the 90 s liveness TTL while the backlog drains: keep the runner registered.
   runner.startHeartbeat();
   const pool = new Pool(dep.base, { connections: CLIENTS, pipelining: 1 });
+  // The deployment's own Postgres backends, for the machine's CPU per event (none embedded: PGlite is in the process).
+  const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
   const post = async (body: unknown) => {
     const res = await pool.request({
       path: '/v1/events',
@@ -75,6 +80,7 @@ async function main(): Promise<void> {
       const lat: number[] = [];
       let events = 0;
       const until = performance.now() + SECONDS * 1000;
+      const cpu0 = await cpuNow(dep, sql);
       const t0 = performance.now();
       await Promise.all(
         Array.from({ length: CLIENTS }, async () => {
@@ -90,7 +96,13 @@ async function main(): Promise<void> {
         }),
       );
       const wall = (performance.now() - t0) / 1000;
-      const row = { phase: label, events_per_s: Math.round(events / wall), requests: lat.length, p50_ms: r1(pct(lat, 50)), p99_ms: r1(pct(lat, 99)) };
+      // CPU per event does not move with the VM's speed as events/s does: compare it across commits.
+      const cpu = cpuSpent(cpu0, await cpuNow(dep, sql));
+      logSplit(cpu, events, 'event');
+      const row = {
+        phase: label, events_per_s: Math.round(events / wall), requests: lat.length, p50_ms: r1(pct(lat, 50)), p99_ms: r1(pct(lat, 99)),
+        machine_cpu_us_per_event: Math.round((cpu.machine / events) * 1000),
+      };
       rows.push(row);
       process.stderr.write(`${JSON.stringify(row)}\n`);
     };
@@ -129,11 +141,13 @@ async function main(): Promise<void> {
     for (const r of rows) {
       figures[`${key(String(r.phase))}_events_per_s`] = r.events_per_s as number;
       figures[`${key(String(r.phase))}_p99_ms`] = r.p99_ms as number;
+      figures[`${key(String(r.phase))}_machine_cpu_us_per_event`] = r.machine_cpu_us_per_event as number;
     }
     process.stdout.write(`RESULT ${JSON.stringify(figures)}\n`);
   } finally {
     runner.stop();
     await pool.close();
+    await sql?.end();
     await new Promise<void>((r) => server.close(() => r()));
     await dep.stop();
   }
