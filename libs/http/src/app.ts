@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import express, { type ErrorRequestHandler, type Express, type RequestHandler } from 'express';
 import { errorBody, invalid, isServiceError, ServiceError } from '@dws/protocol';
 import type { Logger } from '@dws/log';
@@ -24,12 +25,17 @@ export function createHttpApp(): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use((req, res, next) => {
-    const incoming = req.headers['x-request-id'];
-    req.requestId = typeof incoming === 'string' && incoming.length <= 128 ? incoming : randomUUID();
+    req.requestId = requestIdOf(req);
     res.setHeader('x-request-id', req.requestId);
     next();
   });
   return app;
+}
+
+/** The caller's X-Request-Id when it is usable, else a new one. */
+export function requestIdOf(req: IncomingMessage): string {
+  const incoming = req.headers['x-request-id'];
+  return typeof incoming === 'string' && incoming.length <= 128 ? incoming : randomUUID();
 }
 
 export interface JsonBodyOptions {
@@ -62,24 +68,35 @@ export function jsonBody(opts: JsonBodyOptions = {}): RequestHandler[] {
     req.rawBody = buf;
     req.body = undefined;
     if (!buf || buf.length === 0) return next();
-    const text = decodeUtf8(buf);
-    if (text === undefined) return next(invalid('invalid_unicode', 'Request body is not valid UTF-8.'));
-    // Before parsing: a 100,000-deep body is refused without being built.
-    if (jsonDepthExceeds(text, maxDepth)) {
-      return next(invalid('json_too_deep', `Request body nests objects and arrays deeper than ${maxDepth} levels.`));
-    }
-    let body: unknown;
     try {
-      body = JSON.parse(text);
-    } catch {
-      return next(invalid('invalid_json', 'Request body is not valid JSON.'));
+      req.body = parseJsonBody(buf, maxDepth).parsed;
+    } catch (err) {
+      return next(err);
     }
-    const bad = findBadString(body);
-    if (bad) return next(invalid('invalid_unicode', `${bad.path ? `body.${bad.path}` : 'body'}: ${describeStringProblem(bad.problem)}.`.slice(0, 400)));
-    req.body = body;
     next();
   };
   return [read, parse];
+}
+
+/**
+ * A non-empty request body as JSON, with its text, or the 400 jsonBody
+ * answers: not UTF-8 or a string Postgres cannot hold `invalid_unicode`,
+ * too deep `json_too_deep`, not JSON `invalid_json`.
+ */
+export function parseJsonBody(buf: Buffer, maxDepth = MAX_JSON_DEPTH): { parsed: unknown; text: string } {
+  const text = decodeUtf8(buf);
+  if (text === undefined) throw invalid('invalid_unicode', 'Request body is not valid UTF-8.');
+  // Before parsing: a 100,000-deep body is refused without being built.
+  if (jsonDepthExceeds(text, maxDepth)) throw invalid('json_too_deep', `Request body nests objects and arrays deeper than ${maxDepth} levels.`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw invalid('invalid_json', 'Request body is not valid JSON.');
+  }
+  const bad = findBadString(parsed);
+  if (bad) throw invalid('invalid_unicode', `${bad.path ? `body.${bad.path}` : 'body'}: ${describeStringProblem(bad.problem)}.`.slice(0, 400));
+  return { parsed, text };
 }
 
 /** A body-parser failure as the error body; `encoding` is the request's Content-Encoding. */
@@ -115,32 +132,38 @@ const SNAKE = /^[a-z][a-z0-9_]*$/;
  */
 export function errorMiddleware(log: Logger): ErrorRequestHandler {
   return (err: unknown, req, res, _next) => {
-    let status = 500;
-    let code = 'internal';
-    let message = 'Internal error.';
-    const e = err as { type?: unknown; status?: number; code?: unknown; message?: string; name?: string } | undefined;
-    // body-parser, http-errors and zlib errors also carry `code` and `status`: tell them apart from ours by `type` and the code's shape.
-    if (typeof e?.type === 'string' && typeof e.status === 'number' && e.status >= 400 && e.status < 500) {
-      ({ status, code, message } = readError(err, req.headers['content-encoding']));
-    } else if (isServiceError(err) && err.status >= 400 && err.status < 600 && SNAKE.test(err.code)) {
-      ({ status, code, message } = err);
-    } else if (e?.name === 'URIError' && e.status === 400) {
-      // The router could not percent-decode a path parameter.
-      status = 400;
-      code = 'invalid_path';
-      message = 'A path segment is not valid percent-encoded UTF-8.';
-    } else if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
-      status = e.status;
-      code = 'bad_request';
-      message = 'Bad request.';
-    }
-    if (status >= 500) log.error({ err, requestId: req.requestId, path: req.path }, 'request failed');
+    const { status, code, message } = errorReply(err, req, log, req.path);
     if (res.headersSent) {
       res.end();
       return;
     }
     res.status(status).json(errorBody(code, message));
   };
+}
+
+/** The status and error body of `err` (see errorMiddleware); a 5xx is logged with its cause. */
+export function errorReply(err: unknown, req: IncomingMessage & { requestId?: string }, log: Logger, path: string): { status: number; code: string; message: string } {
+  let status = 500;
+  let code = 'internal';
+  let message = 'Internal error.';
+  const e = err as { type?: unknown; status?: number; code?: unknown; message?: string; name?: string } | undefined;
+  // body-parser, http-errors and zlib errors also carry `code` and `status`: tell them apart from ours by `type` and the code's shape.
+  if (typeof e?.type === 'string' && typeof e.status === 'number' && e.status >= 400 && e.status < 500) {
+    ({ status, code, message } = readError(err, req.headers['content-encoding']));
+  } else if (isServiceError(err) && err.status >= 400 && err.status < 600 && SNAKE.test(err.code)) {
+    ({ status, code, message } = err);
+  } else if (e?.name === 'URIError' && e.status === 400) {
+    // The router could not percent-decode a path parameter.
+    status = 400;
+    code = 'invalid_path';
+    message = 'A path segment is not valid percent-encoded UTF-8.';
+  } else if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
+    status = e.status;
+    code = 'bad_request';
+    message = 'Bad request.';
+  }
+  if (status >= 500) log.error({ err, requestId: req.requestId, path }, 'request failed');
+  return { status, code, message };
 }
 
 export interface HealthCheck {

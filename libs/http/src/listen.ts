@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Express } from 'express';
 
@@ -9,12 +9,19 @@ export interface HttpListener {
   close(graceMs?: number): Promise<void>;
 }
 
-/** Listen on host:port (0 picks a free port) and track sockets for a graceful close. */
-export async function listen(app: Express, host: string, port: number): Promise<HttpListener> {
+/** A handler tried before the app: true when it took the request. */
+export type FirstHandler = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+/**
+ * Listen on host:port (0 picks a free port) and track sockets for a graceful
+ * close. `first` sees each request before `app` and may take it.
+ */
+export async function listen(app: Express, host: string, port: number, first?: FirstHandler): Promise<HttpListener> {
   const sockets = new Set<Socket>();
-  const server = await new Promise<Server>((resolve, reject) => {
-    const s = app.listen(port, host, (err?: Error) => (err ? reject(err) : resolve(s)));
-    s.once('error', reject);
+  const server = createServer(first ? (req, res) => void (first(req, res) || app(req, res)) : app);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
   });
   server.keepAliveTimeout = 65_000;
   server.on('connection', (s: Socket) => {

@@ -4,13 +4,14 @@ import { consoleHandler } from '@dws/console';
 import { migrate } from '@dws/db';
 import type { Socket } from 'node:net';
 import { createHttpApp, errorMiddleware, healthRoutes, listen, notFoundHandler, type HttpListener } from '@dws/http';
-import type { Logger } from '@dws/log';
 import { errorBody } from '@dws/protocol';
 import { gauge, METRICS_CONTENT_TYPE, metricsText, Outbox, sealKeyFor, streams, type Infra, type ServiceHandle } from '@dws/runtime';
-import type { Express, RequestHandler } from 'express';
+import type { Express } from 'express';
 import { ensureDefaultWorkspace, type DevCredentials } from './domain/bootstrap.js';
+import { accessLog } from './handlers/access-log.js';
 import { AdminApi } from './handlers/admin.js';
 import { Authenticator } from './handlers/auth.js';
+import { fastRoutes } from './handlers/fast-routes.js';
 import { McpEndpoint } from './handlers/mcp.js';
 import { openApiDocument } from './handlers/openapi.js';
 import { ROUTES } from './handlers/route-table.js';
@@ -106,7 +107,8 @@ export async function startGateway(
   app.use(consoleHandler());
   app.use(notFoundHandler);
   app.use(errorMiddleware(log));
-  const http: HttpListener = await listen(app, cfg.HOST, cfg.PORT ?? 8288);
+  // The hot POST routes skip express (fast-routes.ts); everything else is the app's.
+  const http: HttpListener = await listen(app, cfg.HOST, cfg.PORT ?? 8288, fastRoutes(ROUTES, { bus, auth, log }));
   attachConnect(http.server, { auth, log, sealKey, local: opts.connect, others: opts.upgrades, invokerUrl: cfg.SERVICE_INVOKER_URL });
   http.server.on('clientError', clientErrorAnswer);
 
@@ -141,19 +143,6 @@ export function credentialsBanner(url: string, c: DevCredentials, authOn: boolea
     line('signing key', c.signingKey, 'SERVICE_SIGNING_KEY'),
     '',
   ].join('\n');
-}
-
-/** One line per request at debug, with its request id (5xx are logged by the error middleware). */
-function accessLog(log: Logger): RequestHandler {
-  return (req, res, next) => {
-    const t0 = performance.now();
-    res.on('finish', () => {
-      if (log.isLevelEnabled('debug')) {
-        log.debug({ requestId: req.requestId, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(performance.now() - t0) }, 'request');
-      }
-    });
-    next();
-  };
 }
 
 /** HTTP the parser rejects (malformed request line, oversized headers) still gets the JSON error body. */

@@ -1,4 +1,7 @@
 import net from 'node:net';
+import { Readable } from 'node:stream';
+import { gzipSync } from 'node:zlib';
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { consumeOnce } from './consume.js';
 import type { ApiCall } from '@dws/runtime';
@@ -34,7 +37,14 @@ d('gateway API', () => {
         return { body: { id: call.params.id, workspaceId: call.caller.workspaceId } };
       },
     });
-    g.stub('ingest', { 'events.ingest': async (call) => ({ status: 202, body: { got: call.body } }), 'events.list': record('events.list'), 'events.get': record('events.get') });
+    g.stub('ingest', {
+      'events.ingest': async (call) => {
+        if ((call.body as { name?: string }).name === 'boom') throw new Error('secret detail: password=hunter2');
+        return { status: 202, body: { got: call.body } };
+      },
+      'events.list': record('events.list'),
+      'events.get': record('events.get'),
+    });
     g.stub('invoker', { register: record('register'), 'runners.list': record('runners.list'), 'workflows.list': record('workflows.list') });
   }, 60_000);
   afterAll(() => g?.stop(), 30_000);
@@ -274,6 +284,50 @@ d('gateway API', () => {
       }
       expect((await http(g.base, 'GET', `/v1/runs/${'r'.repeat(300)}`, { key: g.secretKey })).status).toBe(404);
       expect((await http(g.base, 'GET', '/v1/connect', { key: g.secretKey })).body.error.code).toBe('upgrade_required');
+    });
+  });
+
+  describe('the POST routes served without express (fast-routes.ts)', () => {
+    it('answer exactly as express does, input by input', async () => {
+      // Each request twice: as sent (the fast path takes it) and with `content-encoding: identity` (only express does).
+      const cases: [string, { key?: string; raw?: string | Buffer }][] = [
+        ['/v1/events', { key: g.secretKey, raw: '{"name":"a.b","data":{"n":1.50}}' }],
+        ['/v1/events', { key: g.secretKey, raw: '[{"name":"a.b"},{"name":"c.d","data":null}]' }],
+        ['/v1/events', { key: g.secretKey, raw: '{"name": "x",' }],
+        ['/v1/events', { key: g.secretKey, raw: `${'['.repeat(100)}${']'.repeat(100)}` }],
+        ['/v1/events', { key: g.secretKey, raw: Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x7d]) }],
+        ['/v1/events', { key: g.secretKey, raw: '{"name":"a\\ud800"}' }],
+        ['/v1/events', { key: g.secretKey, raw: '{"name":"   "}' }],
+        ['/v1/events', { key: g.secretKey, raw: '' }],
+        ['/v1/events', { raw: '{"name":"a.b"}' }],
+        ['/v1/events', { key: 'sk_nope', raw: '{"name":"a.b"}' }],
+        ['/v1/events', { key: g.publicKey, raw: '{"name":"a.b"}' }],
+        ['/v1/events', { raw: '{"name":' }],
+        ['/v1/events', { key: g.secretKey, raw: '{"name":"boom"}' }],
+        ['/v1/register', { key: g.secretKey, raw: '{"app":"a","url":"http://r/invoke","workflows":[{"name":"w"}]}' }],
+        ['/v1/register', { key: g.secretKey, raw: '{"app":"a"}' }],
+      ];
+      for (const [path, opts] of cases) {
+        const fast = await http(g.base, 'POST', path, opts);
+        const viaExpress = await http(g.base, 'POST', path, { ...opts, headers: { 'content-encoding': 'identity' } });
+        const seen = (r: typeof fast) => ({ status: r.status, body: r.body, type: r.headers['content-type'], id: typeof r.headers['x-request-id'] });
+        expect({ path, opts: String(opts.raw), ...seen(fast) }).toEqual({ path, opts: String(opts.raw), ...seen(viaExpress) });
+      }
+    });
+
+    it('leave every other form of a request to express', async () => {
+      // Another spelling of the path, a query string, a compressed body, no Content-Length: all answered as before.
+      const echo = { status: 202, body: { got: { name: 'a.b' } } };
+      expect(await http(g.base, 'POST', '/v1/events/', { key: g.secretKey, raw: '{"name":"a.b"}' })).toMatchObject(echo);
+      expect(await http(g.base, 'POST', '/v1/EVENTS', { key: g.secretKey, raw: '{"name":"a.b"}' })).toMatchObject(echo);
+      const gz = await http(g.base, 'POST', '/v1/events', { key: g.secretKey, raw: gzipSync('{"name":"a.b"}'), headers: { 'content-encoding': 'gzip' } });
+      expect(gz).toMatchObject(echo);
+      const chunked = await request(`${g.base}/v1/events`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${g.secretKey}`, 'content-type': 'application/json' },
+        body: Readable.from([Buffer.from('{"name":'), Buffer.from('"a.b"}')]),
+      });
+      expect({ status: chunked.statusCode, body: await chunked.body.json() }).toEqual(echo);
     });
   });
 

@@ -17,6 +17,13 @@ function queryOf(req: Request): Record<string, unknown> {
   return out;
 }
 
+/** The route's caller (CONTRACT: 401 without a valid key, 403 for a public key on a write); none on open and admin routes. */
+export async function authenticate(auth: Authenticator, r: RouteSpec, req: Parameters<Authenticator['caller']>[0]): Promise<AuthedCaller | undefined> {
+  if (r.access === 'admin') auth.admin(req);
+  else if (r.access !== 'open') return auth.caller(req, { write: r.access === 'write' });
+  return undefined;
+}
+
 export interface RouterDeps {
   bus: Bus;
   auth: Authenticator;
@@ -77,9 +84,7 @@ export function apiRouter(routes: RouteSpec[], d: RouterDeps): Router {
   router.use((req, res, next) => (isInboundPost(req) ? inbound(req, res, next) : json(req, res, next)));
   for (const r of routes) {
     const handler: RequestHandler = async (req, res) => {
-      let caller: AuthedCaller | undefined;
-      if (r.access === 'admin') d.auth.admin(req);
-      else if (r.access !== 'open') caller = await d.auth.caller(req, { write: r.access === 'write' });
+      const caller = await authenticate(d.auth, r, req);
 
       const hasBody = req.rawBody !== undefined && req.rawBody.length > 0;
       const v = validateInput(r, { params: req.params as Record<string, string>, query: queryOf(req), body: hasBody ? { parsed: req.body, raw: req.rawBody!.toString('utf8') } : undefined }, caller);
