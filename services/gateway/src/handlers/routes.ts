@@ -10,10 +10,10 @@ import type { McpEndpoint } from './mcp.js';
 import type { LocalHandler, RouteSpec } from './route-table.js';
 import type { Streams } from './streams.js';
 
-/** Query values as express gives them (node:querystring's string or string[]), with empty ones treated as absent. */
-export function queryValues(query: Record<string, unknown>): Record<string, unknown> {
+/** Query values as express gives them (string or string[]), with empty ones treated as absent. */
+function queryOf(req: Request): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(query)) if (v !== '' && v !== undefined) out[k] = v;
+  for (const [k, v] of Object.entries(req.query as Record<string, unknown>)) if (v !== '' && v !== undefined) out[k] = v;
   return out;
 }
 
@@ -87,7 +87,7 @@ export function apiRouter(routes: RouteSpec[], d: RouterDeps): Router {
       const caller = await authenticate(d.auth, r, req);
 
       const hasBody = req.rawBody !== undefined && req.rawBody.length > 0;
-      const v = validateInput(r, { params: req.params as Record<string, string>, query: queryValues(req.query as Record<string, unknown>), body: hasBody ? { parsed: req.body, raw: req.rawBody!.toString('utf8') } : undefined }, caller);
+      const v = validateInput(r, { params: req.params as Record<string, string>, query: queryOf(req), body: hasBody ? { parsed: req.body, raw: req.rawBody!.toString('utf8') } : undefined }, caller);
       const { params, query, body } = v;
       if (r.target.kind === 'local') return local[r.target.name]({ req, res, caller, params, query, body });
       const reply = await forwardRoute(d.bus, r, caller!, v);
