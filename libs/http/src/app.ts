@@ -32,6 +32,9 @@ export function createHttpApp(): Express {
   return app;
 }
 
+/** A request as the services handle it, express's or node's own: with the request id it was given. */
+export type IdentifiedRequest = IncomingMessage & { requestId?: string };
+
 /** The caller's X-Request-Id when it is usable, else a new one. */
 export function requestIdOf(req: IncomingMessage): string {
   const incoming = req.headers['x-request-id'];
@@ -142,7 +145,7 @@ export function errorMiddleware(log: Logger): ErrorRequestHandler {
 }
 
 /** The status and error body of `err` (see errorMiddleware); a 5xx is logged with its cause. */
-export function errorReply(err: unknown, req: IncomingMessage & { requestId?: string }, log: Logger, path: string): { status: number; code: string; message: string } {
+export function errorReply(err: unknown, req: IdentifiedRequest, log: Logger, path: string): { status: number; code: string; message: string } {
   let status = 500;
   let code = 'internal';
   let message = 'Internal error.';

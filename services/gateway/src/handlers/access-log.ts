@@ -1,5 +1,6 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
+import type { IdentifiedRequest } from '@dws/http';
 import type { Logger } from '@dws/log';
 
 /** One line per request at debug, with its request id (5xx are logged by the error middleware). */
@@ -11,7 +12,7 @@ export function accessLog(log: Logger): RequestHandler {
 }
 
 /** The access line of one request, written when its response is. */
-export function logWhenDone(log: Logger, req: IncomingMessage & { requestId?: string }, res: ServerResponse, path: string): void {
+export function logWhenDone(log: Logger, req: IdentifiedRequest, res: ServerResponse, path: string): void {
   const t0 = performance.now();
   res.on('finish', () => {
     if (log.isLevelEnabled('debug')) {

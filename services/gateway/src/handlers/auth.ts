@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
 import type { Bus, Subscription } from '@dws/bus';
 import type { Database } from '@dws/db';
+import type { IdentifiedRequest } from '@dws/http';
 import { forbidden, ServiceError, unauthorized } from '@dws/protocol';
 import { subjects, type Caller } from '@dws/runtime';
 import { hashKey, mayWrite } from '../domain/keys.js';
@@ -11,9 +11,6 @@ import { keyByHash, type KeyRecord } from '../store/workspaces.js';
 export interface AuthedCaller extends Caller {
   suspended: boolean;
 }
-
-/** What authentication reads of a request: its headers and the request id given to it (express's Request, or node's). */
-type AuthRequest = IncomingMessage & { requestId?: string };
 
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 const sha = (v: string) => createHash('sha256').update(v).digest();
@@ -35,7 +32,7 @@ export class Authenticator {
     this.adminHash = opts.adminToken ? sha(opts.adminToken) : undefined;
   }
 
-  async caller(req: AuthRequest, opts: { write: boolean }): Promise<AuthedCaller> {
+  async caller(req: IdentifiedRequest, opts: { write: boolean }): Promise<AuthedCaller> {
     const requestId = req.requestId ?? '';
     // W3C trace context: forwarded as is to the owning service, which continues it when it is valid.
     const tp = req.headers.traceparent;
@@ -86,7 +83,7 @@ export class Authenticator {
   }
 
   /** The admin API: off (404) without SERVICE_ADMIN_TOKEN, else the token compared in constant time. */
-  admin(req: AuthRequest): void {
+  admin(req: IdentifiedRequest): void {
     if (!this.adminHash) throw new ServiceError(404, 'route_not_found', 'The admin API is off (SERVICE_ADMIN_TOKEN is not set).');
     const token = this.bearer(req);
     if (!token || !timingSafeEqual(sha(token), this.adminHash)) throw unauthorized('The admin token is not valid.');
@@ -106,7 +103,7 @@ export class Authenticator {
     return this.opts.bus.subscribe(subjects.gatewayKeysChanged, () => this.cache.clear());
   }
 
-  private bearer(req: AuthRequest): string | undefined {
+  private bearer(req: IdentifiedRequest): string | undefined {
     const header = req.headers.authorization;
     const m = typeof header === 'string' ? BEARER.exec(header) : null;
     return m ? m[1] : undefined;

@@ -1,6 +1,6 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { Bus } from '@dws/bus';
-import { BODY_LIMIT_BYTES, errorReply, parseJsonBody, requestIdOf, type FirstHandler } from '@dws/http';
+import { BODY_LIMIT_BYTES, errorReply, parseJsonBody, requestIdOf, type FirstHandler, type IdentifiedRequest } from '@dws/http';
 import type { Logger } from '@dws/log';
 import { errorBody } from '@dws/protocol';
 import { logWhenDone } from './access-log.js';
@@ -9,7 +9,11 @@ import { forwardRoute, validateInput } from './forward.js';
 import type { RouteSpec } from './route-table.js';
 import { authenticate } from './routes.js';
 
-type Req = IncomingMessage & { requestId?: string };
+interface Deps {
+  bus: Bus;
+  auth: Authenticator;
+  log: Logger;
+}
 
 /**
  * The POST routes with a fixed path that a service answers (POST /v1/events,
@@ -23,7 +27,7 @@ type Req = IncomingMessage & { requestId?: string };
  * (authenticate, validateInput, forwardRoute) and the error body
  * (errorReply), in the same order.
  */
-export function fastRoutes(routes: RouteSpec[], d: { bus: Bus; auth: Authenticator; log: Logger }): FirstHandler {
+export function fastRoutes(routes: RouteSpec[], d: Deps): FirstHandler {
   const byPath = new Map<string, RouteSpec>();
   for (const r of routes) if (r.method === 'post' && r.target.kind === 'forward' && !r.path.includes(':')) byPath.set(`/v1${r.path}`, r);
   return (req, res) => {
@@ -40,7 +44,7 @@ export function fastRoutes(routes: RouteSpec[], d: { bus: Bus; auth: Authenticat
   };
 }
 
-async function serve(r: RouteSpec, req: Req, res: ServerResponse, buf: Buffer, d: { bus: Bus; auth: Authenticator; log: Logger }): Promise<void> {
+async function serve(r: RouteSpec, req: IdentifiedRequest, res: ServerResponse, buf: Buffer, d: Deps): Promise<void> {
   req.requestId = requestIdOf(req);
   res.setHeader('x-request-id', req.requestId);
   logWhenDone(d.log, req, res, req.url ?? '');
