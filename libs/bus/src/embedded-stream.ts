@@ -30,6 +30,8 @@ export class Stream {
   readonly log: StoredMessage[] = [];
   readonly dedupe = new Map<string, number>();
   readonly durables = new Map<string, Durable>();
+  /** Dropped from memory, still in the store until the duplicate window passes: the last seq and ts of each drop. */
+  readonly released: Array<{ seq: number; ts: number }> = [];
   /** Store appends chained so they land, and become visible, in seq order. */
   writes: Promise<unknown> = Promise.resolve();
 

@@ -42,7 +42,7 @@ export interface EmbeddedBusOptions {
   store?: EmbeddedBusStore;
   /** Receives handler-independent failures (store writes, dead-lettering, subscriber throws). @default silent */
   log?: BusLogger;
-  /** How often messages acked by every durable (or past max age) are dropped. @default 30000 */
+  /** How often messages acked by every durable (or past max age) are dropped. @default 10000 */
   pruneIntervalMs?: number;
 }
 
@@ -53,7 +53,7 @@ export interface EmbeddedBusOptions {
 export async function createEmbeddedBus(opts: EmbeddedBusOptions = {}): Promise<Bus> {
   const bus = new EmbeddedBus(opts.store, opts.log ?? { warn: () => undefined });
   if (opts.store) bus.restore(await opts.store.load());
-  bus.startPruning(opts.pruneIntervalMs ?? 30_000);
+  bus.startPruning(opts.pruneIntervalMs ?? 10_000);
   return bus;
 }
 
@@ -341,24 +341,33 @@ class EmbeddedBus implements Bus, DurableHost {
     for (const d of st.durables.values()) d.dispatch();
   }
 
-  /** Drop the prefix of each stream that every durable is done with (and past the dedupe window), or past max age. */
+  /**
+   * Drop from memory the prefix of each stream that every durable is done
+   * with, or past max age. The store keeps those rows for the duplicate
+   * window too: a restart rebuilds dedupe from the stored msgIds (and a
+   * durable first seen after the restart still gets that window's messages).
+   */
   private prune(): void {
     const now = Date.now();
     for (const st of this.streams.values()) {
-      for (const [id, ts] of st.dedupe) if (now - ts >= st.spec.duplicateWindowMs) st.dedupe.delete(id);
+      const window = st.spec.duplicateWindowMs;
+      for (const [id, ts] of st.dedupe) if (now - ts >= window) st.dedupe.delete(id);
       const durables = [...st.durables.values()];
       let n = 0;
       for (const m of st.log) {
-        const age = now - m.ts;
-        const expired = age >= st.spec.maxAgeMs;
-        const done = age >= st.spec.duplicateWindowMs && durables.every((d) => d.isDone(m));
-        if (!expired && !done) break;
+        if (now - m.ts < st.spec.maxAgeMs && !durables.every((d) => d.isDone(m))) break;
         n++;
       }
-      if (n === 0) continue;
-      const through = st.log[n - 1]!.seq;
-      st.log.splice(0, n);
-      for (const d of durables) d.forgetThrough(through);
+      if (n > 0) {
+        const last = st.log[n - 1]!;
+        st.log.splice(0, n);
+        for (const d of durables) d.forgetThrough(last.seq);
+        if (this.store) st.released.push({ seq: last.seq, ts: last.ts });
+      }
+      // Each release is judged by its newest message: everything before it is older.
+      let through = 0;
+      while (st.released.length > 0 && now - st.released[0]!.ts >= window) through = st.released.shift()!.seq;
+      if (through === 0) continue;
       this.store?.prune(st.spec.name, through).catch((err: unknown) => {
         this.log.warn({ stream: st.spec.name, err: errorMessage(err) }, 'bus store prune failed');
       });

@@ -80,6 +80,48 @@ describe('embedded bus on the SQL store (PGlite)', () => {
     }
   }, 20_000);
 
+  it('drops what every durable acked from memory at once, and keeps it stored for the duplicate window', async () => {
+    const { sql, schema } = await open();
+    const spec = { name: 'DONE', subjects: ['done.>'], duplicateWindowMs: 60_000 };
+    const bus1 = await createEmbeddedBus({ store: createSqlBusStore(sql, schema), pruneIntervalMs: 20 });
+    const got: string[] = [];
+    try {
+      await bus1.ensureStream(spec);
+      await bus1.consume({ stream: 'DONE', durable: 'a' }, async (m) => void got.push(dec(m.data)));
+      await bus1.publish('done.x', enc('1'), { msgId: 'm1' });
+      while (got.length < 1) await sleep(10);
+      await sleep(100); // several prunes
+      // Out of memory: a durable that joins now has nothing to get.
+      const late: string[] = [];
+      await bus1.consume({ stream: 'DONE', durable: 'late' }, async (m) => void late.push(dec(m.data)));
+      await sleep(100);
+      expect(late).toEqual([]);
+      // Still stored, for the window.
+      const rows = await sql.query(`SELECT seq FROM ${schema}.messages WHERE stream = 'DONE'`);
+      expect(rows.map((r) => Number(r.seq))).toEqual([1]);
+    } finally {
+      await bus1.close();
+    }
+    // After a restart, dedupe still knows m1, and a durable new to this process gets the window's messages.
+    const bus2 = await createEmbeddedBus({ store: createSqlBusStore(sql, schema), pruneIntervalMs: 20 });
+    try {
+      await bus2.ensureStream(spec);
+      const fresh: BusMessage[] = [];
+      await bus2.consume({ stream: 'DONE', durable: 'fresh' }, async (m) => void fresh.push(m));
+      await bus2.publish('done.x', enc('again'), { msgId: 'm1' });
+      await bus2.publish('done.x', enc('2'), { msgId: 'm2' });
+      const end = Date.now() + 3000;
+      while (fresh.length < 2 && Date.now() < end) await sleep(10);
+      await sleep(100);
+      expect(fresh.map((m) => [dec(m.data), m.seq])).toEqual([
+        ['1', 1],
+        ['2', 2],
+      ]);
+    } finally {
+      await bus2.close();
+    }
+  }, 20_000);
+
   it('keeps messages for a durable that has not started yet in this process', async () => {
     const { sql, schema } = await open();
     // A tiny duplicate window so acked messages are prunable at once.
