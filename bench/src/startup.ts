@@ -25,7 +25,7 @@ const databaseUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL ||
 const natsUrl = process.env.TEST_NATS_URL || process.env.NATS_URL || 'nats://127.0.0.1:4222';
 
 function argsFor(variant: string, entry: string): string[] {
-  // As package.json's command starts it (pnpm dev: --v8-pool-size=1).
+  // As package.json's command starts it (pnpm dev: --v8-pool-size=1 --max-semi-space-size=8).
   const flags = nodeFlagsOf(entry);
   if (variant === 'ts') return [...flags, '--import', 'tsx', path.join(ROOT, entry)];
   const bundle = path.join(ROOT, bundleOf(entry));

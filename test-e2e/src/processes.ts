@@ -53,7 +53,7 @@ export function startTs(name: string, entry: string, env: Record<string, string>
 
 /**
  * The node options package.json's scripts give an entry's bundle (`pnpm dev`
- * runs `node --v8-pool-size=1 dist/apps/fleet/dev.js`): the harness and the
+ * runs `node --v8-pool-size=1 --max-semi-space-size=8 dist/apps/fleet/dev.js`): the harness and the
  * bench start each process with what users' command starts it with.
  */
 export function nodeFlagsOf(entry: string): string[] {
