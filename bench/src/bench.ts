@@ -15,7 +15,7 @@
  *
  *   pnpm bench                      # w1,w2,w2spec,w3,w4,w4spec,w5,w7 on embedded,fleet, 3 reps
  *   pnpm bench w1,w4 fleet 1
- *   pnpm bench w2,w6 fleet 1        # W6: W2 with 100,000 sleeping runs (Postgres modes only)
+ *   pnpm bench w2,w6 fleet,embedded 1   # W6: W2 with 100,000 runs asleep (started through the API the first time)
  *   pnpm bench soak fleet 1         # W2 for SOAK_MINUTES (default 10), RSS per service first vs last third
  *   pnpm bench w1,w2,w3,w4 fleet,restate 3   # the fleet and Restate side by side in one run (issue 14's ratios)
  *   pnpm bench w2,w2ws,w4,w4ws fleet,restate 3   # W2 and W4 with each run's end read off one workspace stream, too
@@ -165,6 +165,8 @@ async function benchRunner(dep: Deployment, app: string, checkpoints: boolean, d
 
 async function setup(dep: Deployment) {
   const stamps = new Map<string, Stamp[]>();
+  // W6: runs that reached their hour-long sleep.
+  const asleep = new Set<string>();
   const noop = noopStep(stamps);
   const w2 = async ({ step }: { step: StepTools }) => {
     let last = 0;
@@ -186,6 +188,10 @@ async function setup(dep: Deployment) {
     runner.workflow('w4', w4);
     // The same run with the SDK's run-ahead budget: several steps per pass.
     runner.workflow('w4ra', { stepBudgetMs: RECOMMENDED_STEP_BUDGET_MS }, w4);
+    runner.workflow('sleeper', async ({ step, ctx }) => {
+      asleep.add(ctx.runId);
+      await step.sleep('nap', '1h');
+    });
   });
   // SPEC.md's protocol only: one new step per pass, the whole memo sent every time.
   const closeSpec = await benchRunner(dep, 'bench-spec', false, (runner) => {
@@ -198,6 +204,7 @@ async function setup(dep: Deployment) {
   });
   return {
     stamps,
+    asleep,
     close: async () => {
       await closeSdk();
       await closeSpec();
@@ -336,28 +343,45 @@ async function soak(dep: Deployment): Promise<Figures> {
   return out;
 }
 
+/** W6's parked runs. */
+const SLEEPERS = 100_000;
+
 /**
- * W6: W2 again with 100,000 runs parked in a 1 h sleep, written straight into
- * the scheduler's tables (starting them through the API would take longer
- * than the benchmark). Sleeping runs should cost nothing.
+ * W6: W2 again with 100,000 runs asleep for an hour. They are started as
+ * users start runs (POST /v1/events in batches of 100, the first time W6 runs
+ * on a deployment) and each goes to sleep in its first pass, so the
+ * scheduler holds them as it holds any sleeping run. Sleeping runs should
+ * cost nothing.
  */
-async function w6(dep: Deployment): Promise<Figures> {
-  if (!dep.databaseUrl) return { skipped_embedded: 1 };
-  const sql = postgres(dep.databaseUrl, { max: 1, onnotice: () => {} });
+async function w6(dep: Deployment, asleep: Set<string>): Promise<Figures> {
+  const made: Figures = {};
+  if (asleep.size < SLEEPERS) {
+    const t0 = performance.now();
+    let sent = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (sent < SLEEPERS) {
+          const n = Math.min(100, SLEEPERS - sent);
+          sent += n;
+          const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: Array.from({ length: n }, () => ({ name: 'sleeper', data: {} })) });
+          if (r.status !== 202) throw new Error(`W6: POST /v1/events answered ${r.status} ${JSON.stringify(r.body)}`);
+        }
+      }),
+    );
+    // Asleep once each run's first pass reached the sleep (the runner saw it), plus its reply's write.
+    await eventually('W6 sleepers asleep', async () => (asleep.size >= SLEEPERS ? true : undefined), 900_000);
+    await new Promise((r) => setTimeout(r, 2000));
+    made.sleepers_per_s = r1(SLEEPERS / ((performance.now() - t0) / 1000));
+  }
+  const size = dep.databaseUrl ? await dbSize(dep.databaseUrl) : undefined;
+  return { ...(await w2(dep)), ...made, ...(size !== undefined && { db_mb: size }) };
+}
+
+async function dbSize(url: string): Promise<number> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
   try {
-    const have = await sql`select count(*)::int as n from scheduler.runs where workflow = 'sleeper'`;
-    if ((have[0]?.n as number) < 100_000) {
-      await sql.unsafe(`
-        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, input, lease_until, started_at, next_seq, step_count)
-        select 'run_sleeper_' || g, 'ws_default', 'sleeper', 'bench', '', 'waiting', 'event', '{}', now() + interval '1 hour', now(), 1, 1
-          from generate_series(1, 100000) g;
-        insert into scheduler.steps (run_id, step_id, workspace_id, name, op, idx, status, wake_at)
-        select 'run_sleeper_' || g, md5(g::text) || md5(g::text), 'ws_default', 'nap', 'Sleep', 0, 'sleeping', now() + interval '1 hour'
-          from generate_series(1, 100000) g;
-        analyze scheduler.runs; analyze scheduler.steps;`);
-    }
-    const size = await sql`select pg_database_size(current_database()) as b`;
-    return { ...(await w2(dep)), db_mb: r1(Number(size[0]!.b) / 1024 / 1024) };
+    const rows = await sql`select pg_database_size(current_database()) as b`;
+    return r1(Number(rows[0]!.b) / 1024 / 1024);
   } finally {
     await sql.end();
   }
@@ -399,7 +423,7 @@ async function open(mode: Mode | 'restate'): Promise<Target> {
       case 'w4spec':
         return w4(dep, rig.stamps, wl);
       case 'w6':
-        return w6(dep);
+        return w6(dep, rig.asleep);
       case 'soak':
         return soak(dep);
       case 'w5':
