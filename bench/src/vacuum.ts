@@ -30,3 +30,13 @@ export async function vacuumLikeAutovacuum(url: string, log: (line: string) => v
     await sql.end();
   };
 }
+
+/** One round of autovacuum's job now (after a bulk load, as autovacuum would soon do), whatever the server's setting. */
+export async function vacuumDueNow(url: string): Promise<void> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await vacuumDueTables((text) => sql.unsafe(text));
+  } finally {
+    await sql.end();
+  }
+}
