@@ -7,6 +7,13 @@ const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Wait (up to 3 s) until `list` holds `n` items, then `settleMs` more, so a delivery too many would show. */
+async function collected(list: unknown[], n: number, settleMs = 0): Promise<void> {
+  const end = Date.now() + 3000;
+  while (list.length < n && Date.now() < end) await sleep(10);
+  if (settleMs > 0) await sleep(settleMs);
+}
+
 function sqlOf(pg: PGlite): SqlClient {
   return { query: async (text, params) => (await pg.query<Record<string, unknown>>(text, params)).rows };
 }
@@ -47,8 +54,7 @@ describe('embedded bus on the SQL store (PGlite)', () => {
       seen1.push(dec(m.data));
       if (m.seq === 2) await hang;
     });
-    const end = Date.now() + 3000;
-    while (seen1.length < 2 && Date.now() < end) await sleep(10);
+    await collected(seen1, 2);
     expect(seen1).toEqual(['1', '2']);
 
     // Second life on the same database.
@@ -57,9 +63,7 @@ describe('embedded bus on the SQL store (PGlite)', () => {
       await bus2.ensureStream(spec);
       const seen2: BusMessage[] = [];
       await bus2.consume(consumer, async (m) => void seen2.push(m));
-      const end2 = Date.now() + 3000;
-      while (seen2.length < 2 && Date.now() < end2) await sleep(10);
-      await sleep(100);
+      await collected(seen2, 2, 100);
       expect(seen2.map((m) => [dec(m.data), m.seq, m.deliveryCount])).toEqual([
         ['2', 2, 1],
         ['3', 3, 1],
@@ -67,9 +71,7 @@ describe('embedded bus on the SQL store (PGlite)', () => {
       // Dedupe survives the restart; seqs keep increasing.
       await bus2.publish('crash.a', enc('again'), { msgId: 'm1' });
       await bus2.publish('crash.a', enc('4'), { msgId: 'm4' });
-      const end3 = Date.now() + 3000;
-      while (seen2.length < 3 && Date.now() < end3) await sleep(10);
-      await sleep(100);
+      await collected(seen2, 3, 100);
       expect(seen2.map((m) => [dec(m.data), m.seq])).toEqual([
         ['2', 2],
         ['3', 3],
@@ -89,8 +91,7 @@ describe('embedded bus on the SQL store (PGlite)', () => {
       await bus1.ensureStream(spec);
       await bus1.consume({ stream: 'DONE', durable: 'a' }, async (m) => void got.push(dec(m.data)));
       await bus1.publish('done.x', enc('1'), { msgId: 'm1' });
-      while (got.length < 1) await sleep(10);
-      await sleep(100); // several prunes
+      await collected(got, 1, 100); // and several prunes
       // Out of memory: a durable that joins now has nothing to get.
       const late: string[] = [];
       await bus1.consume({ stream: 'DONE', durable: 'late' }, async (m) => void late.push(dec(m.data)));
@@ -110,9 +111,7 @@ describe('embedded bus on the SQL store (PGlite)', () => {
       await bus2.consume({ stream: 'DONE', durable: 'fresh' }, async (m) => void fresh.push(m));
       await bus2.publish('done.x', enc('again'), { msgId: 'm1' });
       await bus2.publish('done.x', enc('2'), { msgId: 'm2' });
-      const end = Date.now() + 3000;
-      while (fresh.length < 2 && Date.now() < end) await sleep(10);
-      await sleep(100);
+      await collected(fresh, 2, 100);
       expect(fresh.map((m) => [dec(m.data), m.seq])).toEqual([
         ['1', 1],
         ['2', 2],
@@ -131,7 +130,7 @@ describe('embedded bus on the SQL store (PGlite)', () => {
     const got1: string[] = [];
     const sub = await bus1.consume({ stream: 'LATE', durable: 'd' }, async (m) => void got1.push(dec(m.data)));
     await bus1.publish('late.a', enc('1'));
-    while (got1.length < 1) await sleep(10);
+    await collected(got1, 1);
     await sub.stop();
     await bus1.publish('late.a', enc('2'));
     await bus1.close();
@@ -143,9 +142,7 @@ describe('embedded bus on the SQL store (PGlite)', () => {
       expect(rows.map((r) => Number(r.seq))).toEqual([2]);
       const got2: string[] = [];
       await bus2.consume({ stream: 'LATE', durable: 'd' }, async (m) => void got2.push(dec(m.data)));
-      const end = Date.now() + 3000;
-      while (got2.length < 1 && Date.now() < end) await sleep(10);
-      await sleep(100);
+      await collected(got2, 1, 100);
       expect(got2).toEqual(['2']);
     } finally {
       await bus2.close();
