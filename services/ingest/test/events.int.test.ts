@@ -120,7 +120,10 @@ describe.each(modes())('ingest events (%s)', (mode) => {
     await h.register('reg', [{ name: 'moving', triggers: [{ event: 'first.name' }] }]);
     expect((await h.send({ name: 'first.name', app: 'reg' })).body.triggered).toHaveLength(1);
     await h.register('reg', [{ name: 'moving', triggers: [{ event: 'second.name', if: 'event.data.ok == true' }] }]);
-    expect((await h.send({ name: 'first.name', app: 'reg' })).body.triggered).toHaveLength(0);
+    const gone = await h.send({ name: 'first.name', app: 'reg' });
+    expect(gone.body.triggered).toHaveLength(0);
+    // It was matched first on the index as cached (the old trigger): that match wrote nothing, no StartRun either.
+    expect((await startsStored(h, [gone.body.id])).get(gone.body.id)).toBe(0);
     expect((await h.send({ name: 'second.name', app: 'reg', data: { ok: false } })).body.triggered).toHaveLength(0);
     expect((await h.send({ name: 'second.name', app: 'reg', data: { ok: true } })).body.triggered).toHaveLength(1);
     // Dropping the triggers list brings back the implicit trigger on the name.
@@ -139,6 +142,27 @@ describe.each(modes())('ingest events (%s)', (mode) => {
     expect(seen[0]).toMatchObject({ name: 'wake.me', data: { k: 1 }, id: r.body.id });
     expect((await h.call('events.get', { params: { id: r.body.id } })).body.woke).toBe(2);
     h.scheduler['waiters.wake'] = async () => ({ body: { woke: 0 } });
+  });
+
+  it('starts a matched run without waiting for the answer about waiters, and still reports and stores woke', async () => {
+    // The scheduler answers about waiters only once the event's run has reached it (or 400 ms went by).
+    h.scheduler['waiters.wake'] = async ({ body }) => {
+      const id = (body as { id: string }).id;
+      const started = () => [...h.starts.values()].some((s) => s.cmd.eventId === id);
+      const t0 = Date.now();
+      while (!started() && Date.now() - t0 < 400) await new Promise((r) => setTimeout(r, 5));
+      return { body: { woke: started() ? 1 : 0 } };
+    };
+    try {
+      const r = await h.send({ name: 'implicit', data: {} });
+      expect(r).toMatchObject({ status: 202, body: { runId: expect.any(String) } });
+      // On PGlite (one connection) the wake is settled before the event's statement: the run cannot be there first.
+      const woke = mode === 'real' ? 1 : 0;
+      expect(r.body.woke).toBe(woke);
+      expect((await h.call('events.get', { params: { id: r.body.id } })).body.woke).toBe(woke);
+    } finally {
+      h.scheduler['waiters.wake'] = async () => ({ body: { woke: 0 } });
+    }
   });
 
   it('asks the scheduler about the events that arrive together in one call, each answered on its own', async () => {

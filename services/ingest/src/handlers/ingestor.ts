@@ -14,7 +14,7 @@ import { nowMs, tracer } from '@dws/telemetry';
 import { Admission, singletonId, type SingletonCheck } from './admission.js';
 import { startedRuns, traceIngest } from './ingest-trace.js';
 import type { Wakes, WakeOutcome } from './wakes.js';
-import { policyId, type WorkflowIndex, type WorkspaceIndex } from './workflow-index.js';
+import { policyId, type IndexView, type WorkflowIndex, type WorkspaceIndex } from './workflow-index.js';
 
 const enc = new TextEncoder();
 
@@ -49,8 +49,9 @@ interface Prepared {
   id: string;
   /**
    * The wake asked of the scheduler (Wakes: batched with the events arriving
-   * with it). On Postgres it runs while the transaction records the event
-   * and admits its runs, and is joined before the commit; on PGlite (one
+   * with it). On Postgres it runs while the event is recorded and its runs
+   * admitted, and is joined before the commit (a transaction) or after the
+   * statement and its StartRuns' publish (the plain path); on PGlite (one
    * connection) it is settled before.
    */
   wake: Promise<WakeOutcome>;
@@ -68,9 +69,14 @@ interface Job {
   suspended: boolean;
   singletons: Map<string, SingletonCheck>;
   locks: string[];
+  /** No dedupe id, no record hook, no gate: recorded in one statement, no transaction (see `isPlain`). */
+  plain: boolean;
+  /** The version of the cached index the job was matched against, checked by the plain path's statement; unset when it was read for this call. */
+  ixVersion?: number;
   /** Tracing on: the run ids whose StartRun the job's transaction wrote (its `event.ingest` spans). */
   started?: Set<string>;
-  resolve(results: IngestResult[]): void;
+  /** `stale`: the cached index had moved; match again on a fresh read. */
+  resolve(results: IngestResult[] | 'stale'): void;
   reject(err: unknown): void;
 }
 
@@ -99,29 +105,27 @@ export class Ingestor {
     const t = tracer();
     const startMs = t ? nowMs() : 0;
     // Reads and bus calls happen before the transaction: on PGlite (one connection) they would wait for it.
-    // The wakes need no index: they go out first, beside the index's version read.
+    // The wakes need no index: they go out first.
     const started = items.map((item) => this.begin(caller, item));
-    const ix = await this.d.index.of(caller.workspaceId);
-    // SPEC POST /events: a suspended workspace wakes waiters and starts nothing. The gateway knows first; the projection covers emits.
-    const suspended = caller.suspended === true || ix.suspended;
-    const prepared = await Promise.all(items.map((item, i) => this.prepare(caller, ix, item, started[i]!)));
-    if (this.d.db.kind === 'pglite') await Promise.all(prepared.map((p) => p.wake));
-    const singletons = suspended ? new Map<string, SingletonCheck>() : await this.singletonChecks(caller, ix, prepared);
-    const locks = this.lockNames(caller, ix, prepared, suspended);
-    let job: Job | undefined;
-    const results = await new Promise<IngestResult[]>((resolve, reject) => {
-      job = { caller, ix, prepared, suspended, singletons, locks, resolve, reject };
-      this.queue.push(job);
-      this.pump();
-    });
+    let job!: Job;
+    let results: IngestResult[] | 'stale' = 'stale';
+    // First on the index as cached (no read); the plain path's statement checks its version. Then read fresh: nothing left to check.
+    for (let fresh = false; results === 'stale'; fresh = true) {
+      const pending = await this.jobOf(caller, items, started, fresh ? await this.d.index.of(caller.workspaceId) : await this.d.index.cached(caller.workspaceId));
+      results = await new Promise<IngestResult[] | 'stale'>((resolve, reject) => {
+        job = { ...pending, resolve, reject };
+        this.queue.push(job);
+        this.pump();
+      });
+    }
     if (t) {
-      const events = results.map((r, i) => ({ id: r.id, name: prepared[i]!.item.ev.name, source: prepared[i]!.item.source, triggered: r.triggered }));
-      traceIngest(t, startMs, caller, events, job?.started ?? new Set());
+      const events = results.map((r, i) => ({ id: r.id, name: items[i]!.ev.name, source: items[i]!.source, triggered: r.triggered }));
+      traceIngest(t, startMs, caller, events, job.started ?? new Set());
     }
     // Live tail of GET /v1/events/stream (best-effort, after commit); data rides as the raw JSON text it came in as.
     const receivedAt = new Date().toISOString();
     results.forEach((r, i) => {
-      const { ev, source } = prepared[i]!.item;
+      const { ev, source } = items[i]!;
       if (!r.id) return; // not recorded (a repeat dedupeId)
       const head = JSON.stringify({ id: r.id, name: ev.name, app: ev.app, source, receivedAt, woke: r.woke, triggered: logged(r.triggered) });
       this.d.bus.emit(subjects.workspaceEvents(caller.workspaceId), enc.encode(`${head.slice(0, -1)},"data":${ev.dataJson}}`));
@@ -129,11 +133,32 @@ export class Ingestor {
     return results;
   }
 
+  /** Match the events on `view` and settle what the write needs; a non-plain job is matched on a fresh read (it has no check). */
+  private async jobOf(caller: Caller, items: Incoming[], started: ReturnType<Ingestor['begin']>[], view: IndexView): Promise<Omit<Job, 'resolve' | 'reject'>> {
+    let prepared = await Promise.all(items.map((item, i) => this.prepare(caller, view.ix, item, started[i]!)));
+    // SPEC POST /events: a suspended workspace wakes waiters and starts nothing. The gateway knows first; the projection covers emits.
+    let plain = isPlain(prepared, view.ix, caller.suspended === true || view.ix.suspended);
+    if (!plain && !view.fresh) {
+      const read = await this.d.index.of(caller.workspaceId);
+      if (read.version !== view.version) prepared = await Promise.all(items.map((item, i) => this.prepare(caller, read.ix, item, started[i]!)));
+      view = read;
+      plain = isPlain(prepared, view.ix, caller.suspended === true || view.ix.suspended);
+    }
+    const { ix } = view;
+    const suspended = caller.suspended === true || ix.suspended;
+    if (this.d.db.kind === 'pglite') await Promise.all(prepared.map((p) => p.wake));
+    const singletons = suspended ? new Map<string, SingletonCheck>() : await this.singletonChecks(caller, ix, prepared);
+    const locks = this.lockNames(caller, ix, prepared, suspended);
+    return { caller, ix, prepared, suspended, singletons, locks, plain, ...(view.fresh ? {} : { ixVersion: view.version }) };
+  }
+
   private pump(): void {
     while (this.active < MAX_PARALLEL_TX && this.queue.length > 0) {
       const group: Job[] = [];
       let events = 0;
-      while (this.queue.length > 0 && (group.length === 0 || events + this.queue[0]!.prepared.length <= MAX_GROUP_EVENTS)) {
+      // A group is all plain or all not: they are written differently.
+      const fits = (j: Job) => j.plain === group[0]!.plain && events + j.prepared.length <= MAX_GROUP_EVENTS;
+      while (this.queue.length > 0 && (group.length === 0 || fits(this.queue[0]!))) {
         const j = this.queue.shift()!;
         events += j.prepared.length;
         group.push(j);
@@ -148,21 +173,23 @@ export class Ingestor {
 
   private async commit(group: Job[]): Promise<void> {
     try {
-      const { results, pending } = group.every(plain)
+      const plain = group[0]!.plain;
+      const { results, pending, stale } = plain
         ? await this.recordPlain(group)
         : await withTxRetry(this.d.db, async (tx) => {
             await lockAll(tx, group.flatMap((j) => j.locks));
             const out: OutboxMessage[] = [];
             const results = await this.accept(tx, group, out);
-            return { results, pending: await this.d.outbox.enqueue(tx, out) };
+            return { results, pending: await this.d.outbox.enqueue(tx, out), stale: new Set<Job>() };
           });
       if (tracer()) {
         const started = startedRuns(pending);
         for (const j of group) j.started = started;
       }
-      // The outbox rows are the durable copy: answer now, publish meanwhile (the relay covers a crash).
-      group.forEach((j, i) => j.resolve(results[i]!));
+      // The outbox rows are the durable copy: publish now (the relay covers a crash).
       void this.d.outbox.afterCommit(pending);
+      if (plain) await this.settleWakes(group, results, stale);
+      group.forEach((j, i) => j.resolve(stale.has(j) ? 'stale' : results[i]!));
     } catch (err) {
       // One call's bad row must not fail the calls it shared a transaction with: each alone again.
       if (group.length > 1) await Promise.all(group.map((j) => this.commit([j])));
@@ -310,14 +337,15 @@ export class Ingestor {
 
   /**
    * The common case in one statement, no transaction: events with no dedupe
-   * id, no record hook and no gate to pass (see `plain`). Admission then
+   * id, no record hook and no gate to pass (see `isPlain`). Admission then
    * writes nothing of its own, so each event's outcome is known before it is
-   * stored: the events with their outcomes and the StartRuns (and deferred
-   * wakes) go in together, and a redelivered emit's id writes nothing at all.
+   * stored: the events with their outcomes and the StartRuns go in together,
+   * and a redelivered emit's id writes nothing at all. A job matched on the
+   * cached index that has moved since writes nothing either: it is `stale`.
    */
-  private async recordPlain(group: Job[]): Promise<{ results: IngestResult[][]; pending: PendingPublish }> {
+  private async recordPlain(group: Job[]): Promise<{ results: IngestResult[][]; pending: PendingPublish; stale: Set<Job> }> {
     const results = group.map((j) => j.prepared.map(() => ({ ...emptyResult(), suspended: j.suspended })));
-    const rows: (NewEvent & { triggered: unknown[]; woke: number })[] = [];
+    const rows: (NewEvent & { triggered: unknown[]; woke: number; ixVersion?: number })[] = [];
     const outbox: EventOutboxRow[] = [];
     const seenIds = new Set<string>();
     for (const [gi, j] of group.entries()) {
@@ -339,23 +367,23 @@ export class Ingestor {
           );
         }
         if (result.triggered.length === 1 && result.triggered[0]!.runId) result.runId = result.triggered[0]!.runId;
-        const w = await p.wake;
-        result.woke = w.woke;
-        if (w.wakeDeferred) out.push(wakeCommand(j.caller, ev, p.id, p.tsMs));
         rows.push({
           id: p.id, workspaceId: j.caller.workspaceId, name: ev.name, app: ev.app, source, dataJson: ev.dataJson, runner: ev.runner, targetApp: ev.targetApp,
-          triggered: logged(result.triggered), woke: w.woke,
+          triggered: logged(result.triggered), woke: 0, ixVersion: j.ixVersion,
         });
         for (const m of out) outbox.push({ eventId: p.id, ...m });
       }
     }
-    const { inserted, outboxIds } = await recordEvents(this.d.db, rows, outbox);
+    const { inserted, stale: staleIds, outboxIds } = await recordEvents(this.d.db, rows, outbox);
+    // A job's events share its workspace and index version: stale together.
+    const stale = new Set(group.filter((j) => j.prepared.some((p) => staleIds.has(p.id))));
     for (const [gi, j] of group.entries()) {
+      if (stale.has(j)) continue;
       for (const [pi, p] of j.prepared.entries()) {
         const result = results[gi]![pi]!;
         if (result.deduped) continue;
         // A redelivered emit (its id is stored): nothing admitted twice.
-        if (!inserted.has(p.id)) results[gi]![pi] = { ...emptyResult(), deduped: true, woke: result.woke };
+        if (!inserted.has(p.id)) results[gi]![pi] = { ...emptyResult(), deduped: true };
         else result.id = p.id;
       }
     }
@@ -363,7 +391,34 @@ export class Ingestor {
     return {
       results,
       pending: { ids: written.map((m) => outboxIds.get(m.msgId)!), messages: written.map(({ subject, msgId, payload }) => ({ subject, msgId, payload })) },
+      stale,
     };
+  }
+
+  /**
+   * The plain path's wakes, joined after its events are stored and their
+   * StartRuns sent: a new run does not wait for the scheduler's answer about
+   * waiters, and the answer comes before the 202 (its `woke`). Each count is
+   * written to its event's row; a wake that could not be asked goes to the
+   * outbox now, before the caller hears back. A crash before that leaves no
+   * wake lost that matters: the POST got no 202 (its client retries) and an
+   * emit is redelivered, asking again (waking is idempotent).
+   */
+  private async settleWakes(group: Job[], results: IngestResult[][], stale: Set<Job>): Promise<void> {
+    const woke: { id: string; triggered: unknown[]; woke: number }[] = [];
+    const deferred: OutboxMessage[] = [];
+    for (const [gi, j] of group.entries()) {
+      if (stale.has(j)) continue; // matched again, and settled then
+      for (const [pi, p] of j.prepared.entries()) {
+        const w = await p.wake;
+        const result = results[gi]![pi]!;
+        result.woke = w.woke;
+        if (w.wakeDeferred) deferred.push(wakeCommand(j.caller, p.item.ev, p.id, p.tsMs));
+        if (result.id && w.woke > 0) woke.push({ id: result.id, triggered: logged(result.triggered), woke: w.woke });
+      }
+    }
+    await setOutcomes(this.d.db, woke);
+    if (deferred.length > 0) void this.d.outbox.afterCommit(await this.d.outbox.enqueue(this.d.db, deferred));
   }
 
   /**
@@ -422,9 +477,9 @@ const bufferedOf = (p: Prepared): BufferedEvent => {
 };
 
 /** A call that needs no transaction: no dedupe id, no record hook, and (unless suspended: nothing is admitted) no gate to pass. */
-const plain = (j: Job): boolean =>
-  j.prepared.every(
-    (p) => !p.item.ev.dedupeId && !p.item.record && (j.suspended || p.matched.every((m) => Admission.passesNoGate(j.ix.policies.get(policyId(m.app, m.workflow))))),
+const isPlain = (prepared: Prepared[], ix: WorkspaceIndex, suspended: boolean): boolean =>
+  prepared.every(
+    (p) => !p.item.ev.dedupeId && !p.item.record && (suspended || p.matched.every((m) => Admission.passesNoGate(ix.policies.get(policyId(m.app, m.workflow))))),
   );
 
 const dedupeLock = (workspaceId: string, app: string | undefined, dedupeId: string) => ['dedupe', workspaceId, app ?? '', dedupeId].join('\u001f');

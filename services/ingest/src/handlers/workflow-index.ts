@@ -19,14 +19,23 @@ export interface WorkspaceIndex {
   suspended: boolean;
 }
 
+/** A workspace's index and the version it is at least as new as; `fresh` when that version was read for this call. */
+export interface IndexView {
+  version: number;
+  ix: WorkspaceIndex;
+  fresh: boolean;
+}
+
 export const policyId = (app: string, workflow: string) => `${app}\u0000${workflow}`;
 
 /**
  * The workflows projection, held per workspace in memory (matching and
- * admission run on every event). Never trusted for a time: every `of()`
- * reads the workspace's committed index version (one primary-key read,
- * shared by the calls that arrive together) and reloads when it moved. A
- * registration is answered only after its version committed here, so the
+ * admission run on every event). Never trusted for a time: `of()` reads the
+ * workspace's committed index version (one primary-key read, shared by the
+ * calls that arrive together) and reloads when it moved; `cached()` skips
+ * the read for a caller that checks the version in the statement that acts
+ * on the index (ingest's plain path) and comes back to `of()` when it moved.
+ * A registration is answered only after its version committed here, so the
  * next event on any replica sees it (docs/architecture.md, "Registration is
  * read-your-writes").
  */
@@ -42,17 +51,24 @@ export class WorkflowIndex {
     this.versions = new FreshRead((ws) => indexVersionOf(db, ws));
   }
 
-  async of(workspaceId: string): Promise<WorkspaceIndex> {
+  async of(workspaceId: string): Promise<IndexView> {
     const version = await this.versions.read(workspaceId);
     const hit = this.cache.get(workspaceId);
-    if (hit && hit.version >= version) return hit.ix;
+    if (hit && hit.version >= version) return { version: hit.version, ix: await hit.ix, fresh: true };
     // Rows read after the version are at least as new as it.
     const ix = this.load(workspaceId);
     this.cache.set(workspaceId, { version, ix });
     ix.catch(() => {
       if (this.cache.get(workspaceId)?.ix === ix) this.cache.delete(workspaceId);
     });
-    return ix;
+    return { version, ix: await ix, fresh: true };
+  }
+
+  /** The index as held, unchecked: its `version` must be checked where it is acted on. */
+  async cached(workspaceId: string): Promise<IndexView> {
+    const hit = this.cache.get(workspaceId);
+    if (!hit) return this.of(workspaceId);
+    return { version: hit.version, ix: await hit.ix, fresh: false };
   }
 
   private async load(workspaceId: string): Promise<WorkspaceIndex> {

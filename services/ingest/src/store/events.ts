@@ -45,12 +45,13 @@ export async function insertEvents(tx: Database, events: NewEvent[]): Promise<Se
 /** The columns of an event row as it travels in a jsonb parameter (see eventRowsJson). */
 const EVENT_COLUMNS = 'id text, workspace_id text, name text, app text, source text, data text, dedupe_id text, runner text, target_app text';
 
-function eventRowsJson(events: (NewEvent & { triggered?: unknown[]; woke?: number })[]): string {
+function eventRowsJson(events: (NewEvent & { triggered?: unknown[]; woke?: number; ixVersion?: number })[]): string {
   return `[${events
     .map((e) =>
       JSON.stringify({
         id: e.id, workspace_id: e.workspaceId, name: e.name, app: e.app ?? null, source: e.source, data: e.dataJson, dedupe_id: e.dedupeId ?? null,
         runner: e.runner ?? null, target_app: e.targetApp ?? null, triggered: e.triggered ?? [], woke: e.woke ?? 0,
+        ix_version: e.ixVersion ?? null,
       }),
     )
     .join(',')}]`;
@@ -68,21 +69,29 @@ export interface EventOutboxRow {
  * The whole record of events that pass no gate (no dedupe id, no flow
  * control): the rows with their outcomes and the outbox rows of their runs,
  * in ONE statement, so an ordinary event costs one round trip and no
- * transaction. An id already there (a redelivered emit) writes nothing,
- * outbox rows included.
- * @returns the ids inserted, and the outbox row id of each msgId written
+ * transaction. An event matched against its workspace's index as cached
+ * (`ixVersion`, not read for it) is checked here: where the index has moved
+ * (a registration or a suspension committed before this statement), the
+ * event writes nothing and comes back `stale`, to be matched again. An id already there (a
+ * redelivered emit) writes nothing, outbox rows included.
+ * @returns the ids inserted, the stale ones, and the outbox row id of each msgId written
  */
 export async function recordEvents(
   db: Database,
-  events: (NewEvent & { triggered: unknown[]; woke: number })[],
+  events: (NewEvent & { triggered: unknown[]; woke: number; ixVersion?: number })[],
   outbox: EventOutboxRow[],
-): Promise<{ inserted: Set<string>; outboxIds: Map<string, number> }> {
-  if (events.length === 0) return { inserted: new Set(), outboxIds: new Map() };
-  const rows = await db.query<{ inserted: string[] | null; outbox: [number, string][] | null }>(
-    `with e as (
+): Promise<{ inserted: Set<string>; stale: Set<string>; outboxIds: Map<string, number> }> {
+  if (events.length === 0) return { inserted: new Set(), stale: new Set(), outboxIds: new Map() };
+  const rows = await db.query<{ inserted: string[] | null; stale: string[] | null; outbox: [number, string][] | null }>(
+    `with given as (
+       select * from jsonb_to_recordset($1::jsonb) as g(${EVENT_COLUMNS}, triggered jsonb, woke int, ix_version bigint)
+     ), valid as (
+       select g.* from given g
+        where g.ix_version is null or g.ix_version = coalesce((select v.version from ingest.index_versions v where v.workspace_id = g.workspace_id), 0)
+     ), e as (
        insert into ingest.events (id, workspace_id, name, app, source, data, dedupe_id, runner, target_app, triggered, woke)
-       select e.id, e.workspace_id, e.name, e.app, e.source, e.data, e.dedupe_id, e.runner, e.target_app, e.triggered, e.woke
-         from jsonb_to_recordset($1::jsonb) as e(${EVENT_COLUMNS}, triggered jsonb, woke int)
+       select c.id, c.workspace_id, c.name, c.app, c.source, c.data, c.dedupe_id, c.runner, c.target_app, c.triggered, c.woke
+         from valid c
        on conflict (id) do nothing returning id
      ), o as (
        insert into ingest.outbox (subject, msg_id, payload)
@@ -91,6 +100,7 @@ export async function recordEvents(
        returning id, msg_id
      )
      select (select array_agg(id) from e) as inserted,
+            (select array_agg(g.id) from given g where not exists (select 1 from valid c where c.id = g.id)) as stale,
             (select json_agg(json_build_array(id, msg_id)) from o) as outbox`,
     [
       eventRowsJson(events),
@@ -100,6 +110,7 @@ export async function recordEvents(
   const row = rows[0];
   return {
     inserted: new Set(row?.inserted ?? []),
+    stale: new Set(row?.stale ?? []),
     outboxIds: new Map((row?.outbox ?? []).map(([id, msgId]) => [msgId, Number(id)])),
   };
 }
