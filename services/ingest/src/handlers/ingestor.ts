@@ -172,9 +172,10 @@ export class Ingestor {
   }
 
   private async commit(group: Job[]): Promise<void> {
+    const plain = group[0]!.plain;
+    let written: { results: IngestResult[][]; pending: PendingPublish; stale: Set<Job> };
     try {
-      const plain = group[0]!.plain;
-      const { results, pending, stale } = plain
+      written = plain
         ? await this.recordPlain(group)
         : await withTxRetry(this.d.db, async (tx) => {
             await lockAll(tx, group.flatMap((j) => j.locks));
@@ -182,19 +183,27 @@ export class Ingestor {
             const results = await this.accept(tx, group, out);
             return { results, pending: await this.d.outbox.enqueue(tx, out), stale: new Set<Job>() };
           });
-      if (tracer()) {
-        const started = startedRuns(pending);
-        for (const j of group) j.started = started;
-      }
-      // The outbox rows are the durable copy: publish now (the relay covers a crash).
-      void this.d.outbox.afterCommit(pending);
-      if (plain) await this.settleWakes(group, results, stale);
-      group.forEach((j, i) => j.resolve(stale.has(j) ? 'stale' : results[i]!));
     } catch (err) {
       // One call's bad row must not fail the calls it shared a transaction with: each alone again.
       if (group.length > 1) await Promise.all(group.map((j) => this.commit([j])));
       else group[0]!.reject(err);
+      return;
     }
+    const { results, pending, stale } = written;
+    if (tracer()) {
+      const started = startedRuns(pending);
+      for (const j of group) j.started = started;
+    }
+    // The outbox rows are the durable copy: publish now (the relay covers a crash).
+    void this.d.outbox.afterCommit(pending);
+    try {
+      if (plain) await this.settleWakes(group, results, stale);
+    } catch (err) {
+      // Recorded, but a wake may be neither done nor queued: no 202 (as after a crash here, see settleWakes).
+      group.forEach((j) => (stale.has(j) ? j.resolve('stale') : j.reject(err)));
+      return;
+    }
+    group.forEach((j, i) => j.resolve(stale.has(j) ? 'stale' : results[i]!));
   }
 
   /**
