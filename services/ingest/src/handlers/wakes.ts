@@ -29,8 +29,8 @@ const SINGLE_FOR_MS = 60_000;
  * events of a workspace that arrive in one event-loop turn, or while its
  * calls are in flight, go in one `waiters.wakeMany` (one request and one
  * indexed read for all of them, where each event used to cost its own).
- * The first event of a quiet moment goes at the end of its turn, so an
- * idle event waits for nothing. A batch carries its first event's caller
+ * In a quiet moment the call goes at once (the 202 waits for it), with
+ * the events of the one call that brought them. A batch carries its first event's caller
  * (workspace and request id): the others' traces do not link to it.
  */
 export class Wakes {
@@ -45,7 +45,12 @@ export class Wakes {
       let q = this.queues.get(caller.workspaceId);
       if (!q) this.queues.set(caller.workspaceId, (q = { items: [], inFlight: 0 }));
       q.items.push({ caller, body, resolve });
-      if (q.items.length === 1 && q.inFlight < MAX_IN_FLIGHT) setImmediate(() => this.drain(caller.workspaceId));
+      if (q.items.length > 1 || q.inFlight >= MAX_IN_FLIGHT) return;
+      // In a quiet moment the call goes as soon as the caller's synchronous part is done (all the events of
+      // one POST): ahead of the event's statement, as the 202 waits for its answer. With a call in flight,
+      // the events of this turn go together at its end.
+      if (q.inFlight === 0) queueMicrotask(() => this.drain(caller.workspaceId));
+      else setImmediate(() => this.drain(caller.workspaceId));
     });
   }
 
