@@ -29,9 +29,10 @@ const SINGLE_FOR_MS = 60_000;
  * events of a workspace that arrive in one event-loop turn, or while its
  * calls are in flight, go in one `waiters.wakeMany` (one request and one
  * indexed read for all of them, where each event used to cost its own).
- * In a quiet moment the call goes at once (the 202 waits for it), with
- * the events of the one call that brought them. A batch carries its first event's caller
- * (workspace and request id): the others' traces do not link to it.
+ * In a quiet moment the call goes at once (the 202 waits for its answer),
+ * with all the events of the request that brought them. A batch carries
+ * its first event's caller (workspace and request id): the others' traces
+ * do not link to it.
  */
 export class Wakes {
   private readonly queues = new Map<string, { items: Pending[]; inFlight: number }>();

@@ -72,8 +72,8 @@ export interface EventOutboxRow {
  * transaction. An event matched against its workspace's index as cached
  * (`ixVersion`, not read for it) is checked here: where the index has moved
  * (a registration or a suspension committed before this statement), the
- * event writes nothing and comes back `stale`, to be matched again. An id already there (a
- * redelivered emit) writes nothing, outbox rows included.
+ * event writes nothing and comes back `stale`, to be matched again. An id
+ * already there (a redelivered emit) writes nothing, outbox rows included.
  * @returns the ids inserted, the stale ones, and the outbox row id of each msgId written
  */
 export async function recordEvents(
