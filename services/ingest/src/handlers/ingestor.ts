@@ -135,17 +135,19 @@ export class Ingestor {
 
   /** Match the events on `view` and settle what the write needs; a non-plain job is matched on a fresh read (it has no check). */
   private async jobOf(caller: Caller, items: Incoming[], started: ReturnType<Ingestor['begin']>[], view: IndexView): Promise<Omit<Job, 'resolve' | 'reject'>> {
-    let prepared = await Promise.all(items.map((item, i) => this.prepare(caller, view.ix, item, started[i]!)));
     // SPEC POST /events: a suspended workspace wakes waiters and starts nothing. The gateway knows first; the projection covers emits.
-    let plain = isPlain(prepared, view.ix, caller.suspended === true || view.ix.suspended);
+    const suspendedIn = (ix: WorkspaceIndex) => caller.suspended === true || ix.suspended;
+    const prepareOn = (ix: WorkspaceIndex) => Promise.all(items.map((item, i) => this.prepare(caller, ix, item, started[i]!)));
+    let prepared = await prepareOn(view.ix);
+    let plain = isPlain(prepared, view.ix, suspendedIn(view.ix));
     if (!plain && !view.fresh) {
       const read = await this.d.index.of(caller.workspaceId);
-      if (read.version !== view.version) prepared = await Promise.all(items.map((item, i) => this.prepare(caller, read.ix, item, started[i]!)));
+      if (read.version !== view.version) prepared = await prepareOn(read.ix);
       view = read;
-      plain = isPlain(prepared, view.ix, caller.suspended === true || view.ix.suspended);
+      plain = isPlain(prepared, view.ix, suspendedIn(view.ix));
     }
     const { ix } = view;
-    const suspended = caller.suspended === true || ix.suspended;
+    const suspended = suspendedIn(ix);
     if (this.d.db.kind === 'pglite') await Promise.all(prepared.map((p) => p.wake));
     const singletons = suspended ? new Map<string, SingletonCheck>() : await this.singletonChecks(caller, ix, prepared);
     const locks = this.lockNames(caller, ix, prepared, suspended);
@@ -354,7 +356,7 @@ export class Ingestor {
    */
   private async recordPlain(group: Job[]): Promise<{ results: IngestResult[][]; pending: PendingPublish; stale: Set<Job> }> {
     const results = group.map((j) => j.prepared.map(() => ({ ...emptyResult(), suspended: j.suspended })));
-    const rows: (NewEvent & { triggered: unknown[]; woke: number; ixVersion?: number })[] = [];
+    const rows: (NewEvent & { triggered: unknown[]; ixVersion?: number })[] = [];
     const outbox: EventOutboxRow[] = [];
     const seenIds = new Set<string>();
     for (const [gi, j] of group.entries()) {
@@ -378,7 +380,7 @@ export class Ingestor {
         if (result.triggered.length === 1 && result.triggered[0]!.runId) result.runId = result.triggered[0]!.runId;
         rows.push({
           id: p.id, workspaceId: j.caller.workspaceId, name: ev.name, app: ev.app, source, dataJson: ev.dataJson, runner: ev.runner, targetApp: ev.targetApp,
-          triggered: logged(result.triggered), woke: 0, ixVersion: j.ixVersion,
+          triggered: logged(result.triggered), ixVersion: j.ixVersion,
         });
         for (const m of out) outbox.push({ eventId: p.id, ...m });
       }

@@ -45,12 +45,12 @@ export async function insertEvents(tx: Database, events: NewEvent[]): Promise<Se
 /** The columns of an event row as it travels in a jsonb parameter (see eventRowsJson). */
 const EVENT_COLUMNS = 'id text, workspace_id text, name text, app text, source text, data text, dedupe_id text, runner text, target_app text';
 
-function eventRowsJson(events: (NewEvent & { triggered?: unknown[]; woke?: number; ixVersion?: number })[]): string {
+function eventRowsJson(events: (NewEvent & { triggered?: unknown[]; ixVersion?: number })[]): string {
   return `[${events
     .map((e) =>
       JSON.stringify({
         id: e.id, workspace_id: e.workspaceId, name: e.name, app: e.app ?? null, source: e.source, data: e.dataJson, dedupe_id: e.dedupeId ?? null,
-        runner: e.runner ?? null, target_app: e.targetApp ?? null, triggered: e.triggered ?? [], woke: e.woke ?? 0,
+        runner: e.runner ?? null, target_app: e.targetApp ?? null, triggered: e.triggered ?? [],
         ix_version: e.ixVersion ?? null,
       }),
     )
@@ -67,7 +67,8 @@ export interface EventOutboxRow {
 
 /**
  * The whole record of events that pass no gate (no dedupe id, no flow
- * control): the rows with their outcomes and the outbox rows of their runs,
+ * control): the rows with the runs they started and the outbox rows of those
+ * runs (`woke` is written by setOutcomes once the wake answered, if any),
  * in ONE statement, so an ordinary event costs one round trip and no
  * transaction. An event matched against its workspace's index as cached
  * (`ixVersion`, not read for it) is checked here: where the index has moved
@@ -78,19 +79,19 @@ export interface EventOutboxRow {
  */
 export async function recordEvents(
   db: Database,
-  events: (NewEvent & { triggered: unknown[]; woke: number; ixVersion?: number })[],
+  events: (NewEvent & { triggered: unknown[]; ixVersion?: number })[],
   outbox: EventOutboxRow[],
 ): Promise<{ inserted: Set<string>; stale: Set<string>; outboxIds: Map<string, number> }> {
   if (events.length === 0) return { inserted: new Set(), stale: new Set(), outboxIds: new Map() };
   const rows = await db.query<{ inserted: string[] | null; stale: string[] | null; outbox: [number, string][] | null }>(
     `with given as (
-       select * from jsonb_to_recordset($1::jsonb) as g(${EVENT_COLUMNS}, triggered jsonb, woke int, ix_version bigint)
+       select * from jsonb_to_recordset($1::jsonb) as g(${EVENT_COLUMNS}, triggered jsonb, ix_version bigint)
      ), valid as (
        select g.* from given g
         where g.ix_version is null or g.ix_version = coalesce((select v.version from ingest.index_versions v where v.workspace_id = g.workspace_id), 0)
      ), e as (
        insert into ingest.events (id, workspace_id, name, app, source, data, dedupe_id, runner, target_app, triggered, woke)
-       select c.id, c.workspace_id, c.name, c.app, c.source, c.data, c.dedupe_id, c.runner, c.target_app, c.triggered, c.woke
+       select c.id, c.workspace_id, c.name, c.app, c.source, c.data, c.dedupe_id, c.runner, c.target_app, c.triggered, 0
          from valid c
        on conflict (id) do nothing returning id
      ), o as (
