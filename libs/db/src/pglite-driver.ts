@@ -3,10 +3,11 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { PGlite, type Transaction } from '@electric-sql/pglite';
+import { PGlite } from '@electric-sql/pglite';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { drizzle, PgliteSession, PgliteTransaction } from 'drizzle-orm/pglite';
 import { AUTOVACUUM_NAPTIME_MS, vacuumDueTables } from './embedded-vacuum.js';
+import { preparedClient, type PgliteTx } from './pglite-statements.js';
 import { healthy } from './postgres-driver.js';
 import { execScript, type ScriptRunner } from './symbols.js';
 import { TEXT_PASSTHROUGH_OIDS } from './types-parse.js';
@@ -40,7 +41,8 @@ export async function openPglite(dataDir?: string): Promise<Database> {
   const pg = await PGlite.create({ ...(dataDir ? { dataDir } : {}), parsers, startParams: START_PARAMS });
   // Text output of timestamps in UTC, as on the postgres.js driver.
   await pg.exec(`set timezone to 'UTC'`);
-  const root = drizzle(pg) as unknown as Drizzle;
+  const client = preparedClient(pg);
+  const root = drizzle(client as unknown as PGlite) as unknown as Drizzle;
   const dialect = new PgDialect();
   let vacuuming: Promise<unknown> = Promise.resolve();
   const vacuum = setInterval(() => {
@@ -52,10 +54,10 @@ export async function openPglite(dataDir?: string): Promise<Database> {
   const db: Database & ScriptRunner = {
     kind: 'pglite',
     drizzle: root,
-    query: async <T>(text: string, params?: unknown[]) => (await pg.query<T>(text, params)).rows,
+    query: async <T>(text: string, params?: unknown[]) => (await client.query<T>(text, params)).rows,
     // PGlite is one connection: a transaction holds it, and queries on the
     // root Database wait until it ends (so never use the root inside `fn`).
-    tx: (fn) => pg.transaction((t) => fn(bindTx(t, dialect))),
+    tx: (fn) => client.transaction((t) => fn(bindTx(t, dialect))),
     healthy: () => healthy(db),
     close: async () => {
       clearInterval(vacuum);
@@ -69,14 +71,14 @@ export async function openPglite(dataDir?: string): Promise<Database> {
   return db;
 }
 
-function bindTx(t: Transaction, dialect: PgDialect): Database {
+function bindTx(t: PgliteTx, dialect: PgDialect): Database {
   let bound: Drizzle | undefined;
   const db: Database & ScriptRunner = {
     kind: 'pglite',
     get drizzle() {
       bound ??= new PgliteTransaction(
         dialect,
-        new PgliteSession(t, dialect, undefined, {}),
+        new PgliteSession(t as unknown as PGlite, dialect, undefined, {}),
         undefined,
       ) as unknown as Drizzle;
       return bound;
