@@ -21,6 +21,15 @@ interface Pending {
 const MAX_IN_FLIGHT = 2;
 /** A call in flight longer than this no longer holds back the next batch. */
 const SLOW_CALL_MS = 50;
+/**
+ * When the last call (of any workspace) left longer ago than this, it is a
+ * quiet moment: the next event's call goes at once. Under load calls leave every turn, and the
+ * events of a turn go together at its end (in one process, where an answer
+ * comes back within the turn, "no call in flight" alone said quiet for every
+ * event and sent each in a call of its own: embedded W5 one at a time 3.3x
+ * slower).
+ */
+const QUIET_AFTER_MS = 1;
 /** How long an old scheduler (no `waiters.wakeMany`, mid-upgrade) is asked one event at a time before trying again. */
 const SINGLE_FOR_MS = 60_000;
 
@@ -36,6 +45,8 @@ const SINGLE_FOR_MS = 60_000;
  */
 export class Wakes {
   private readonly queues = new Map<string, { items: Pending[]; inFlight: number }>();
+  /** performance.now() of the last call: what tells a quiet moment. */
+  private lastCall = -Infinity;
   private singleUntil = 0;
 
   constructor(private readonly d: { bus: Bus; log: Logger }) {}
@@ -48,9 +59,10 @@ export class Wakes {
       q.items.push({ caller, body, resolve });
       if (q.items.length > 1 || q.inFlight >= MAX_IN_FLIGHT) return;
       // In a quiet moment the call goes as soon as the caller's synchronous part is done (all the events of
-      // one POST): ahead of the event's statement, as the 202 waits for its answer. With a call in flight,
-      // the events of this turn go together at its end.
-      if (q.inFlight === 0) queueMicrotask(() => this.drain(caller.workspaceId));
+      // one POST): ahead of the event's statement, as the 202 waits for its answer. Otherwise the events of
+      // this turn go together at its end.
+      const quiet = q.inFlight === 0 && performance.now() - this.lastCall > QUIET_AFTER_MS;
+      if (quiet) queueMicrotask(() => this.drain(caller.workspaceId));
       else setImmediate(() => this.drain(caller.workspaceId));
     });
   }
@@ -61,6 +73,7 @@ export class Wakes {
     while (q.items.length > 0 && q.inFlight < MAX_IN_FLIGHT) {
       const batch = q.items.splice(0, WAKE_BATCH_MAX);
       q.inFlight++;
+      this.lastCall = performance.now();
       let released = false;
       const release = () => {
         if (released) return;
