@@ -188,6 +188,29 @@ describe.each(modes())('ingest events (%s)', (mode) => {
     }
   });
 
+  it('asks about the events of one turn together even when each answer comes back within the turn (one process)', async () => {
+    // Its own Wakes, so the service's traffic does not make the moment quiet or busy.
+    const wakes = new Wakes({ bus: h.bus, log: createLogger({ level: 'silent' }) });
+    const caller = { workspaceId: h.ws, actor: 'test', keyKind: 'secret', requestId: '' };
+    // A call that has just been answered: not a quiet moment.
+    await wakes.wake(caller, JSON.stringify({ name: 'turn.first', data: {} }));
+    const mark = h.wakeBatches.length;
+    // Twenty events, each from a callback of its own in one turn, as requests read together off their sockets.
+    const out = await new Promise<unknown[]>((resolve) => {
+      const all: Promise<unknown>[] = [];
+      for (let i = 0; i < 20; i++) {
+        setImmediate(() => {
+          all.push(wakes.wake(caller, JSON.stringify({ name: 'turn.each', data: { i } })));
+          if (all.length === 20) resolve(Promise.all(all));
+        });
+      }
+    });
+    expect(out).toHaveLength(20);
+    const calls = h.wakeBatches.slice(mark);
+    expect(calls.reduce((a, b) => a + b, 0)).toBe(20);
+    expect(calls.length).toBeLessThanOrEqual(3);
+  });
+
   it('wakes one event at a time when the scheduler has no waiters.wakeMany (an older one, mid-upgrade)', async () => {
     const many = h.scheduler['waiters.wakeMany']!;
     delete h.scheduler['waiters.wakeMany'];
