@@ -70,18 +70,21 @@ class Statements {
     // A caller-given parameter type changes what is prepared: PGlite's own path.
     if (options?.paramTypes) return this.pg.query<T>(text, params, options);
     if (this.pg.closed) return Promise.reject(new Error('PGlite is closed'));
-    return this.pg.runExclusive(async () => {
-      try {
-        return await this.#execute<T>(text, params, options);
-      } catch (err) {
-        if ((err as { code?: string }).code !== PLAN_SHAPE_CHANGED || !this.#byText.has(text)) throw withQuery(err, text, params, options);
-        await this.#close(text);
-        if (!mayRetry) throw withQuery(err, text, params, options);
-        return this.#execute<T>(text, params, options).catch((e: unknown) => {
-          throw withQuery(e, text, params, options);
-        });
-      }
-    });
+    return this.pg
+      .runExclusive(async () => {
+        try {
+          return await this.#execute<T>(text, params, options);
+        } catch (err) {
+          // A table under a cached plan changed shape: prepare the text again.
+          if ((err as { code?: string }).code !== PLAN_SHAPE_CHANGED || !this.#byText.has(text)) throw err;
+          await this.#close(text);
+          if (!mayRetry) throw err;
+          return this.#execute<T>(text, params, options);
+        }
+      })
+      .catch((err: unknown) => {
+        throw withQuery(err, text, params, options);
+      });
   }
 
   async #execute<T>(text: string, params: unknown[], options: QueryOptions | undefined): Promise<Results<T>> {

@@ -23,11 +23,10 @@ const MAX_IN_FLIGHT = 2;
 const SLOW_CALL_MS = 50;
 /**
  * When the last call (of any workspace) left longer ago than this, it is a
- * quiet moment: the next event's call goes at once. Under load calls leave every turn, and the
- * events of a turn go together at its end (in one process, where an answer
- * comes back within the turn, "no call in flight" alone said quiet for every
- * event and sent each in a call of its own: embedded W5 one at a time 3.3x
- * slower).
+ * quiet moment: the next event's call goes at once. Otherwise the events of
+ * a turn go together at its end. "No call in flight" alone is no sign of
+ * quiet in one process, where an answer comes back within the turn: every
+ * event went in a call of its own (embedded W5 one at a time 3x slower).
  */
 const QUIET_AFTER_MS = 1;
 /** How long an old scheduler (no `waiters.wakeMany`, mid-upgrade) is asked one event at a time before trying again. */
