@@ -244,6 +244,9 @@ class JetStreamBus implements Bus {
    */
   private roundTrip(subject: string, data: Uint8Array, headers: MsgHdrs | undefined, timeout: number, idleMs?: number): Promise<Msg> {
     this.assertOpen();
+    // What was emitted before goes out before: a run's end frame ahead of its RunFinished, whose consumers
+    // (the gateway's usage meter among them) would otherwise take the turn the frame's relay waits for.
+    if (this.emitBatch.length > 0) this.flushEmits();
     const mux = this.requestMux();
     const token = String(++mux.seq);
     return new Promise<Msg>((resolve, reject) => {

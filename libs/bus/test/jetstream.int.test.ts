@@ -2,10 +2,10 @@ import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { connectJetStreamBus } from '../src/index.js';
+import { connectJetStreamBus, type Bus } from '../src/index.js';
 import { runBusContract, type DoomedResponder } from './bus-contract.js';
 
 // TEST_NATS_URL is what the int project's globalSetup found (or started).
@@ -65,6 +65,43 @@ async function separateResponder(subject: string): Promise<DoomedResponder> {
 
 if (await reachable()) {
   runBusContract('jetstream', () => connectJetStreamBus({ servers: url, name: 'bus-contract' }), { cleanup, separateResponder });
+
+  // Live frames are batched to the end of the turn; a durable fact published after them must not overtake
+  // them (a run's end frame would reach the gateway behind its RunFinished, whose consumers take that turn).
+  describe('jetstream bus: emit, then publish', () => {
+    const id = Math.random().toString(36).slice(2, 10);
+    const stream = `ORD_${id}`.toUpperCase();
+    let bus: Bus;
+    beforeAll(async () => {
+      bus = await connectJetStreamBus({ servers: url, name: 'bus-order' });
+      await bus.ensureStream({ name: stream, subjects: [`ord${id}.>`] });
+    });
+    afterAll(async () => {
+      await bus.close();
+      await cleanup({ streams: [stream], dlqReaders: [] });
+    });
+
+    it('what was emitted before a publish or a request goes out before it', async () => {
+      const order: string[] = [];
+      const dec = new TextDecoder();
+      const enc = (s: string) => new TextEncoder().encode(s);
+      const subs = [
+        bus.subscribe(`live${id}.frames`, (data) => order.push(dec.decode(data))),
+        bus.subscribe(`ord${id}.fact`, (data) => order.push(dec.decode(data))),
+        bus.respond(`req${id}.ask`, 'q', async (data) => (order.push(dec.decode(data)), enc('ok'))),
+      ];
+      for (let i = 0; i < 3; i++) {
+        bus.emit(`live${id}.frames`, enc(`frame ${i}`));
+        await bus.publish(`ord${id}.fact`, enc(`fact ${i}`));
+        bus.emit(`live${id}.frames`, enc(`frame ${i}b`));
+        await bus.request(`req${id}.ask`, enc(`ask ${i}`), { timeoutMs: 5000 });
+      }
+      const deadline = Date.now() + 5000;
+      while (order.length < 12 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      expect(order).toEqual([0, 1, 2].flatMap((i) => [`frame ${i}`, `fact ${i}`, `frame ${i}b`, `ask ${i}`]));
+      for (const s of subs) await s.stop();
+    });
+  });
 } else if (ci) {
   describe('jetstream bus', () => {
     it('reaches NATS', () => {
