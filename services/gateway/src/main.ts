@@ -108,7 +108,7 @@ export async function startGateway(
   app.use(notFoundHandler);
   app.use(errorMiddleware(log));
   // The hot POST routes skip express (fast-routes.ts); everything else is the app's.
-  const http: HttpListener = await listen(app, cfg.HOST, cfg.PORT ?? 8288, fastRoutes(ROUTES, { bus, auth, log }));
+  const http: HttpListener = await listen(app, cfg.HOST, cfg.PORT ?? 8288, fastRoutes(ROUTES, { bus, auth, log, streams: sse }));
   attachConnect(http.server, { auth, log, sealKey, local: opts.connect, others: opts.upgrades, invokerUrl: cfg.SERVICE_INVOKER_URL });
   http.server.on('clientError', clientErrorAnswer);
 

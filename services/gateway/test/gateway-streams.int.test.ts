@@ -230,6 +230,86 @@ d('gateway streams', () => {
     await until(() => g.gw.openStreams() === before && g.gw.liveSubscriptions() === subsBefore, 5000, 'every stream and its subscription to close');
   });
 
+  describe('runs a POST /events just announced', () => {
+    /** What ingest answers next: a 202 naming `announce` as the runs it started. */
+    let announce: string[] = [];
+    const post = async (ids: string[]) => {
+      announce = ids;
+      const r = await http(g.base, 'POST', '/v1/events', { key: g.secretKey, body: { name: 'order.placed' } });
+      expect(r.status).toBe(202);
+    };
+    beforeAll(() => {
+      g.stub('ingest', {
+        'events.ingest': async () => ({ status: 202, body: { runId: announce[0], woke: 0, triggered: announce.map((runId) => ({ workflow: 'w', app: 'a', runId })) } }),
+      });
+    });
+
+    it('are followed from their first frame: the stream that comes next reads no backlog', async () => {
+      const id = ids.run();
+      await post([id]);
+      commit(id, [status('queued'), status('running')]);
+      const before = timelineCalls;
+      const s = await sse(g.base, `/v1/runs/${id}/stream`, { key: g.secretKey });
+      await s.waitFor(2);
+      commit(id, [...logs(3), status('succeeded')]);
+      await s.ended;
+      expect(seqs(s.events)).toEqual(range(1, 6));
+      expect(timelineCalls - before).toBe(0);
+    });
+
+    it('a stream opened before the first frame waits for it, and a batch announces each of its runs', async () => {
+      const [a, b] = [ids.run(), ids.run()];
+      await post([a, b]);
+      const before = timelineCalls;
+      const sa = sse(g.base, `/v1/runs/${a}/stream`, { key: g.secretKey });
+      const sb = sse(g.base, `/v1/runs/${b}/stream`, { key: g.secretKey });
+      await sleep(5);
+      commit(a, [status('queued'), status('succeeded')]);
+      commit(b, [status('queued'), status('succeeded')]);
+      for (const s of await Promise.all([sa, sb])) {
+        await s.ended;
+        expect(seqs(s.events)).toEqual([1, 2]);
+      }
+      expect(timelineCalls - before).toBe(0);
+    });
+
+    it('a tail that missed the first frame, or lost one, reads storage and sends every frame once', async () => {
+      const early = ids.run();
+      commit(early, [status('queued'), status('running')]); // went live before the 202: nobody heard it
+      await post([early]);
+      commit(early, logs(1));
+      let before = timelineCalls;
+      const s1 = await sse(g.base, `/v1/runs/${early}/stream`, { key: g.secretKey });
+      await s1.waitFor(3);
+      expect(timelineCalls - before).toBeGreaterThanOrEqual(1);
+      commit(early, [status('succeeded')]);
+      await s1.ended;
+      expect(seqs(s1.events)).toEqual(range(1, 4));
+
+      const lossy = ids.run();
+      await post([lossy]);
+      commit(lossy, [status('queued'), status('running'), ...logs(2)], (seq) => seq !== 2);
+      before = timelineCalls;
+      const s2 = await sse(g.base, `/v1/runs/${lossy}/stream`, { key: g.secretKey });
+      commit(lossy, [status('succeeded')]);
+      await s2.ended;
+      expect(seqs(s2.events)).toEqual(range(1, 5));
+      expect(timelineCalls - before).toBeGreaterThanOrEqual(1);
+    });
+
+    it('another workspace cannot take the tail of a run it did not start', async () => {
+      const id = ids.run().replace(/.$/, '1');
+      await post([id]);
+      commit(id, [status('queued'), status('succeeded')]);
+      const ws = (await http(g.base, 'POST', '/v1/admin/workspaces', { key: g.adminToken, body: { name: 'tail-other' } })).body;
+      const foreign = await sse(g.base, `/v1/runs/${id}/stream`, { key: ws.secretKey });
+      expect(foreign.status).toBe(404);
+      const own = await sse(g.base, `/v1/runs/${id}/stream`, { key: g.secretKey });
+      await own.ended;
+      expect(seqs(own.events)).toEqual([1, 2]);
+    }, 20_000);
+  });
+
   it('closes open streams cleanly on shutdown', async () => {
     const g2 = await startTestGateway({ gateway: { streams: { heartbeatMs: 1000 } } });
     try {

@@ -8,11 +8,13 @@ import type { Authenticator } from './auth.js';
 import { forwardRoute, validateInput } from './forward.js';
 import type { RouteSpec } from './route-table.js';
 import { authenticate } from './routes.js';
+import type { Streams } from './streams.js';
 
 interface Deps {
   bus: Bus;
   auth: Authenticator;
   log: Logger;
+  streams: Streams;
 }
 
 /**
@@ -54,6 +56,7 @@ async function serve(r: RouteSpec, req: IdentifiedRequest, res: ServerResponse, 
     const caller = await authenticate(d.auth, r, req);
     const v = validateInput(r, { params: {}, query: {}, body: body && { parsed: body.parsed, raw: body.text } }, caller);
     const reply = await forwardRoute(d.bus, r, caller!, v);
+    if (r.announcesRuns && reply.status === 202) d.streams.announced(caller!.workspaceId, reply.bodyJson);
     for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);
     send(res, reply.status, reply.bodyJson);
   } catch (err) {

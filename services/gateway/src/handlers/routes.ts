@@ -91,6 +91,7 @@ export function apiRouter(routes: RouteSpec[], d: RouterDeps): Router {
       const { params, query, body } = v;
       if (r.target.kind === 'local') return local[r.target.name]({ req, res, caller, params, query, body });
       const reply = await forwardRoute(d.bus, r, caller!, v);
+      if (r.announcesRuns && reply.status === 202) d.streams.announced(caller!.workspaceId, reply.bodyJson);
       for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);
       res.status(reply.status);
       if (reply.bodyJson === undefined) res.end();

@@ -5,8 +5,12 @@ import { isServiceError, notFound, ServiceError } from '@dws/protocol';
 import { callApi, subjects, type Caller } from '@dws/runtime';
 import { TimelineMerge, type Frame } from '../domain/timeline.js';
 import { awaitNewRun } from './new-run.js';
+import { announcedRunIds, NewRunTails, parseFrame, type NewRunTailOptions } from './new-run-tails.js';
 
 const dec = new TextDecoder();
+
+/** Runs of one POST /events followed at most (a batch may start hundreds, rarely each followed at once). */
+const MAX_ANNOUNCED = 16;
 
 /** Live tail of ingested events; ingest emits each recorded event here after commit. */
 export const liveEventsSubject = subjects.workspaceEvents;
@@ -23,6 +27,10 @@ export interface StreamOptions {
   pendingRunWaitMs?: number;
   /** A client this far behind (bytes buffered) is cut off; it resumes with Last-Event-ID. @default 8 MiB */
   maxBufferedBytes?: number;
+  /** Runs POST /events announced, followed for the stream that usually comes next (new-run-tails.ts). */
+  newRunTails?: NewRunTailOptions;
+  /** How long the stream of an announced run waits for its first frame before it reads the backlog. @default 20 */
+  firstFrameWaitMs?: number;
 }
 
 /**
@@ -173,7 +181,8 @@ interface TimelinePage {
 export class Streams {
   private readonly open = new Set<SseConnection>();
   private draining = false;
-  private readonly o: Required<StreamOptions>;
+  private readonly o: Required<Omit<StreamOptions, 'newRunTails'>>;
+  private readonly tails: NewRunTails;
 
   constructor(
     private readonly d: { bus: Bus; hub: LiveHub; log: Logger },
@@ -184,7 +193,14 @@ export class Streams {
       resyncMs: opts.resyncMs ?? 5_000,
       pendingRunWaitMs: opts.pendingRunWaitMs ?? 5_000,
       maxBufferedBytes: opts.maxBufferedBytes ?? 8 * 1024 * 1024,
+      firstFrameWaitMs: opts.firstFrameWaitMs ?? 20,
     };
+    this.tails = new NewRunTails(d.hub, subjects.runTimeline, opts.newRunTails);
+  }
+
+  /** A 202 of POST /events (its JSON body) named the runs it started: follow them for the streams that usually come next. */
+  announced(workspaceId: string, replyJson: string | undefined): void {
+    if (!this.draining) this.tails.announced(workspaceId, announcedRunIds(replyJson, MAX_ANNOUNCED));
   }
 
   /** Open streams right now (for /metrics and tests). */
@@ -195,6 +211,7 @@ export class Streams {
   /** SIGTERM: end every open stream cleanly; clients reconnect (to another replica) with Last-Event-ID. */
   drain(): void {
     this.draining = true;
+    this.tails.clear();
     for (const c of [...this.open]) c.close(true);
   }
 
@@ -231,14 +248,7 @@ export class Streams {
       }
     };
 
-    // 1. Subscribe first: a frame committed after the backlog read below is then surely received.
-    const unlisten = this.d.hub.listen(subjects.runTimeline(caller.workspaceId, runId), (data) => {
-      let frame: Frame;
-      try {
-        frame = JSON.parse(dec.decode(data)) as Frame;
-      } catch {
-        return;
-      }
+    const onFrame = (frame: Frame) => {
       lastLive = Date.now();
       if (!conn) {
         early.push(frame);
@@ -250,12 +260,26 @@ export class Streams {
         sendAll(merge.live(frame));
         if (merge.gap && !conn!.isClosed) await resync();
       });
-    });
+    };
 
-    // 2. The backlog; a 404 here is still an ordinary error answer (no SSE headers sent yet).
+    // 1. Subscribe first: a frame committed after the backlog read below is then surely received.
+    // A run this gateway just announced is followed already (new-run-tails.ts).
+    const tail = this.tails.take(caller.workspaceId, runId, onFrame);
+    const unlisten =
+      tail?.unlisten ??
+      this.d.hub.listen(subjects.runTimeline(caller.workspaceId, runId), (data) => {
+        const frame = parseFrame(data);
+        if (frame) onFrame(frame);
+      });
+    for (const f of tail?.frames ?? []) onFrame(f);
+
+    // 2. The backlog, unless this stream has followed the run since before its first frame (seq 1) went live:
+    // then it has every frame. A 404 here is still an ordinary error answer (no SSE headers sent yet).
+    const hasFirst = () => early.some((f) => f.seq === 1);
+    if (tail && early.length === 0) await Promise.race([storedSignal, delay(this.o.firstFrameWaitMs)]);
     let first: TimelinePage;
     try {
-      first = await this.firstPage(caller, runId, merge.last, () => storedSignal);
+      first = tail && hasFirst() ? { status: '', terminal: false, more: false, frames: [] } : await this.firstPage(caller, runId, merge.last, () => storedSignal);
     } catch (err) {
       unlisten();
       throw err;
@@ -330,6 +354,8 @@ export class Streams {
     return awaitNewRun(runId, () => this.timeline(caller, runId, from), { waitMs: this.o.pendingRunWaitMs, stop: () => this.draining, stored });
   }
 }
+
+const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
 
 const shuttingDown = () => new ServiceError(503, 'shutting_down', 'This gateway is shutting down; reconnect.');
 
