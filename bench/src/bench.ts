@@ -234,7 +234,10 @@ async function start(dep: Deployment, workflow: string): Promise<string> {
 }
 
 async function w1(dep: Deployment): Promise<Figures> {
-  return w1Figures(await oneByOne(200, async () => awaitRunEnd(dep, await start(dep, 'w1'))));
+  const figures = w1Figures(await oneByOne(200, async () => awaitRunEnd(dep, await start(dep, 'w1'))));
+  const began = await runStreamsBegan(dep);
+  if (began) process.stderr.write(`  run streams since start, by how each began: ${began}\n`);
+  return figures;
 }
 
 /** The scheduler's group commit histograms (checkpoints, passes) as means, and checkpoints by path (fleet: its own port; embedded: the one process). */
@@ -249,6 +252,16 @@ async function groupCommits(dep: Deployment): Promise<{ mean: number; statements
   // Which way the checkpoints came (socket, direct HTTP, bus): the bench runner should use the socket.
   const paths = [...text.matchAll(/^dws_scheduler_checkpoints_total\{outcome="stored",path="(\w+)"\} (\S+)/gm)].map((m) => `${m[1]} ${m[2]}`).join(', ');
   return count > 0 ? { mean: read('dws_scheduler_checkpoint_batch_size_sum') / count, statements: count, passMean, paths } : undefined;
+}
+
+/** How the gateway's run streams began (a tail followed since the POST, or a backlog read), from its metrics. */
+async function runStreamsBegan(dep: Deployment): Promise<string | undefined> {
+  const ports = dep.ports?.() ?? {};
+  const port = ports.gateway ?? ports.dev;
+  if (!port) return undefined;
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const found = [...text.matchAll(/^dws_gateway_run_streams_total\{began="(\w+)"\} (\S+)/gm)].map((m) => `${m[1]} ${m[2]}`);
+  return found.length ? found.join(', ') : undefined;
 }
 
 /** W2; `w2ws` is W2 with each run's end read off the workspace's run stream (run-ends.ts) instead of a stream per run. */
@@ -277,6 +290,8 @@ async function w2(dep: Deployment, wl = 'w2'): Promise<Figures> {
   const gcShare = Object.entries(g1).map(([k, v]) => `${k} ${Math.round((100 * (v.gcSeconds - (g0[k]?.gcSeconds ?? 0))) / (v.cpuSeconds - (g0[k]?.cpuSeconds ?? 0)))}%`);
   process.stderr.write(`  GC share of CPU over W2: ${gcShare.join(', ')}\n`);
   await heapSnapshots(dep);
+  const began = await runStreamsBegan(dep);
+  if (began) process.stderr.write(`  run streams since start, by how each began: ${began}\n`);
   const batch = await groupCommits(dep);
   if (batch) process.stderr.write(`  checkpoints per statement (group commit, since start): mean ${r1(batch.mean)} over ${batch.statements} statements; stored by path: ${batch.paths}; passes per statement: mean ${r1(batch.passMean)}\n`);
   return {

@@ -2,12 +2,17 @@ import type { Request, Response } from 'express';
 import type { Bus, Subscription } from '@dws/bus';
 import type { Logger } from '@dws/log';
 import { isServiceError, notFound, ServiceError } from '@dws/protocol';
-import { callApi, subjects, type Caller } from '@dws/runtime';
+import { callApi, counter, subjects, type Caller } from '@dws/runtime';
 import { TimelineMerge, type Frame } from '../domain/timeline.js';
 import { awaitNewRun } from './new-run.js';
 import { announcedRunIds, NewRunTails, parseFrame, type NewRunTailOptions } from './new-run-tails.js';
 
 const dec = new TextDecoder();
+
+const runStreams = counter(
+  'dws_gateway_run_streams_total',
+  'Run streams opened, by how each began: tail (it followed its run since the POST /events that started it: no backlog read) or read (the backlog read from the scheduler).',
+);
 
 /** Runs of one POST /events followed at most (a batch may start hundreds, rarely each followed at once). */
 const MAX_ANNOUNCED = 16;
@@ -29,7 +34,7 @@ export interface StreamOptions {
   maxBufferedBytes?: number;
   /** Runs POST /events announced, followed for the stream that usually comes next (new-run-tails.ts). */
   newRunTails?: NewRunTailOptions;
-  /** How long the stream of an announced run waits for its first frame before it reads the backlog. @default 20 */
+  /** How long the stream of an announced run waits for its first frame before it reads the backlog. @default 50 */
   firstFrameWaitMs?: number;
 }
 
@@ -193,7 +198,7 @@ export class Streams {
       resyncMs: opts.resyncMs ?? 5_000,
       pendingRunWaitMs: opts.pendingRunWaitMs ?? 5_000,
       maxBufferedBytes: opts.maxBufferedBytes ?? 8 * 1024 * 1024,
-      firstFrameWaitMs: opts.firstFrameWaitMs ?? 20,
+      firstFrameWaitMs: opts.firstFrameWaitMs ?? 50,
     };
     this.tails = new NewRunTails(d.hub, subjects.runTimeline, opts.newRunTails);
   }
@@ -279,7 +284,9 @@ export class Streams {
     if (tail && early.length === 0) await Promise.race([storedSignal, delay(this.o.firstFrameWaitMs)]);
     let first: TimelinePage;
     try {
-      first = tail && hasFirst() ? { status: '', terminal: false, more: false, frames: [] } : await this.firstPage(caller, runId, merge.last, () => storedSignal);
+      const whole = tail !== undefined && hasFirst();
+      runStreams.inc({ began: whole ? 'tail' : 'read' });
+      first = whole ? { status: '', terminal: false, more: false, frames: [] } : await this.firstPage(caller, runId, merge.last, () => storedSignal);
     } catch (err) {
       unlisten();
       throw err;
