@@ -33,6 +33,10 @@ describe.each(modes)('run stream on %s', (mode) => {
         }
         return { sum };
       });
+      r.workflow('napper', { triggers: [{ event: 'nap.go' }] }, async ({ step }) => {
+        await step.run('first', async () => 1);
+        await step.sleep('nap', 3_600_000);
+      });
     });
   }, 120_000);
 
@@ -104,6 +108,35 @@ describe.each(modes)('run stream on %s', (mode) => {
       expect(page.map((l) => l.seq)).toEqual([logs[2]!.seq, logs[3]!.seq]);
     }
   }, 120_000);
+
+  it('shows a pause, a resume and a cancel on the run stream and the workspace stream at once', async () => {
+    const ev = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'nap.go', data: {} } });
+    const runId = ev.body.runId as string;
+    const stream = await sse(dep.base, `/v1/runs/${runId}/stream`, { key: dep.publicKey });
+    const tail = await sse(dep.base, '/v1/runs/stream', { key: dep.publicKey });
+    const statusOf = (e: { event?: string; data?: string }) => (e.event === 'run_status' ? (JSON.parse(e.data!) as { status: string; runId: string }) : undefined);
+    const onStream = (status: string) => stream.events.some((e) => statusOf(e)?.status === status);
+    const onTail = (status: string) => tail.events.some((e) => statusOf(e)?.runId === runId && statusOf(e)?.status === status);
+    // Within 2 s: well under the 5 s after which a quiet stream rereads storage, all that showed these before.
+    const soon = async (what: string, cond: () => boolean) => {
+      const end = Date.now() + 2000;
+      while (!cond()) {
+        if (Date.now() > end) throw new Error(`not shown within 2 s: ${what}`);
+        await sleep(20);
+      }
+    };
+    await eventually('the run asleep', async () => (await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.publicKey })).body.status === 'waiting' || undefined);
+    for (const [action, status] of [['pause', 'paused'], ['resume', 'queued'], ['cancel', 'cancelled']] as const) {
+      if (action === 'cancel') await eventually('the run asleep again', async () => (await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.publicKey })).body.status === 'waiting' || undefined);
+      expect((await api(dep.base, 'POST', `/v1/runs/${runId}/${action}`, { key: dep.secretKey })).status).toBe(200);
+      await soon(`${status} on the run stream`, () => onStream(status));
+      await soon(`${status} on the workspace stream`, () => onTail(status));
+    }
+    await stream.ended;
+    const seqs = stream.events.filter((e) => e.id !== undefined).map((e) => Number(e.id));
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+    tail.close();
+  }, 60_000);
 
   it('ends open streams cleanly when the gateway gets SIGTERM', async () => {
     const ev = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'stream.go' } });

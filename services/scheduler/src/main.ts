@@ -9,6 +9,7 @@ import { DirectRoutes } from './engine/direct-routes.js';
 import { consumeApprovalsListed, consumeDeferredWakes, consumeResolves, consumeStartRuns, consumeWorkflowFacts, serveDirectStarts } from './handlers/commands.js';
 import { schedulerApi } from './handlers/api.js';
 import { controlApi } from './handlers/control-api.js';
+import { publishFrames } from './engine/live.js';
 import { checkpointApi, replicaService } from './handlers/checkpoint-api.js';
 import { CHECKPOINT_SOCKET_PATH, checkpointSocket } from './handlers/checkpoint-socket.js';
 import { CheckpointTokens } from './domain/checkpoint-token.js';
@@ -65,6 +66,7 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
     log,
     nudge: () => engine.nudge(),
     outbox,
+    live: (run, frames) => publishFrames(bus, run, frames),
     // The record a control action returns is the one GET /runs/{id} reads.
     runRecord: async (workspaceId, id) =>
       (await reads['runs.get']!({ caller: { workspaceId, actor: '', keyKind: '', requestId: '' }, params: { id }, query: {}, body: undefined }))

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import { modes, ScriptedInvoker, startHarness, until, type Harness } from './harness.js';
+import { subjects } from '@dws/runtime';
+import { modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
 
 jest.setTimeout(60_000);
 
@@ -31,6 +32,32 @@ describe.each(modes())('run control (%s)', (mode) => {
     await expectError(h.call('runs.cancel', { params: { id: 'run_missing' } }), 404, 'run_not_found');
     const frames = await h.db.query<{ payload: any }>(`select payload from scheduler.frames where run_id = $1 and kind = 'run_status' order by seq`, [id]);
     expect(frames.at(-1)!.payload.status).toBe('cancelled');
+  });
+
+  it('a control action\'s frame goes live at once: the run\'s stream and the workspace\'s hear pause, resume and cancel', async () => {
+    const id = await h.start('sleeper');
+    await h.waitFor(id, ['waiting']);
+    const dec = new TextDecoder();
+    const timeline: { seq: number; status: string }[] = [];
+    const workspace: { runId: string; status: string }[] = [];
+    const subs = [
+      h.bus.subscribe(subjects.runTimeline(WS, id), (data) => timeline.push(JSON.parse(dec.decode(data)))),
+      h.bus.subscribe(subjects.workspaceRuns(WS), (data) => workspace.push(JSON.parse(dec.decode(data)))),
+    ];
+    try {
+      const stored = async () => (await h.db.query<{ seq: number; payload: any }>(`select seq, payload from scheduler.frames where run_id = $1 order by seq`, [id])).at(-1)!;
+      for (const [action, status] of [['runs.pause', 'paused'], ['runs.resume', 'queued'], ['runs.cancel', 'cancelled']] as const) {
+        if (action === 'runs.cancel') await h.waitFor(id, ['waiting']); // resumed, it parks on its sleep again
+        await h.call(action, { params: { id } });
+        const last = await stored();
+        expect(last.payload.status).toBe(status);
+        // Well within the run stream's 5 s resync, which is all that told a stream of it before.
+        await until(() => timeline.some((f) => f.seq === last.seq && f.status === status), 1000, `the live ${status} frame`);
+        await until(() => workspace.some((f) => f.runId === id && f.status === status), 1000, `the workspace's ${status}`);
+      }
+    } finally {
+      for (const sub of subs) await sub.stop();
+    }
   });
 
   it('pauses at a step boundary (idempotently), resumes, and answers 409 to resuming a run that is not paused', async () => {

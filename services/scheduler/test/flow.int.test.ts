@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import { modes, ScriptedInvoker, startHarness, type Harness } from './harness.js';
+import { subjects } from '@dws/runtime';
+import { modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
 
 jest.setTimeout(90_000);
 
@@ -64,8 +65,12 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     expect(new Date(run.endedAt).getTime() - t0).toBeGreaterThanOrEqual(700);
   });
 
-  it('singleton skip drops the new run while one is active; cancel replaces the active one', async () => {
+  it('singleton skip drops the new run while one is active; cancel replaces the active one; each shows live', async () => {
     const key = `s-${mode}`;
+    const dec = new TextDecoder();
+    const live: { runId: string; status: string }[] = [];
+    const sub = h.bus.subscribe(subjects.workspaceRuns(WS), (data) => live.push(JSON.parse(dec.decode(data))));
+    const heard = (runId: string, status: string) => until(() => live.some((f) => f.runId === runId && f.status === status), 2000, `${runId} ${status} on the workspace stream`);
     const first = await h.start('long', {}, { flow: { singletonMode: 'skip', singletonKey: key } });
     await h.waitFor(first, ['waiting']);
     expect((await h.call('runs.activeForKey', { body: { app: 'app', workflow: 'long', key, runIds: [first] } })).body).toEqual({ active: [first], finished: [] });
@@ -76,6 +81,12 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     await h.waitFor(first, ['cancelled']);
     await h.waitFor(replacing, ['waiting']);
     expect((await h.call('runs.activeForKey', { body: { app: 'app', workflow: 'long', key, runIds: [first] } })).body).toEqual({ active: [replacing], finished: [first] });
+    // Stored without a pass of the engine, these frames go live all the same: the skipped run, queued then
+    // cancelled; the run it replaced, cancelled; the replacing one, queued.
+    await heard(skipped, 'cancelled');
+    await heard(first, 'cancelled');
+    await heard(replacing, 'queued');
+    await sub.stop();
     await h.call('runs.cancel', { params: { id: replacing } });
   });
 });

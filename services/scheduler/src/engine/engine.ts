@@ -18,6 +18,7 @@ import { heldFromClaim, type HeldRun } from './held-run.js';
 import type { WorkflowConfigs } from './workflow-configs.js';
 import type { DirectRoutes } from './direct-routes.js';
 import { PassTrace } from './pass-trace.js';
+import { publishFrames } from './live.js';
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -596,19 +597,6 @@ export class Engine {
   }
 
   private publishLive(run: HeldRun, frames: NewFrame[]): void {
-    if (frames.length === 0) return;
-    const ts = new Date().toISOString();
-    const subject = subjects.runTimeline(run.workspaceId, run.id);
-    let statusChanged = false;
-    for (const f of frames) {
-      this.o.bus.emit(subject, enc.encode(JSON.stringify({ kind: f.kind, seq: f.seq, ts, runId: run.id, ...f.fields })));
-      if (f.kind === 'run_status') statusChanged = true;
-    }
-    if (statusChanged) {
-      this.o.bus.emit(
-        subjects.workspaceRuns(run.workspaceId),
-        enc.encode(JSON.stringify({ kind: 'run_status', ts, runId: run.id, status: run.status, workflow: run.workflow, app: run.app })),
-      );
-    }
+    publishFrames(this.o.bus, run, frames);
   }
 }

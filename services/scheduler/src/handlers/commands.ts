@@ -3,15 +3,18 @@ import type { Database } from '@dws/db';
 import { ApiRequestSchema, ApprovalListedSchema, fromBinary, ResolveStepSchema, StartRunSchema, WorkflowsRegisteredSchema, type StartRun } from '@dws/proto';
 import { COMMAND_ACK_WAIT_MS, streams, subjects, type ApiHandler, type Outbox, type OutboxMessage } from '@dws/runtime';
 import { insertHeldRun, markApprovalListed, resolveStep, type NewFrame, type NewRun } from '../store/runs.js';
-import { lockRun } from '../store/control.js';
+import { lockRun, type ControlRun } from '../store/control.js';
 import { cancelLockedRun } from '../store/effects.js';
 import { activeSingletons, insertFlowRun } from '../store/flow.js';
 import type { Engine } from '../engine/engine.js';
 import { newHeldRun } from '../engine/held-run.js';
+import { publishFrames, type LiveRun } from '../engine/live.js';
 import type { WorkflowConfigs } from '../engine/workflow-configs.js';
 
 const dec = new TextDecoder();
 const enc = new TextEncoder();
+/** The frame insertFlowRun stores with a run under flow control. */
+const QUEUED_FRAME: NewFrame = { seq: 1, kind: 'run_status', fields: { status: 'queued', attempt: 1 } };
 
 type StartRunDeps = { bus: Bus; db: Database; engine: Engine; outbox: Outbox; owner: string; leaseMs: number };
 
@@ -130,42 +133,56 @@ export async function consumeWorkflowFacts(opts: { bus: Bus; workflows: Workflow
  * concurrency slot; the engine admits and claims it.
  */
 async function startUnderFlowControl(
-  opts: { db: Database; engine: Engine; outbox: Outbox },
+  opts: { bus: Bus; db: Database; engine: Engine; outbox: Outbox },
   cmd: StartRun,
   run: NewRun,
   notBeforeMs: number,
 ): Promise<void> {
   const singletonKey = cmd.singletonMode ? cmd.singletonKey : null;
-  const pending = await opts.db.tx(async (tx) => {
+  const { pending, live } = await opts.db.tx(async (tx) => {
     const out: OutboxMessage[] = [];
+    // Frames stored here go live once committed: this run's queued frame, the cancelled ones.
+    const live: [LiveRun, NewFrame[]][] = [];
+    const ref = (r: ControlRun, status: string): LiveRun => ({ id: r.id, workspaceId: r.workspace_id, status, workflow: r.workflow, app: r.app });
+    const self = (status: string): LiveRun => ({ id: run.id, workspaceId: run.workspaceId, status, workflow: run.workflow, app: run.app });
+    const done = async () => ({ pending: await opts.outbox.enqueue(tx, out), live });
     // A repeat of this StartRun (a redelivery, or the stream copy of a direct start whose
     // answer was lost) must not act again: a singleton "cancel" would cancel newer runs.
-    if ((await tx.query('select 1 from scheduler.runs where id = $1', [run.id])).length > 0) return opts.outbox.enqueue(tx, out);
+    if ((await tx.query('select 1 from scheduler.runs where id = $1', [run.id])).length > 0) return done();
     if (singletonKey !== null) {
       const active = await activeSingletons(tx, { workspaceId: run.workspaceId, app: run.app, workflow: run.workflow, key: singletonKey, except: run.id });
       if (active.length > 0 && cmd.singletonMode === 'skip') {
         if (await insertFlowRun(tx, run, { notBeforeMs: 0, concurrencyKey: '', concurrencyLimit: 0, priority: 0, singletonKey: null })) {
           const locked = await lockRun(tx, run.workspaceId, run.id);
-          if (locked) out.push(...(await cancelLockedRun(tx, locked, { message: 'Skipped: a singleton run of this key is active.' })));
+          if (locked) {
+            const skipped = await cancelLockedRun(tx, locked, { message: 'Skipped: a singleton run of this key is active.' });
+            out.push(...skipped.messages);
+            live.push([self('cancelled'), [QUEUED_FRAME, skipped.frame]]);
+          }
         }
-        return opts.outbox.enqueue(tx, out);
+        return done();
       }
       if (cmd.singletonMode === 'cancel') {
         for (const id of active) {
           const locked = await lockRun(tx, run.workspaceId, id);
-          if (locked) out.push(...(await cancelLockedRun(tx, locked, { message: 'Cancelled: a newer singleton run of this key started.' })));
+          if (!locked) continue;
+          const cancelled = await cancelLockedRun(tx, locked, { message: 'Cancelled: a newer singleton run of this key started.' });
+          out.push(...cancelled.messages);
+          live.push([ref(locked, 'cancelled'), [cancelled.frame]]);
         }
       }
     }
-    await insertFlowRun(tx, run, {
+    const inserted = await insertFlowRun(tx, run, {
       notBeforeMs,
       concurrencyKey: cmd.concurrencyKey,
       concurrencyLimit: cmd.concurrencyLimit,
       priority: Number(cmd.priority),
       singletonKey,
     });
-    return opts.outbox.enqueue(tx, out);
+    if (inserted) live.push([self('queued'), [QUEUED_FRAME]]);
+    return done();
   });
+  for (const [r, frames] of live) publishFrames(opts.bus, r, frames);
   await opts.outbox.afterCommit(pending);
   opts.engine.nudge();
 }

@@ -5,7 +5,8 @@ import { conflict, invalid, notFound } from '@dws/protocol';
 import { ids, WAKE_BATCH_MAX, type ApiHandler, type Caller, type Outbox } from '@dws/runtime';
 import { cancelLockedRun, insertQueuedRun } from '../store/effects.js';
 import { singletonState } from '../store/flow.js';
-import { resolveStep } from '../store/runs.js';
+import { resolveStep, type NewFrame } from '../store/runs.js';
+import type { LiveRun } from '../engine/live.js';
 import {
   cancelPauseRequest,
   copySteps,
@@ -50,7 +51,11 @@ export interface ControlDeps {
   /** Something became due: claim now rather than at the next poll. */
   nudge(): void;
   outbox: Outbox;
+  /** Frames an action stored go live (engine/live.ts), once its transaction committed. */
+  live(run: LiveRun, frames: NewFrame[]): void;
 }
+
+const liveRun = (run: ControlRun, status: string): LiveRun => ({ id: run.id, workspaceId: run.workspace_id, status, workflow: run.workflow, app: run.app });
 
 /**
  * Run control (SPEC Run control and transitions), each action written to the
@@ -93,38 +98,44 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
 
   return {
     async 'runs.cancel'({ caller, params }) {
-      const pending = await db.tx(async (tx) => {
+      const { pending, live } = await db.tx(async (tx) => {
         const run = await mustLock(tx, caller, params.id);
         if (TERMINAL.has(run.status)) throw conflict('run_terminal', `Run is already ${run.status}.`);
-        return deps.outbox.enqueue(tx, await cancelLockedRun(tx, run, { message: `Cancelled by ${caller.actor || 'a user'}.` }));
+        const cancelled = await cancelLockedRun(tx, run, { message: `Cancelled by ${caller.actor || 'a user'}.` });
+        return { pending: await deps.outbox.enqueue(tx, cancelled.messages), live: () => deps.live(liveRun(run, 'cancelled'), [cancelled.frame]) };
       });
+      live();
       await deps.outbox.afterCommit(pending);
       await audit(caller, 'cancel', { runId: params.id });
       return { body: await deps.runRecord(caller.workspaceId, params.id!) };
     },
 
     async 'runs.pause'({ caller, params }) {
-      await db.tx(async (tx) => {
+      const live = await db.tx(async (tx) => {
         const run = await mustLock(tx, caller, params.id);
         if (TERMINAL.has(run.status)) throw conflict('run_terminal', `Run is already ${run.status}.`);
-        if (run.status === 'paused') return; // idempotent
-        // A held run stops at its next step boundary; an idle one stops now.
-        if (run.lease_owner) await requestPause(tx, run.id);
-        else await setRunStatus(tx, run, 'paused');
+        if (run.status === 'paused') return undefined; // idempotent
+        // A held run stops at its next step boundary (its engine tells streams); an idle one stops now.
+        if (run.lease_owner) return void (await requestPause(tx, run.id));
+        const frame = await setRunStatus(tx, run, 'paused');
+        return () => deps.live(liveRun(run, 'paused'), [frame]);
       });
+      live?.();
       await audit(caller, 'pause', { runId: params.id });
       return { body: await deps.runRecord(caller.workspaceId, params.id!) };
     },
 
     async 'runs.resume'({ caller, params }) {
-      await db.tx(async (tx) => {
+      const live = await db.tx(async (tx) => {
         const run = await mustLock(tx, caller, params.id);
         if (run.status !== 'paused') {
-          if (run.pause_requested && !TERMINAL.has(run.status)) return cancelPauseRequest(tx, run.id);
+          if (run.pause_requested && !TERMINAL.has(run.status)) return void (await cancelPauseRequest(tx, run.id));
           throw conflict('run_not_paused', `Run is ${run.status}, not paused.`);
         }
-        await setRunStatus(tx, run, 'queued', { leaseUntilNow: true });
+        const frame = await setRunStatus(tx, run, 'queued', { leaseUntilNow: true });
+        return () => deps.live(liveRun(run, 'queued'), [frame]);
       });
+      live?.();
       deps.nudge();
       await audit(caller, 'resume', { runId: params.id });
       return { body: await deps.runRecord(caller.workspaceId, params.id!) };

@@ -1,4 +1,5 @@
 import type { Database } from '@dws/db';
+import type { NewFrame } from './runs.js';
 
 export interface ControlRun {
   id: string;
@@ -33,13 +34,14 @@ export async function lockRun(tx: Database, workspaceId: string, id: string): Pr
  * in flight is dropped; the lease is cleared; one run_status frame is
  * appended at the run's committed seq.
  */
+/** Set a locked run's status and store its run_status frame; returns the frame, to go live once committed. */
 export async function setRunStatus(
   tx: Database,
   run: ControlRun,
   status: string,
   opts: { leaseUntilNow?: boolean; ended?: boolean; error?: unknown } = {},
-): Promise<void> {
-  await tx.query(
+): Promise<NewFrame> {
+  const rows = await tx.query<{ seq: number }>(
     `with r as (
        update scheduler.runs set status = $2, pass = pass + 1, lease_owner = null,
               lease_until = case when $3::boolean then now() else null end,
@@ -48,9 +50,11 @@ export async function setRunStatus(
         where id = $1 returning next_seq - 1 as seq
      )
      insert into scheduler.frames (run_id, seq, workspace_id, kind, payload)
-     select $1, r.seq, $6, 'run_status', jsonb_build_object('status', $2::text) from r`,
+     select $1, r.seq, $6, 'run_status', jsonb_build_object('status', $2::text) from r
+     returning seq`,
     [run.id, status, opts.leaseUntilNow === true, opts.ended === true, opts.error === undefined ? null : JSON.stringify(opts.error), run.workspace_id],
   );
+  return { seq: Number(rows[0]!.seq), kind: 'run_status', fields: { status } };
 }
 
 export async function requestPause(tx: Database, runId: string): Promise<void> {

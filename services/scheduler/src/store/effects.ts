@@ -4,7 +4,7 @@ import type { StepOutcome } from '../domain/reply.js';
 import type { OutboxMessage } from '@dws/runtime';
 import { runEndMessages } from '../domain/handoffs.js';
 import { setRunStatus, type ControlRun } from './control.js';
-import { resolveStep, type NewRun } from './runs.js';
+import { resolveStep, type NewFrame, type NewRun } from './runs.js';
 
 export interface QueuedRun extends Omit<NewRun, 'createdAtMs'> {
   parentRunId?: string;
@@ -142,11 +142,12 @@ export async function finishRun(
 /**
  * Cancel a run locked by the caller's transaction: the pass advances (a
  * reply in flight is dropped), its children and waiters go, its parent's
- * step fails. Returns the run.cancelled messages for the caller's outbox.
+ * step fails. Returns the run.cancelled messages for the caller's outbox, and
+ * its cancelled frame to go live once the transaction commits.
  */
-export async function cancelLockedRun(tx: Database, run: ControlRun, error: StepError): Promise<OutboxMessage[]> {
-  await setRunStatus(tx, run, 'cancelled', { ended: true, error });
+export async function cancelLockedRun(tx: Database, run: ControlRun, error: StepError): Promise<{ messages: OutboxMessage[]; frame: NewFrame }> {
+  const frame = await setRunStatus(tx, run, 'cancelled', { ended: true, error });
   const ref = { id: run.id, workspaceId: run.workspace_id, app: run.app, runner: run.runner, workflow: run.workflow };
   await finishRun(tx, { ...ref, inputJson: run.input, eventName: run.event_name ?? run.workflow }, { status: 'cancelled', error }, { parentRunId: run.parent_run_id, spawnOnFailure: null });
-  return runEndMessages(ref, 'cancelled', null, error);
+  return { messages: runEndMessages(ref, 'cancelled', null, error), frame };
 }

@@ -1,0 +1,37 @@
+import type { Bus } from '@dws/bus';
+import { subjects } from '@dws/runtime';
+import type { NewFrame } from '../store/runs.js';
+
+const enc = new TextEncoder();
+
+/** What a live frame names of its run. */
+export interface LiveRun {
+  id: string;
+  workspaceId: string;
+  /** The run's status once these frames are stored. */
+  status: string;
+  workflow: string;
+  app: string;
+}
+
+/**
+ * Frames just committed go live (best-effort: a run stream that misses one
+ * rereads storage): each on the run's timeline, and a status change on the
+ * workspace's run stream. Only after the commit that stored them.
+ */
+export function publishFrames(bus: Bus, run: LiveRun, frames: NewFrame[]): void {
+  if (frames.length === 0) return;
+  const ts = new Date().toISOString();
+  const subject = subjects.runTimeline(run.workspaceId, run.id);
+  let statusChanged = false;
+  for (const f of frames) {
+    bus.emit(subject, enc.encode(JSON.stringify({ kind: f.kind, seq: f.seq, ts, runId: run.id, ...f.fields })));
+    if (f.kind === 'run_status') statusChanged = true;
+  }
+  if (statusChanged) {
+    bus.emit(
+      subjects.workspaceRuns(run.workspaceId),
+      enc.encode(JSON.stringify({ kind: 'run_status', ts, runId: run.id, status: run.status, workflow: run.workflow, app: run.app })),
+    );
+  }
+}
