@@ -1,5 +1,6 @@
 import type { Bus } from '@dws/bus';
 import { subjects } from '@dws/runtime';
+import type { ControlRun } from '../store/control.js';
 import type { NewFrame } from '../store/runs.js';
 
 const enc = new TextEncoder();
@@ -13,6 +14,9 @@ export interface LiveRun {
   workflow: string;
   app: string;
 }
+
+/** A run locked for a control action, as its live frames name it, with the status the action gave it. */
+export const liveRunOf = (run: ControlRun, status: string): LiveRun => ({ id: run.id, workspaceId: run.workspace_id, status, workflow: run.workflow, app: run.app });
 
 /**
  * Frames just committed go live (best-effort: a run stream that misses one

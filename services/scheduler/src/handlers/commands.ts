@@ -3,12 +3,12 @@ import type { Database } from '@dws/db';
 import { ApiRequestSchema, ApprovalListedSchema, fromBinary, ResolveStepSchema, StartRunSchema, WorkflowsRegisteredSchema, type StartRun } from '@dws/proto';
 import { COMMAND_ACK_WAIT_MS, streams, subjects, type ApiHandler, type Outbox, type OutboxMessage } from '@dws/runtime';
 import { insertHeldRun, markApprovalListed, resolveStep, type NewFrame, type NewRun } from '../store/runs.js';
-import { lockRun, type ControlRun } from '../store/control.js';
+import { lockRun } from '../store/control.js';
 import { cancelLockedRun } from '../store/effects.js';
 import { activeSingletons, insertFlowRun } from '../store/flow.js';
 import type { Engine } from '../engine/engine.js';
 import { newHeldRun } from '../engine/held-run.js';
-import { publishFrames, type LiveRun } from '../engine/live.js';
+import { liveRunOf, publishFrames, type LiveRun } from '../engine/live.js';
 import type { WorkflowConfigs } from '../engine/workflow-configs.js';
 
 const dec = new TextDecoder();
@@ -143,7 +143,6 @@ async function startUnderFlowControl(
     const out: OutboxMessage[] = [];
     // Frames stored here go live once committed: this run's queued frame, the cancelled ones.
     const live: [LiveRun, NewFrame[]][] = [];
-    const ref = (r: ControlRun, status: string): LiveRun => ({ id: r.id, workspaceId: r.workspace_id, status, workflow: r.workflow, app: r.app });
     const self = (status: string): LiveRun => ({ id: run.id, workspaceId: run.workspaceId, status, workflow: run.workflow, app: run.app });
     const done = async () => ({ pending: await opts.outbox.enqueue(tx, out), live });
     // A repeat of this StartRun (a redelivery, or the stream copy of a direct start whose
@@ -168,7 +167,7 @@ async function startUnderFlowControl(
           if (!locked) continue;
           const cancelled = await cancelLockedRun(tx, locked, { message: 'Cancelled: a newer singleton run of this key started.' });
           out.push(...cancelled.messages);
-          live.push([ref(locked, 'cancelled'), [cancelled.frame]]);
+          live.push([liveRunOf(locked, 'cancelled'), [cancelled.frame]]);
         }
       }
     }

@@ -6,7 +6,7 @@ import { ids, WAKE_BATCH_MAX, type ApiHandler, type Caller, type Outbox } from '
 import { cancelLockedRun, insertQueuedRun } from '../store/effects.js';
 import { singletonState } from '../store/flow.js';
 import { resolveStep, type NewFrame } from '../store/runs.js';
-import type { LiveRun } from '../engine/live.js';
+import { liveRunOf, type LiveRun } from '../engine/live.js';
 import {
   cancelPauseRequest,
   copySteps,
@@ -55,8 +55,6 @@ export interface ControlDeps {
   live(run: LiveRun, frames: NewFrame[]): void;
 }
 
-const liveRun = (run: ControlRun, status: string): LiveRun => ({ id: run.id, workspaceId: run.workspace_id, status, workflow: run.workflow, app: run.app });
-
 /**
  * Run control (SPEC Run control and transitions), each action written to the
  * audit log. A failed audit write is logged and never fails the action.
@@ -102,7 +100,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
         const run = await mustLock(tx, caller, params.id);
         if (TERMINAL.has(run.status)) throw conflict('run_terminal', `Run is already ${run.status}.`);
         const cancelled = await cancelLockedRun(tx, run, { message: `Cancelled by ${caller.actor || 'a user'}.` });
-        return { pending: await deps.outbox.enqueue(tx, cancelled.messages), live: () => deps.live(liveRun(run, 'cancelled'), [cancelled.frame]) };
+        return { pending: await deps.outbox.enqueue(tx, cancelled.messages), live: () => deps.live(liveRunOf(run, 'cancelled'), [cancelled.frame]) };
       });
       live();
       await deps.outbox.afterCommit(pending);
@@ -116,9 +114,12 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
         if (TERMINAL.has(run.status)) throw conflict('run_terminal', `Run is already ${run.status}.`);
         if (run.status === 'paused') return undefined; // idempotent
         // A held run stops at its next step boundary (its engine tells streams); an idle one stops now.
-        if (run.lease_owner) return void (await requestPause(tx, run.id));
+        if (run.lease_owner) {
+          await requestPause(tx, run.id);
+          return undefined;
+        }
         const frame = await setRunStatus(tx, run, 'paused');
-        return () => deps.live(liveRun(run, 'paused'), [frame]);
+        return () => deps.live(liveRunOf(run, 'paused'), [frame]);
       });
       live?.();
       await audit(caller, 'pause', { runId: params.id });
@@ -129,11 +130,14 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
       const live = await db.tx(async (tx) => {
         const run = await mustLock(tx, caller, params.id);
         if (run.status !== 'paused') {
-          if (run.pause_requested && !TERMINAL.has(run.status)) return void (await cancelPauseRequest(tx, run.id));
+          if (run.pause_requested && !TERMINAL.has(run.status)) {
+            await cancelPauseRequest(tx, run.id);
+            return undefined;
+          }
           throw conflict('run_not_paused', `Run is ${run.status}, not paused.`);
         }
         const frame = await setRunStatus(tx, run, 'queued', { leaseUntilNow: true });
-        return () => deps.live(liveRun(run, 'queued'), [frame]);
+        return () => deps.live(liveRunOf(run, 'queued'), [frame]);
       });
       live?.();
       deps.nudge();
