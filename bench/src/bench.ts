@@ -235,17 +235,14 @@ async function start(dep: Deployment, workflow: string): Promise<string> {
 
 async function w1(dep: Deployment): Promise<Figures> {
   const figures = w1Figures(await oneByOne(200, async () => awaitRunEnd(dep, await start(dep, 'w1'))));
-  const began = await runStreamsBegan(dep);
-  if (began) process.stderr.write(`  run streams since start, by how each began: ${began}\n`);
+  await logRunStreams(dep);
   return figures;
 }
 
 /** The scheduler's group commit histograms (checkpoints, passes) as means, and checkpoints by path (fleet: its own port; embedded: the one process). */
 async function groupCommits(dep: Deployment): Promise<{ mean: number; statements: number; passMean: number; paths: string } | undefined> {
-  const ports = dep.ports?.() ?? {};
-  const port = ports.scheduler ?? ports.dev;
-  if (!port) return undefined;
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const text = await metricsOf(dep, 'scheduler');
+  if (text === undefined) return undefined;
   const read = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
   const count = read('dws_scheduler_checkpoint_batch_size_count');
   const passMean = read('dws_scheduler_pass_batch_size_sum') / read('dws_scheduler_pass_batch_size_count');
@@ -254,14 +251,18 @@ async function groupCommits(dep: Deployment): Promise<{ mean: number; statements
   return count > 0 ? { mean: read('dws_scheduler_checkpoint_batch_size_sum') / count, statements: count, passMean, paths } : undefined;
 }
 
-/** How the gateway's run streams began (a tail followed since the POST, or a backlog read), from its metrics. */
-async function runStreamsBegan(dep: Deployment): Promise<string | undefined> {
+/** One service's /metrics text (embedded: the one process's), or undefined without a port. */
+async function metricsOf(dep: Deployment, service: string): Promise<string | undefined> {
   const ports = dep.ports?.() ?? {};
-  const port = ports.gateway ?? ports.dev;
-  if (!port) return undefined;
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const found = [...text.matchAll(/^dws_gateway_run_streams_total\{began="(\w+)"\} (\S+)/gm)].map((m) => `${m[1]} ${m[2]}`);
-  return found.length ? found.join(', ') : undefined;
+  const port = ports[service] ?? ports.dev;
+  return port ? (await fetch(`http://127.0.0.1:${port}/metrics`)).text() : undefined;
+}
+
+/** Print how the gateway's run streams began (a tail followed since the POST, or a backlog read), from its metrics. */
+async function logRunStreams(dep: Deployment): Promise<void> {
+  const text = await metricsOf(dep, 'gateway');
+  const found = [...(text ?? '').matchAll(/^dws_gateway_run_streams_total\{began="(\w+)"\} (\S+)/gm)].map((m) => `${m[1]} ${m[2]}`);
+  if (found.length) process.stderr.write(`  run streams since start, by how each began: ${found.join(', ')}\n`);
 }
 
 /** W2; `w2ws` is W2 with each run's end read off the workspace's run stream (run-ends.ts) instead of a stream per run. */
@@ -290,8 +291,7 @@ async function w2(dep: Deployment, wl = 'w2'): Promise<Figures> {
   const gcShare = Object.entries(g1).map(([k, v]) => `${k} ${Math.round((100 * (v.gcSeconds - (g0[k]?.gcSeconds ?? 0))) / (v.cpuSeconds - (g0[k]?.cpuSeconds ?? 0)))}%`);
   process.stderr.write(`  GC share of CPU over W2: ${gcShare.join(', ')}\n`);
   await heapSnapshots(dep);
-  const began = await runStreamsBegan(dep);
-  if (began) process.stderr.write(`  run streams since start, by how each began: ${began}\n`);
+  await logRunStreams(dep);
   const batch = await groupCommits(dep);
   if (batch) process.stderr.write(`  checkpoints per statement (group commit, since start): mean ${r1(batch.mean)} over ${batch.statements} statements; stored by path: ${batch.paths}; passes per statement: mean ${r1(batch.passMean)}\n`);
   return {

@@ -42,7 +42,8 @@ export function parseFrame(data: Uint8Array): Frame | undefined {
 
 /** The runs a POST /events reply announces (one result or a batch's `results`), at most `max`. */
 export function announcedRunIds(bodyJson: string | undefined, max: number): string[] {
-  if (!bodyJson) return [];
+  // Most replies start no run (W5 one at a time): not parsed a second time for nothing.
+  if (!bodyJson?.includes('"runId"')) return [];
   let body: unknown;
   try {
     body = JSON.parse(bodyJson);

@@ -280,11 +280,10 @@ export class Streams {
 
     // 2. The backlog, unless this stream has followed the run since before its first frame (seq 1) went live:
     // then it has every frame. A 404 here is still an ordinary error answer (no SSE headers sent yet).
-    const hasFirst = () => early.some((f) => f.seq === 1);
     if (tail && early.length === 0) await Promise.race([storedSignal, delay(this.o.firstFrameWaitMs)]);
     let first: TimelinePage;
     try {
-      const whole = tail !== undefined && hasFirst();
+      const whole = tail !== undefined && early.some((f) => f.seq === 1);
       runStreams.inc({ began: whole ? 'tail' : 'read' });
       first = whole ? { status: '', terminal: false, more: false, frames: [] } : await this.firstPage(caller, runId, merge.last, () => storedSignal);
     } catch (err) {

@@ -5,7 +5,7 @@ import { COMMAND_ACK_WAIT_MS, streams, subjects, type ApiHandler, type Outbox, t
 import { insertHeldRun, markApprovalListed, resolveStep, type NewFrame, type NewRun } from '../store/runs.js';
 import { lockRun } from '../store/control.js';
 import { cancelLockedRun } from '../store/effects.js';
-import { activeSingletons, insertFlowRun } from '../store/flow.js';
+import { activeSingletons, insertFlowRun, QUEUED_FRAME } from '../store/flow.js';
 import type { Engine } from '../engine/engine.js';
 import { newHeldRun } from '../engine/held-run.js';
 import { liveRunOf, publishFrames, type LiveRun } from '../engine/live.js';
@@ -13,8 +13,6 @@ import type { WorkflowConfigs } from '../engine/workflow-configs.js';
 
 const dec = new TextDecoder();
 const enc = new TextEncoder();
-/** The frame insertFlowRun stores with a run under flow control. */
-const QUEUED_FRAME: NewFrame = { seq: 1, kind: 'run_status', fields: { status: 'queued', attempt: 1 } };
 
 type StartRunDeps = { bus: Bus; db: Database; engine: Engine; outbox: Outbox; owner: string; leaseMs: number };
 

@@ -1,5 +1,5 @@
 import type { Database } from '@dws/db';
-import type { NewRun } from './runs.js';
+import type { NewFrame, NewRun } from './runs.js';
 
 export interface FlowControl {
   /** Throttle: not before this epoch ms (0: at once). */
@@ -10,6 +10,9 @@ export interface FlowControl {
   priority: number;
   singletonKey: string | null;
 }
+
+/** The frame insertFlowRun stores with the run (seq 1), to go live once committed. */
+export const QUEUED_FRAME: NewFrame = { seq: 1, kind: 'run_status', fields: { status: 'queued', attempt: 1 } };
 
 /**
  * A run under flow control starts queued: due at once (or at its throttle
@@ -29,12 +32,12 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
        returning id
      )
      insert into scheduler.frames (run_id, seq, workspace_id, kind, payload)
-     select r.id, 1, $2, 'run_status', '{"status":"queued","attempt":1}'::jsonb from r
+     select r.id, 1, $2, 'run_status', $19::jsonb from r
      returning run_id`,
     [
       run.id, run.workspaceId, run.workflow, run.app, run.runner, run.triggerKind, run.eventId, run.eventName, run.replayOf, run.inputJson,
       flow.notBeforeMs, run.createdAtMs, limited, limited ? flow.concurrencyKey : null, flow.concurrencyLimit, flow.priority, flow.singletonKey,
-      run.session ?? null,
+      run.session ?? null, JSON.stringify(QUEUED_FRAME.fields),
     ],
   );
   return rows.length === 1;
