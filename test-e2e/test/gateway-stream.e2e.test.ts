@@ -37,6 +37,7 @@ describe.each(modes)('run stream on %s', (mode) => {
         await step.run('first', async () => 1);
         await step.sleep('nap', 3_600_000);
       });
+      r.workflow('nest', { triggers: [{ event: 'nest.go' }] }, async ({ step }) => step.runWorkflow('kid', { workflow: 'napper' }));
     });
   }, 120_000);
 
@@ -136,6 +137,25 @@ describe.each(modes)('run stream on %s', (mode) => {
     const seqs = stream.events.filter((e) => e.id !== undefined).map((e) => Number(e.id));
     expect(seqs).toEqual(seqs.map((_, i) => i + 1));
     tail.close();
+  }, 60_000);
+
+  it("cancelling a parent ends its child: the child's stream shows it at once and ends", async () => {
+    const ev = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'nest.go', data: {} } });
+    const parent = ev.body.runId as string;
+    const childId = await eventually('the child asleep', async () => {
+      const steps = (await api(dep.base, 'GET', `/v1/runs/${parent}/steps`, { key: dep.publicKey })).body as { name: string; childRunId?: string }[];
+      const id = steps.find((s) => s.name === 'kid')?.childRunId;
+      return id && (await api(dep.base, 'GET', `/v1/runs/${id}`, { key: dep.publicKey })).body.status === 'waiting' ? id : undefined;
+    });
+    const stream = await sse(dep.base, `/v1/runs/${childId}/stream`, { key: dep.publicKey });
+    expect((await api(dep.base, 'POST', `/v1/runs/${parent}/cancel`, { key: dep.secretKey })).status).toBe(200);
+    // Within 2 s, well under a quiet stream's 5 s resync: the child's cancelled frame went live.
+    const ended = await Promise.race([stream.ended.then(() => true), sleep(2000).then(() => false)]);
+    expect(ended).toBe(true);
+    const statuses = stream.events.filter((e) => e.event === 'run_status').map((e) => (JSON.parse(e.data!) as { status: string }).status);
+    expect(statuses.at(-1)).toBe('cancelled');
+    const child = (await api(dep.base, 'GET', `/v1/runs/${childId}`, { key: dep.publicKey })).body;
+    expect(child).toMatchObject({ status: 'cancelled', error: { message: 'Parent run ended.' } });
   }, 60_000);
 
   it('ends open streams cleanly when the gateway gets SIGTERM', async () => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import { subjects } from '@dws/runtime';
+import { fromBinary, RunFinishedSchema } from '@dws/proto';
+import { streams, subjects } from '@dws/runtime';
 import { modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
 
 jest.setTimeout(60_000);
@@ -10,6 +11,8 @@ const invoker = new ScriptedInvoker({
   sleeper: () => [{ run: 'first' }, { sleep: 'nap', ms: 3_600_000 }, { run: 'never' }],
   fails: (event) => [{ run: 'a' }, { run: 'b', fn: () => { if (!event.data.fixed) throw new Error('b broke'); return 'fixed'; } }, { run: 'c' }],
   slow: () => Array.from({ length: 6 }, (_, i) => ({ run: `s${i}` })),
+  nest: () => [{ child: 'kid', workflow: 'nestMiddle' }],
+  nestMiddle: () => [{ child: 'kid', workflow: 'sleeper' }],
 });
 
 describe.each(modes())('run control (%s)', (mode) => {
@@ -55,6 +58,47 @@ describe.each(modes())('run control (%s)', (mode) => {
         await until(() => timeline.some((f) => f.seq === last.seq && f.status === status), 1000, `the live ${status} frame`);
         await until(() => workspace.some((f) => f.runId === id && f.status === status), 1000, `the workspace's ${status}`);
       }
+    } finally {
+      for (const sub of subs) await sub.stop();
+    }
+  });
+
+  it('cancelling a parent cancels its child and grandchild: each stores and publishes its frames and its run end', async () => {
+    const dec = new TextDecoder();
+    const workspace: { runId: string; status: string }[] = [];
+    const finished: { runId: string; status: string }[] = [];
+    await h.bus.ensureStream(streams.schedulerFacts);
+    const subs = [
+      h.bus.subscribe(subjects.workspaceRuns(WS), (data) => workspace.push(JSON.parse(dec.decode(data)))),
+      await h.bus.consume({ stream: streams.schedulerFacts.name, durable: `nest${Date.now()}`, filterSubject: subjects.runFinished }, async (m) => {
+        const f = fromBinary(RunFinishedSchema, m.data);
+        finished.push({ runId: f.runId, status: f.status });
+      }),
+    ];
+    try {
+      const id = await h.start('nest');
+      const childOf = async (parent: string) => {
+        let child: string | undefined;
+        await until(async () => (child = (await h.db.query<{ id: string }>('select id from scheduler.runs where parent_run_id = $1', [parent]))[0]?.id) !== undefined, 10_000, `a child of ${parent}`);
+        return child!;
+      };
+      const middle = await childOf(id);
+      const leaf = await childOf(middle);
+      await h.waitFor(leaf, ['waiting']);
+      // A child's queued frame goes live as it is stored (it used to reach no stream).
+      await until(() => [middle, leaf].every((r) => workspace.some((f) => f.runId === r && f.status === 'queued')), 2000, "the children's queued frames");
+      await h.call('runs.cancel', { params: { id } });
+      for (const r of [middle, leaf]) {
+        const run = await h.waitFor(r, ['cancelled'], 2000);
+        expect(run.error).toEqual({ message: 'Parent run ended.' });
+        const frames = await h.db.query<{ seq: number; payload: any }>('select seq, payload from scheduler.frames where run_id = $1 order by seq', [r]);
+        expect(frames.map((f) => f.seq)).toEqual(frames.map((_, i) => i + 1));
+        expect(frames.at(-1)!.payload.status).toBe('cancelled');
+        await until(() => workspace.some((f) => f.runId === r && f.status === 'cancelled'), 2000, `the live cancel of ${r}`);
+      }
+      await until(() => [id, middle, leaf].every((r) => finished.some((f) => f.runId === r && f.status === 'cancelled')), 15_000, 'a run end for each');
+      // The grandchild's waiter went with it.
+      expect(await h.db.query('select 1 from scheduler.waiters where run_id = $1', [leaf])).toHaveLength(0);
     } finally {
       for (const sub of subs) await sub.stop();
     }

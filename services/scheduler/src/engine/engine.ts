@@ -3,7 +3,7 @@ import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { invalid, redact, type StepError } from '@dws/protocol';
 import { create, fromBinary, InvokeRequestSchema, InvokeResult_Outcome, InvokeResultSchema, toBinary } from '@dws/proto';
-import { counter, GroupCommit, histogram, ids, subjects, type Outbox, type OutboxMessage, type RunnerHttp } from '@dws/runtime';
+import { counter, GroupCommit, histogram, ids, subjects, type Outbox, type OutboxMessage, type PendingPublish, type RunnerHttp } from '@dws/runtime';
 import { checkpointSteps, decide, logsOf, withParsedBody, type Decision, type PassOutcome, type RunView, type StepOutcome } from '../domain/reply.js';
 import { invokeBody, memoEntry } from '../domain/invoke-body.js';
 import { hasInfer, hasStepError } from '../domain/step-errors.js';
@@ -12,7 +12,7 @@ import { aiSpendOf } from '../store/ai-spend.js';
 import { handoffMessage, runEndMessages, stepFailedMessage } from '../domain/handoffs.js';
 import { appendFrames, applyCheckpoints, applyPass, applyPasses, claimDueRuns, loadClaimedSteps, releaseLeases, renewLeases, type Applied, type ApplyCheckpoint, type ApplyPass, type NewFrame } from '../store/runs.js';
 import { checkpointPath, type CheckpointTokens } from '../domain/checkpoint-token.js';
-import { finishRun, parkSteps } from '../store/effects.js';
+import { addEffects, finishRun, parkSteps, type RunEffects } from '../store/effects.js';
 import { admitToSlots } from '../store/flow.js';
 import { heldFromClaim, type HeldRun } from './held-run.js';
 import type { WorkflowConfigs } from './workflow-configs.js';
@@ -539,17 +539,24 @@ export class Engine {
       frames,
       outbox: handoffs,
     };
+    // Children started or cancelled, an onFailure run: their frames and messages, once committed.
+    let others: { effects: RunEffects; pending: PendingPublish } | undefined;
     const result = needsTx
       ? await this.o.db.tx(async (tx) => {
           const r = await applyPass(tx, args);
           if (!r.applied) return r;
-          await parkSteps(tx, run, steps);
+          const effects = await parkSteps(tx, run, steps);
           if (terminal) {
-            await finishRun(tx, run, { status: status as 'succeeded' | 'failed', resultJson, error }, { parentRunId: run.parentRunId, spawnOnFailure, hadOpen });
+            addEffects(effects, await finishRun(tx, run, { status: status as 'succeeded' | 'failed', resultJson, error }, { parentRunId: run.parentRunId, spawnOnFailure, hadOpen }));
           }
+          others = { effects, pending: await this.o.outbox.enqueue(tx, effects.messages) };
           return r;
         })
       : await this.passWrites.submit(args);
+    if (others) {
+      for (const [r, f] of others.effects.live) publishFrames(this.o.bus, r, f);
+      await this.o.outbox.afterCommit(others.pending);
+    }
     if (!result.applied) {
       this.o.log.info({ runId: run.id, pass: run.pass }, 'pass no longer current; reply dropped');
       return false;

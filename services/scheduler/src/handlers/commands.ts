@@ -154,7 +154,7 @@ async function startUnderFlowControl(
           if (locked) {
             const skipped = await cancelLockedRun(tx, locked, { message: 'Skipped: a singleton run of this key is active.' });
             out.push(...skipped.messages);
-            live.push([self('cancelled'), [QUEUED_FRAME, skipped.frame]]);
+            live.push([self('queued'), [QUEUED_FRAME]], ...skipped.live);
           }
         }
         return done();
@@ -165,7 +165,7 @@ async function startUnderFlowControl(
           if (!locked) continue;
           const cancelled = await cancelLockedRun(tx, locked, { message: 'Cancelled: a newer singleton run of this key started.' });
           out.push(...cancelled.messages);
-          live.push([liveRunOf(locked, 'cancelled'), [cancelled.frame]]);
+          live.push(...cancelled.live);
         }
       }
     }

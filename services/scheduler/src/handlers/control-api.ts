@@ -76,10 +76,10 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
     return run;
   };
 
-  /** A new run from a finished one (replay, retry-from-step, bulk replay). */
-  const fork = async (tx: Database, src: ControlRun, inputJson: string): Promise<string> => {
+  /** A new run from a finished one (replay, retry-from-step, bulk replay); its queued frame goes live once `tx` commits. */
+  const fork = async (tx: Database, src: ControlRun, inputJson: string): Promise<{ id: string; live: () => void }> => {
     const id = ids.run();
-    await insertQueuedRun(tx, {
+    const { live } = await insertQueuedRun(tx, {
       id,
       workspaceId: src.workspace_id,
       workflow: src.workflow,
@@ -91,7 +91,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
       replayOf: src.id,
       inputJson,
     });
-    return id;
+    return { id, live: () => live.forEach(([r, frames]) => deps.live(r, frames)) };
   };
 
   return {
@@ -100,9 +100,9 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
         const run = await mustLock(tx, caller, params.id);
         if (TERMINAL.has(run.status)) throw conflict('run_terminal', `Run is already ${run.status}.`);
         const cancelled = await cancelLockedRun(tx, run, { message: `Cancelled by ${caller.actor || 'a user'}.` });
-        return { pending: await deps.outbox.enqueue(tx, cancelled.messages), live: () => deps.live(liveRunOf(run, 'cancelled'), [cancelled.frame]) };
+        return { pending: await deps.outbox.enqueue(tx, cancelled.messages), live: cancelled.live };
       });
-      live();
+      for (const [r, frames] of live) deps.live(r, frames);
       await deps.outbox.afterCommit(pending);
       await audit(caller, 'cancel', { runId: params.id });
       return { body: await deps.runRecord(caller.workspaceId, params.id!) };
@@ -147,11 +147,12 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
 
     async 'runs.replay'({ caller, params, body }) {
       const override = body !== undefined && body !== null && typeof body === 'object' && 'input' in (body as object);
-      const newId = await db.tx(async (tx) => {
+      const { id: newId, live } = await db.tx(async (tx) => {
         const run = await mustLock(tx, caller, params.id);
         if (!TERMINAL.has(run.status)) throw conflict('run_not_finished', `Run is ${run.status}; only a finished run can be replayed.`);
         return fork(tx, run, override ? JSON.stringify((body as { input: unknown }).input ?? null) : run.input);
       });
+      live();
       deps.nudge();
       await audit(caller, 'replay', { runId: params.id, newRunId: newId, detail: override ? { inputOverridden: true } : undefined });
       return { status: 201, body: await deps.runRecord(caller.workspaceId, newId) };
@@ -160,15 +161,16 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
     async 'runs.retryFromStep'({ caller, params, body }) {
       const step = str((body as { step?: unknown } | undefined)?.step);
       if (!step) throw invalid('step_required', 'Body must name the step to retry from: { "step": "<name>" }.');
-      const newId = await db.tx(async (tx) => {
+      const { id: newId, live } = await db.tx(async (tx) => {
         const run = await mustLock(tx, caller, params.id);
         if (!TERMINAL.has(run.status)) throw conflict('run_not_finished', `Run is ${run.status}; only a finished run can be retried.`);
         const carried = await stepsBefore(tx, run.id, step);
         if (!carried) throw notFound('step');
-        const id = await fork(tx, run, run.input);
-        await copySteps(tx, id, run.workspace_id, carried);
-        return id;
+        const forked = await fork(tx, run, run.input);
+        await copySteps(tx, forked.id, run.workspace_id, carried);
+        return forked;
       });
+      live();
       deps.nudge();
       await audit(caller, 'retry_from_step', { runId: params.id, newRunId: newId, detail: { step } });
       return { status: 201, body: await deps.runRecord(caller.workspaceId, newId) };
@@ -194,12 +196,13 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
           continue;
         }
         try {
-          const newId = await db.tx(async (tx) => {
+          const forked = await db.tx(async (tx) => {
             const run = await lockRun(tx, caller.workspaceId, r.id);
             if (!run || !TERMINAL.has(run.status)) return undefined;
             return fork(tx, run, run.input);
           });
-          if (newId) replayed++;
+          forked?.live();
+          if (forked) replayed++;
           else skipped++;
         } catch (err) {
           failed++;

@@ -18,15 +18,22 @@ export interface ControlRun {
   pause_requested: boolean;
 }
 
+const CONTROL_COLUMNS = `id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, input, lease_owner, next_seq,
+            parent_run_id, pause_requested`;
+
 /** Lock a run of the workspace for a control action (SELECT ... FOR UPDATE). */
 export async function lockRun(tx: Database, workspaceId: string, id: string): Promise<ControlRun | undefined> {
-  const rows = await tx.query<ControlRun>(
-    `select id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, input, lease_owner, next_seq,
-            parent_run_id, pause_requested
-       from scheduler.runs where workspace_id = $1 and id = $2 for update`,
-    [workspaceId, id],
-  );
+  const rows = await tx.query<ControlRun>(`select ${CONTROL_COLUMNS} from scheduler.runs where workspace_id = $1 and id = $2 for update`, [workspaceId, id]);
   return rows[0];
+}
+
+/** Lock a run's children that have not ended, to end them with it. */
+export function lockChildren(tx: Database, parentRunId: string): Promise<ControlRun[]> {
+  return tx.query<ControlRun>(
+    `select ${CONTROL_COLUMNS} from scheduler.runs
+      where parent_run_id = $1 and status in ('queued', 'running', 'waiting', 'paused') order by id for update`,
+    [parentRunId],
+  );
 }
 
 /**

@@ -3,8 +3,27 @@ import type { StepError } from '@dws/protocol';
 import type { StepOutcome } from '../domain/reply.js';
 import type { OutboxMessage } from '@dws/runtime';
 import { runEndMessages } from '../domain/handoffs.js';
-import { setRunStatus, type ControlRun } from './control.js';
+import { liveRunOf, type LiveRun } from '../engine/live.js';
+import { lockChildren, setRunStatus, type ControlRun } from './control.js';
+import { QUEUED_FRAME } from './flow.js';
 import { resolveStep, type NewFrame, type NewRun } from './runs.js';
+
+/**
+ * What a transaction did to runs: the frames it stored, to go live, and the
+ * messages it wrote to the outbox, to publish, once it commits.
+ */
+export interface RunEffects {
+  live: [LiveRun, NewFrame[]][];
+  messages: OutboxMessage[];
+}
+
+const noEffects = (): RunEffects => ({ live: [], messages: [] });
+
+export function addEffects(to: RunEffects, more: RunEffects): RunEffects {
+  to.live.push(...more.live);
+  to.messages.push(...more.messages);
+  return to;
+}
 
 export interface QueuedRun extends Omit<NewRun, 'createdAtMs'> {
   parentRunId?: string;
@@ -15,9 +34,10 @@ export interface QueuedRun extends Omit<NewRun, 'createdAtMs'> {
 /**
  * Insert a run that any replica may pick up at once (queued, due now), with
  * its queued frame. Children, onFailure runs and replays start this way.
+ * Returns its queued frame to go live, or nothing when the id existed.
  */
-export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<void> {
-  await db.query(
+export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<RunEffects> {
+  const rows = await db.query(
     `with r as (
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, input,
                                    next_seq, lease_until, started_at, parent_run_id, parent_step_id, on_failure_of)
@@ -26,12 +46,15 @@ export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<void>
        returning id
      )
      insert into scheduler.frames (run_id, seq, workspace_id, kind, payload)
-     select r.id, 1, $2, 'run_status', '{"status":"queued","attempt":1}'::jsonb from r`,
+     select r.id, 1, $2, 'run_status', $14::jsonb from r
+     returning run_id`,
     [
       r.id, r.workspaceId, r.workflow, r.app, r.runner, r.triggerKind, r.eventId, r.eventName, r.replayOf, r.inputJson,
-      r.parentRunId ?? null, r.parentStepId ?? null, r.onFailureOf ?? null,
+      r.parentRunId ?? null, r.parentStepId ?? null, r.onFailureOf ?? null, JSON.stringify(QUEUED_FRAME.fields),
     ],
   );
+  if (rows.length === 0) return noEffects();
+  return { live: [[{ id: r.id, workspaceId: r.workspaceId, status: 'queued', workflow: r.workflow, app: r.app }, [QUEUED_FRAME]]], messages: [] };
 }
 
 /**
@@ -57,7 +80,8 @@ export interface ParentRef {
 }
 
 /** Waiters and child runs of newly parked steps, written in the pass's transaction. */
-export async function parkSteps(tx: Database, run: ParentRef, steps: StepOutcome[]): Promise<void> {
+export async function parkSteps(tx: Database, run: ParentRef, steps: StepOutcome[]): Promise<RunEffects> {
+  const effects = noEffects();
   const waits = steps.filter((s) => s.status === 'waiting' && s.wait);
   if (waits.length) {
     await tx.query(
@@ -72,7 +96,7 @@ export async function parkSteps(tx: Database, run: ParentRef, steps: StepOutcome
     const app = s.child.app ?? (await resolveChildApp(tx, run.workspaceId, run.app, s.child.workflow));
     // SPEC: a child inherits its parent's pin only within the same app.
     const runner = s.child.runner ?? (app === run.app ? run.runner : '');
-    await insertQueuedRun(tx, {
+    addEffects(effects, await insertQueuedRun(tx, {
       id: s.child.runId,
       workspaceId: run.workspaceId,
       workflow: s.child.workflow,
@@ -85,21 +109,25 @@ export async function parkSteps(tx: Database, run: ParentRef, steps: StepOutcome
       inputJson: s.child.dataJson,
       parentRunId: run.id,
       parentStepId: s.id,
-    });
+    }));
   }
+  return effects;
 }
 
 /**
  * A run went terminal: its parent's step resolves with the result or the
- * error, its own children and waiters are cancelled, and a failed run of a
- * workflow registered with onFailure spawns its follow-on run.
+ * error, its waiters go, its open children are cancelled (theirs too, each
+ * with its frame and its run-end messages), and a failed run of a workflow
+ * registered with onFailure spawns its follow-on run. Returns what that did
+ * to the other runs.
  */
 export async function finishRun(
   tx: Database,
   run: ParentRef & { inputJson: string; eventName: string },
   outcome: { status: 'succeeded' | 'failed' | 'cancelled'; resultJson?: string | null; error?: StepError | null },
   opts: { parentRunId: string | null; spawnOnFailure: string | null; /** Whether it may have open children or waiters. @default true */ hadOpen?: boolean },
-): Promise<void> {
+): Promise<RunEffects> {
+  const effects = noEffects();
   if (opts.parentRunId) {
     const parentStep = await tx.query<{ parent_step_id: string }>('select parent_step_id from scheduler.runs where id = $1', [run.id]);
     const stepId = parentStep[0]?.parent_step_id;
@@ -114,16 +142,13 @@ export async function finishRun(
     }
   }
   if (opts.hadOpen !== false) {
-    await tx.query(
-      `update scheduler.runs set status = 'cancelled', lease_owner = null, lease_until = null, ended_at = now(), pass = pass + 1,
-              error = '{"message":"Parent run ended."}'::jsonb
-        where parent_run_id = $1 and status in ('queued', 'running', 'waiting', 'paused')`,
-      [run.id],
-    );
+    for (const child of await lockChildren(tx, run.id)) {
+      addEffects(effects, await cancelLockedRun(tx, child, { message: 'Parent run ended.' }, { parentEnded: true }));
+    }
     await tx.query('delete from scheduler.waiters where run_id = $1', [run.id]);
   }
   if (opts.spawnOnFailure) {
-    await insertQueuedRun(tx, {
+    addEffects(effects, await insertQueuedRun(tx, {
       id: opts.spawnOnFailure,
       workspaceId: run.workspaceId,
       workflow: run.workflow,
@@ -135,19 +160,21 @@ export async function finishRun(
       replayOf: null,
       inputJson: run.inputJson,
       onFailureOf: run.id,
-    });
+    }));
   }
+  return effects;
 }
 
 /**
  * Cancel a run locked by the caller's transaction: the pass advances (a
  * reply in flight is dropped), its children and waiters go, its parent's
- * step fails. Returns the run.cancelled messages for the caller's outbox, and
- * its cancelled frame to go live once the transaction commits.
+ * step fails (unless the parent is what ended). Returns its cancelled frame
+ * and run-end messages, and its children's, for once the transaction commits.
  */
-export async function cancelLockedRun(tx: Database, run: ControlRun, error: StepError): Promise<{ messages: OutboxMessage[]; frame: NewFrame }> {
+export async function cancelLockedRun(tx: Database, run: ControlRun, error: StepError, opts: { parentEnded?: boolean } = {}): Promise<RunEffects> {
   const frame = await setRunStatus(tx, run, 'cancelled', { ended: true, error });
   const ref = { id: run.id, workspaceId: run.workspace_id, app: run.app, runner: run.runner, workflow: run.workflow };
-  await finishRun(tx, { ...ref, inputJson: run.input, eventName: run.event_name ?? run.workflow }, { status: 'cancelled', error }, { parentRunId: run.parent_run_id, spawnOnFailure: null });
-  return { messages: runEndMessages(ref, 'cancelled', null, error), frame };
+  const effects: RunEffects = { live: [[liveRunOf(run, 'cancelled'), [frame]]], messages: runEndMessages(ref, 'cancelled', null, error) };
+  const parentRunId = opts.parentEnded ? null : run.parent_run_id;
+  return addEffects(effects, await finishRun(tx, { ...ref, inputJson: run.input, eventName: run.event_name ?? run.workflow }, { status: 'cancelled', error }, { parentRunId, spawnOnFailure: null }));
 }
