@@ -37,9 +37,9 @@ export interface EmbeddedBusStore {
   saveStream(spec: ResolvedStream): Promise<void>;
   /** Upsert a durable (first `consume` of it, or when its filter changes). */
   saveDurable(stream: string, durable: string, filterSubject: string | undefined): Promise<void>;
-  /** Store one message. One write per publish. */
+  /** Store one message. Calls settle in the order they were made (the bus keeps its log in seq order); calls made together may share a write. */
   append(msg: StoredMessage): Promise<void>;
-  /** Record that `durable` is done with `seq` (acked or dead-lettered). One small write per ack. */
+  /** Record that `durable` is done with `seq` (acked or dead-lettered). Calls made together may share a write. */
   ack(stream: string, durable: string, seq: number): Promise<void>;
   /** Drop messages (and their acks) with seq <= `throughSeq`; remember `throughSeq`. */
   prune(stream: string, throughSeq: number): Promise<void>;

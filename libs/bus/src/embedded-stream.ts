@@ -32,7 +32,7 @@ export class Stream {
   readonly durables = new Map<string, Durable>();
   /** Dropped from memory, still in the store until the duplicate window passes: the last seq and ts of each drop. */
   readonly released: Array<{ seq: number; ts: number }> = [];
-  /** Store appends chained so they land, and become visible, in seq order. */
+  /** The latest store append (appends settle in call order, so the log becomes visible in seq order): what close waits for. */
   writes: Promise<unknown> = Promise.resolve();
 
   constructor(

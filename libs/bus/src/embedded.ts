@@ -326,7 +326,9 @@ class EmbeddedBus implements Bus, DurableHost {
     const msg: StoredMessage = { stream: st.spec.name, seq: ++st.lastSeq, subject, data, msgId, ts: now, headers };
     const store = this.store;
     if (store) {
-      const write = st.writes.then(() => store.append(msg));
+      // Not chained behind the previous write: the store settles appends in call order, and
+      // writes several at once when they come together.
+      const write = store.append(msg);
       st.writes = write.catch(() => undefined);
       try {
         await write;

@@ -1,8 +1,11 @@
 /**
  * EmbeddedBusStore on Postgres (PGlite in `pnpm dev`, or a real server), in
- * its own schema. Per message: one INSERT on publish, one INSERT on ack;
- * pruning deletes in ranges.
+ * its own schema. Messages and acks are group-committed: those that arrive in
+ * one turn, or while a write is in flight, go in one INSERT (in PGlite every
+ * statement runs on the one thread all services share); pruning deletes in
+ * ranges.
  */
+import { GroupCommit } from '@dws/protocol';
 import type { EmbeddedBusStore, StoredBusState, StoredMessage } from './embedded-store.js';
 import type { ResolvedStream } from './policy.js';
 
@@ -20,6 +23,34 @@ export interface SqlClient {
 export function createSqlBusStore(sql: SqlClient, schema = 'bus'): EmbeddedBusStore {
   if (!/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`invalid schema name '${schema}'`);
   const t = (name: string) => `"${schema}"."${name}"`;
+  // One statement text whatever the batch's size (arrays, not a VALUES list per size): prepared once.
+  const appends = new GroupCommit<StoredMessage, void>(
+    async (ms) => {
+      await sql.query(
+        `INSERT INTO ${t('messages')} (stream, seq, subject, data, msg_id, headers, ts)
+         SELECT stream, seq, subject, decode(data, 'hex'), msg_id, headers, ts
+           FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[])
+                AS m(stream, seq, subject, data, msg_id, headers, ts)`,
+        [
+          ms.map((m) => m.stream), ms.map((m) => m.seq), ms.map((m) => m.subject), ms.map((m) => Buffer.from(m.data).toString('hex')),
+          ms.map((m) => m.msgId ?? null), ms.map((m) => (m.headers ? JSON.stringify(m.headers) : null)), ms.map((m) => m.ts),
+        ],
+      );
+      return ms.map(() => undefined);
+    },
+    (m) => `${m.stream}:${m.seq}`,
+  );
+  const acks = new GroupCommit<{ stream: string; durable: string; seq: number }, void>(
+    async (as) => {
+      await sql.query(
+        `INSERT INTO ${t('acks')} (stream, durable, seq)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) ON CONFLICT DO NOTHING`,
+        [as.map((a) => a.stream), as.map((a) => a.durable), as.map((a) => a.seq)],
+      );
+      return as.map(() => undefined);
+    },
+    (a) => `${a.stream}:${a.durable}:${a.seq}`,
+  );
 
   return {
     async load(): Promise<StoredBusState> {
@@ -83,20 +114,9 @@ export function createSqlBusStore(sql: SqlClient, schema = 'bus'): EmbeddedBusSt
       );
     },
 
-    async append(m) {
-      await sql.query(
-        `INSERT INTO ${t('messages')} (stream, seq, subject, data, msg_id, headers, ts)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-        [m.stream, m.seq, m.subject, m.data, m.msgId ?? null, m.headers ? JSON.stringify(m.headers) : null, m.ts],
-      );
-    },
+    append: (m) => appends.submit(m),
 
-    async ack(stream, durable, seq) {
-      await sql.query(
-        `INSERT INTO ${t('acks')} (stream, durable, seq) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-        [stream, durable, seq],
-      );
-    },
+    ack: (stream, durable, seq) => acks.submit({ stream, durable, seq }),
 
     async prune(stream, throughSeq) {
       // The high-water mark first: after a crash in between, only extra rows remain, never a reused seq.

@@ -23,6 +23,8 @@ describe.each(targets.map((t) => [t.kind, t] as const))('vacuumDueTables on %s',
     await db.query(`insert into churned (body) select 'x' from generate_series(1, 300)`);
     await db.query('delete from churned');
     await db.query(`insert into quiet (body) select 'x' from generate_series(1, 100)`);
+    await db.query('select pg_stat_force_next_flush()');
+    await db.query('analyze quiet');
     await db.query('delete from quiet where id <= 10');
   });
   afterAll(() => close());
@@ -37,5 +39,17 @@ describe.each(targets.map((t) => [t.kind, t] as const))('vacuumDueTables on %s',
     expect(await dead('quiet')).toBe(10);
     // Nothing is due any more.
     expect(await vacuumDueTables(query)).not.toContain('public.churned');
+  });
+
+  it('analyzes a table whose rows changed past 50 + 10% since its last analyze (a prepared plan is made again only then)', async () => {
+    await db.query('create table grown (id int primary key, body text)');
+    await db.query(`insert into grown select i, 'x' from generate_series(1, 1000) i`);
+    await db.query('select pg_stat_force_next_flush()');
+    const analyzed = async () => (await db.query<{ at: string | null }>(`select coalesce(last_analyze, last_autoanalyze)::text as at from pg_stat_user_tables where relname = 'grown'`))[0]?.at ?? null;
+    if (target.kind === 'pglite') expect(await analyzed()).toBeNull(); // a server's autovacuum may have been first
+    expect(await vacuumDueTables(query)).toContain('public.grown');
+    expect(await analyzed()).not.toBeNull();
+    await db.query('select pg_stat_force_next_flush()');
+    expect(await vacuumDueTables(query)).not.toContain('public.grown');
   });
 });

@@ -10,3 +10,4 @@ export * from './connect.js';
 export * from './hop.js';
 export * from './ai-spend.js';
 export * from './turn-writes.js';
+export * from './group-commit.js';

@@ -18,5 +18,4 @@ export {
   type RetentionOptions,
   type RetentionTarget,
 } from './retention.js';
-export { GroupCommit } from './group-commit.js';
 export { limitHeapGrowth } from './heap.js';

@@ -1,9 +1,9 @@
 import type { Bus } from '@dws/bus';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
-import { invalid, redact, type StepError } from '@dws/protocol';
+import { GroupCommit, invalid, redact, type StepError } from '@dws/protocol';
 import { create, fromBinary, InvokeRequestSchema, InvokeResult_Outcome, InvokeResultSchema, toBinary } from '@dws/proto';
-import { counter, GroupCommit, histogram, ids, subjects, type Outbox, type OutboxMessage, type PendingPublish, type RunnerHttp } from '@dws/runtime';
+import { counter, histogram, ids, subjects, type Outbox, type OutboxMessage, type PendingPublish, type RunnerHttp } from '@dws/runtime';
 import { checkpointSteps, decide, logsOf, withParsedBody, type Decision, type PassOutcome, type RunView, type StepOutcome } from '../domain/reply.js';
 import { invokeBody, memoEntry } from '../domain/invoke-body.js';
 import { hasInfer, hasStepError } from '../domain/step-errors.js';
@@ -183,8 +183,9 @@ export class Engine {
         this.claimAgain = false;
         await admitToSlots(this.o.db);
         const claimed = await claimDueRuns(this.o.db, this.o.owner, this.o.leaseMs, Math.min(100, this.capacity), [...this.held.keys()]);
+        const memos = await loadClaimedSteps(this.o.db, claimed.map((c) => c.id));
         for (const c of claimed) {
-          const { steps, logKeys } = await loadClaimedSteps(this.o.db, c.id);
+          const { steps, logKeys } = memos.get(c.id)!;
           this.spawn(heldFromClaim(c, steps, logKeys));
         }
         total += claimed.length;

@@ -125,10 +125,11 @@ export async function consumeWorkflowFacts(opts: { bus: Bus; workflows: Workflow
 }
 
 /**
- * A run ingest flagged with flow control: singleton first (skip: this run is
- * cancelled as skipped when one of its key is active; cancel: the active ones
- * are cancelled), then it waits queued for its throttle time or a
- * concurrency slot; the engine admits and claims it.
+ * A run ingest flagged with flow control, or one that came while this
+ * replica had no room: singleton first (skip: this run is cancelled as
+ * skipped when one of its key is active; cancel: the active ones are
+ * cancelled), then it waits queued for its throttle time or a concurrency
+ * slot (or for room); the engine admits and claims it.
  */
 async function startUnderFlowControl(
   opts: { bus: Bus; db: Database; engine: Engine; outbox: Outbox },
@@ -137,46 +138,44 @@ async function startUnderFlowControl(
   notBeforeMs: number,
 ): Promise<void> {
   const singletonKey = cmd.singletonMode ? cmd.singletonKey : null;
+  const self = (status: string): LiveRun => ({ id: run.id, workspaceId: run.workspaceId, status, workflow: run.workflow, app: run.app });
+  const flow = { notBeforeMs, concurrencyKey: cmd.concurrencyKey, concurrencyLimit: cmd.concurrencyLimit, priority: Number(cmd.priority), singletonKey };
+  if (singletonKey === null) {
+    // Nothing to weigh against other runs: one statement, idempotent on the run id.
+    if (await insertFlowRun(opts.db, run, flow)) publishFrames(opts.bus, self('queued'), [QUEUED_FRAME]);
+    opts.engine.nudge();
+    return;
+  }
   const { pending, live } = await opts.db.tx(async (tx) => {
     const out: OutboxMessage[] = [];
     // Frames stored here go live once committed: this run's queued frame, the cancelled ones.
     const live: [LiveRun, NewFrame[]][] = [];
-    const self = (status: string): LiveRun => ({ id: run.id, workspaceId: run.workspaceId, status, workflow: run.workflow, app: run.app });
     const done = async () => ({ pending: await opts.outbox.enqueue(tx, out), live });
     // A repeat of this StartRun (a redelivery, or the stream copy of a direct start whose
     // answer was lost) must not act again: a singleton "cancel" would cancel newer runs.
     if ((await tx.query('select 1 from scheduler.runs where id = $1', [run.id])).length > 0) return done();
-    if (singletonKey !== null) {
-      const active = await activeSingletons(tx, { workspaceId: run.workspaceId, app: run.app, workflow: run.workflow, key: singletonKey, except: run.id });
-      if (active.length > 0 && cmd.singletonMode === 'skip') {
-        if (await insertFlowRun(tx, run, { notBeforeMs: 0, concurrencyKey: '', concurrencyLimit: 0, priority: 0, singletonKey: null })) {
-          const locked = await lockRun(tx, run.workspaceId, run.id);
-          if (locked) {
-            const skipped = await cancelLockedRun(tx, locked, { message: 'Skipped: a singleton run of this key is active.' });
-            out.push(...skipped.messages);
-            live.push([self('queued'), [QUEUED_FRAME]], ...skipped.live);
-          }
+    const active = await activeSingletons(tx, { workspaceId: run.workspaceId, app: run.app, workflow: run.workflow, key: singletonKey, except: run.id });
+    if (active.length > 0 && cmd.singletonMode === 'skip') {
+      if (await insertFlowRun(tx, run, { notBeforeMs: 0, concurrencyKey: '', concurrencyLimit: 0, priority: 0, singletonKey: null })) {
+        const locked = await lockRun(tx, run.workspaceId, run.id);
+        if (locked) {
+          const skipped = await cancelLockedRun(tx, locked, { message: 'Skipped: a singleton run of this key is active.' });
+          out.push(...skipped.messages);
+          live.push([self('queued'), [QUEUED_FRAME]], ...skipped.live);
         }
-        return done();
       }
-      if (cmd.singletonMode === 'cancel') {
-        for (const id of active) {
-          const locked = await lockRun(tx, run.workspaceId, id);
-          if (!locked) continue;
-          const cancelled = await cancelLockedRun(tx, locked, { message: 'Cancelled: a newer singleton run of this key started.' });
-          out.push(...cancelled.messages);
-          live.push(...cancelled.live);
-        }
+      return done();
+    }
+    if (cmd.singletonMode === 'cancel') {
+      for (const id of active) {
+        const locked = await lockRun(tx, run.workspaceId, id);
+        if (!locked) continue;
+        const cancelled = await cancelLockedRun(tx, locked, { message: 'Cancelled: a newer singleton run of this key started.' });
+        out.push(...cancelled.messages);
+        live.push(...cancelled.live);
       }
     }
-    const inserted = await insertFlowRun(tx, run, {
-      notBeforeMs,
-      concurrencyKey: cmd.concurrencyKey,
-      concurrencyLimit: cmd.concurrencyLimit,
-      priority: Number(cmd.priority),
-      singletonKey,
-    });
-    if (inserted) live.push([self('queued'), [QUEUED_FRAME]]);
+    if (await insertFlowRun(tx, run, flow)) live.push([self('queued'), [QUEUED_FRAME]]);
     return done();
   });
   for (const [r, frames] of live) publishFrames(opts.bus, r, frames);

@@ -349,31 +349,35 @@ export interface StoredStep {
 }
 
 /**
- * The memo of a claimed run (read once per claim, then kept in memory while
- * held). Parked steps whose time has come are resolved first: a sleep that
- * is over, or a wait that timed out (it resolves with null), and their
- * waiters are removed.
+ * The memos of claimed runs (read once per claim, then kept in memory while
+ * held), three statements for the whole claim. Parked steps whose time has
+ * come are resolved first: a sleep that is over, or a wait that timed out
+ * (it resolves with null), and their waiters are removed.
  */
-export async function loadClaimedSteps(db: Database, runId: string): Promise<{ steps: StoredStep[]; logKeys: string[] }> {
+export async function loadClaimedSteps(db: Database, runIds: string[]): Promise<Map<string, { steps: StoredStep[]; logKeys: string[] }>> {
+  const out = new Map(runIds.map((id) => [id, { steps: [] as StoredStep[], logKeys: [] as string[] }]));
+  if (runIds.length === 0) return out;
   await db.query(
     `with due as (
        update scheduler.steps set status = 'succeeded', data = 'null', wake_at = null, ended_at = now()
-        where run_id = $1 and status in ('sleeping', 'waiting') and wake_at <= now()
-        returning step_id
+        where run_id = any($1::text[]) and status in ('sleeping', 'waiting') and wake_at <= now()
+        returning run_id, step_id
      )
-     delete from scheduler.waiters w using due where w.run_id = $1 and w.step_id = due.step_id`,
-    [runId],
+     delete from scheduler.waiters w using due where w.run_id = due.run_id and w.step_id = due.step_id`,
+    [runIds],
   );
-  const steps = await db.query<StoredStep>(
-    `select step_id, name, status, data, error, attempts, (extract(epoch from wake_at) * 1000)::bigint as wake_at_ms
-       from scheduler.steps where run_id = $1 order by idx`,
-    [runId],
+  const steps = await db.query<StoredStep & { run_id: string }>(
+    `select run_id, step_id, name, status, data, error, attempts, (extract(epoch from wake_at) * 1000)::bigint as wake_at_ms
+       from scheduler.steps where run_id = any($1::text[]) order by run_id, idx`,
+    [runIds],
   );
-  const keys = await db.query<{ log_key: string }>('select log_key from scheduler.frames where run_id = $1 and log_key is not null', [runId]);
-  return {
-    steps: steps.map((s) => ({ ...s, wake_at_ms: s.wake_at_ms === null ? null : Number(s.wake_at_ms) })),
-    logKeys: keys.map((k) => k.log_key),
-  };
+  for (const { run_id, ...s } of steps) out.get(run_id)!.steps.push({ ...s, wake_at_ms: s.wake_at_ms === null ? null : Number(s.wake_at_ms) });
+  const keys = await db.query<{ run_id: string; log_key: string }>(
+    'select run_id, log_key from scheduler.frames where run_id = any($1::text[]) and log_key is not null',
+    [runIds],
+  );
+  for (const k of keys) out.get(k.run_id)!.logKeys.push(k.log_key);
+  return out;
 }
 
 /** Extend the leases this replica holds (passes that run longer than a lease). */
