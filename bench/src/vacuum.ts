@@ -19,7 +19,7 @@ export async function vacuumLikeAutovacuum(url: string, log: (line: string) => v
     await sql.end();
     return async () => {};
   }
-  log(`  Postgres runs with autovacuum off here: the bench vacuums its database's tables past autovacuum's threshold every ${AUTOVACUUM_NAPTIME_MS / 1000} s, as autovacuum would\n`);
+  log(`  Postgres runs with autovacuum off here: the bench vacuums and analyzes its database's tables past autovacuum's thresholds every ${AUTOVACUUM_NAPTIME_MS / 1000} s, as autovacuum would\n`);
   let running: Promise<unknown> = Promise.resolve();
   const timer = setInterval(() => {
     running = vacuumDueTables((text) => sql.unsafe(text)).catch((err: unknown) => log(`  vacuum failed: ${(err as Error).message}\n`));

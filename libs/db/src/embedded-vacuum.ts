@@ -12,13 +12,16 @@
  * One table per statement, so the services' queries go in between.
  */
 
+/** autovacuum_naptime's default: how often autovacuum looks at each database. */
+export const AUTOVACUUM_NAPTIME_MS = 60_000;
+
 /**
  * How often the embedded database looks for tables due. Shorter than
  * autovacuum's 60 s: until a table's first analyze, a fresh `pnpm dev`'s
  * statements run on plans made for empty tables. The look itself is one read
  * of pg_stat_user_tables.
  */
-export const AUTOVACUUM_NAPTIME_MS = 5_000;
+export const EMBEDDED_NAPTIME_MS = 5_000;
 
 type Query = <T>(text: string) => Promise<T[]>;
 

@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { PGlite } from '@electric-sql/pglite';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { drizzle, PgliteSession, PgliteTransaction } from 'drizzle-orm/pglite';
-import { AUTOVACUUM_NAPTIME_MS, vacuumDueTables } from './embedded-vacuum.js';
+import { EMBEDDED_NAPTIME_MS, vacuumDueTables } from './embedded-vacuum.js';
 import { preparedClient, type PgliteTx } from './pglite-statements.js';
 import { healthy } from './postgres-driver.js';
 import { execScript, type ScriptRunner } from './symbols.js';
@@ -52,7 +52,7 @@ export async function openPglite(dataDir?: string): Promise<Database> {
   const vacuum = setInterval(() => {
     // A failure here (the database closing under it) only skips a round.
     vacuuming = vacuumDueTables(async (text) => (await pg.query<never>(text)).rows).catch(() => undefined);
-  }, AUTOVACUUM_NAPTIME_MS);
+  }, EMBEDDED_NAPTIME_MS);
   vacuum.unref();
 
   const db: Database & ScriptRunner = {
