@@ -46,8 +46,8 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
     invokeTimeoutMs: cfg.SERVICE_INVOKE_TIMEOUT_MS,
   });
   const facts = await consumeWorkflowFacts({ bus, workflows });
-  const starts = await consumeStartRuns({ bus, db, engine, outbox, owner, leaseMs: cfg.SERVICE_RUN_LEASE_MS });
-  const directStarts = serveDirectStarts({ bus, db, engine, outbox, owner, leaseMs: cfg.SERVICE_RUN_LEASE_MS });
+  const starts = await consumeStartRuns({ bus, db, engine, outbox });
+  const directStarts = serveDirectStarts({ bus, db, engine, outbox });
   engine.start();
   gauge('dws_scheduler_held_runs', 'Runs this replica is driving now.', () => (cfg.SERVICE_MAX_ACTIVE_RUNS - engine.capacity));
   // Runs not yet ended, by status, sampled from the scheduler's own table when scraped.

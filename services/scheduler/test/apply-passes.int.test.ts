@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { migrate, openDatabase, type Database } from '@dws/db';
 import { hashStepId } from '@dws/protocol';
 import { openTestDb, testInfra } from '@dws/testing';
-import { applyCheckpoints, applyPass, applyPasses, insertHeldRun, renewLeases, type ApplyPass } from '../src/store/runs.js';
+import { applyCheckpoints, applyPass, applyPasses, insertHeldRuns, renewLeases, type ApplyPass, type NewFrame } from '../src/store/runs.js';
 
 const MIGRATIONS = fileURLToPath(new URL('../src/store/migrations', import.meta.url));
 const OWNER = 'scheduler-test';
@@ -57,10 +57,11 @@ describe.each(modes)('applyPasses: one statement for many runs writes what apply
     for (const prefix of ['one', 'many']) {
       for (const p of passes(prefix)) {
         const run = { id: p.runId, workspaceId: WS, workflow: 'wf', app: 'app', runner: '', triggerKind: 'event', eventId: null, eventName: 'go', replayOf: null, inputJson: '{}', createdAtMs: Date.now() };
-        await insertHeldRun(db, run, OWNER, 30_000, [
+        const frames: NewFrame[] = [
           { seq: 1, kind: 'run_status', fields: { status: 'queued' } },
           { seq: 2, kind: 'run_status', fields: { status: 'running' } },
-        ]);
+        ];
+        await insertHeldRuns(db, [{ run, frames }], OWNER, 30_000);
       }
       await db.query(`update scheduler.runs set pause_requested = true where id = $1`, [`${prefix}_paused`]);
     }
@@ -188,5 +189,30 @@ describe.each(modes)('applyPasses: one statement for many runs writes what apply
       expect(plan).toMatch(/Index Scan using runs_pkey on runs/);
       expect(plan).not.toMatch(/Seq Scan on runs/);
     }
+  });
+
+  it('inserts a batch of held runs in one statement, each with its frames, and skips one that exists', async () => {
+    const run = (id: string) => ({ id, workspaceId: WS, workflow: 'wf', app: 'app', runner: '', triggerKind: 'event', eventId: `evt_${id}`, eventName: 'go', replayOf: null, inputJson: `{"n":"${id}"}`, createdAtMs: Date.now() });
+    const frames: NewFrame[] = [
+      { seq: 1, kind: 'run_status', fields: { status: 'queued', attempt: 1 } },
+      { seq: 2, kind: 'run_status', fields: { status: 'running', attempt: 1 } },
+    ];
+    const first = await insertHeldRuns(db, [{ run: run('held_a'), frames }], OWNER, 30_000);
+    expect([...first]).toEqual(['held_a']);
+    await db.query(`update scheduler.runs set input = '"touched"' where id = 'held_a'`);
+    const batch = await insertHeldRuns(db, ['held_a', 'held_b', 'held_c'].map((id) => ({ run: run(id), frames })), OWNER, 30_000);
+    expect([...batch].sort()).toEqual(['held_b', 'held_c']);
+    const rows = await db.query<{ id: string; status: string; input: string; next_seq: number; lease_owner: string; event_id: string }>(
+      `select id, status, input, next_seq, lease_owner, event_id from scheduler.runs where id like 'held_%' order by id`,
+    );
+    expect(rows).toEqual([
+      { id: 'held_a', status: 'running', input: '"touched"', next_seq: 3, lease_owner: OWNER, event_id: 'evt_held_a' },
+      { id: 'held_b', status: 'running', input: '{"n":"held_b"}', next_seq: 3, lease_owner: OWNER, event_id: 'evt_held_b' },
+      { id: 'held_c', status: 'running', input: '{"n":"held_c"}', next_seq: 3, lease_owner: OWNER, event_id: 'evt_held_c' },
+    ]);
+    const stored = await db.query<{ run_id: string; seq: number; status: string }>(
+      `select run_id, seq, payload->>'status' as status from scheduler.frames where run_id like 'held_%' order by run_id, seq`,
+    );
+    expect(stored).toEqual(['held_a', 'held_b', 'held_c'].flatMap((id) => [{ run_id: id, seq: 1, status: 'queued' }, { run_id: id, seq: 2, status: 'running' }]));
   });
 });

@@ -10,7 +10,7 @@ import { hasInfer, hasStepError } from '../domain/step-errors.js';
 import type { AiSpendView } from '../domain/ai-spend.js';
 import { aiSpendOf } from '../store/ai-spend.js';
 import { handoffMessage, runEndMessages, stepFailedMessage } from '../domain/handoffs.js';
-import { appendFrames, applyCheckpoints, applyPass, applyPasses, claimDueRuns, loadClaimedSteps, releaseLeases, renewLeases, type Applied, type ApplyCheckpoint, type ApplyPass, type NewFrame } from '../store/runs.js';
+import { appendFrames, applyCheckpoints, applyPass, applyPasses, claimDueRuns, insertHeldRuns, loadClaimedSteps, releaseLeases, renewLeases, type Applied, type ApplyCheckpoint, type ApplyPass, type NewFrame, type NewRun } from '../store/runs.js';
 import { checkpointPath, type CheckpointTokens } from '../domain/checkpoint-token.js';
 import { addEffects, finishRun, parkSteps, type RunEffects } from '../store/effects.js';
 import { admitToSlots } from '../store/flow.js';
@@ -93,6 +93,8 @@ export class Engine {
   private readonly checkpointWrites: GroupCommit<ApplyCheckpoint, boolean>;
   /** Passes that need no transaction (most of them), likewise. */
   private readonly passWrites: GroupCommit<ApplyPass, Applied>;
+  /** New runs this replica starts, likewise. */
+  private readonly startWrites: GroupCommit<{ run: NewRun; frames: NewFrame[] }, boolean>;
 
   constructor(private readonly o: EngineOptions) {
     this.checkpointWrites = new GroupCommit(
@@ -111,6 +113,18 @@ export class Engine {
       },
       (a) => a.runId,
     );
+    this.startWrites = new GroupCommit(
+      async (batch) => {
+        const inserted = await insertHeldRuns(o.db, batch, o.owner, o.leaseMs);
+        return batch.map((s) => inserted.has(s.run.id));
+      },
+      (s) => s.run.id,
+    );
+  }
+
+  /** Store a new run held by this replica (with the starts that queue meanwhile); false when it existed. Then `adopt` it. */
+  insertHeld(run: NewRun, frames: NewFrame[]): Promise<boolean> {
+    return this.startWrites.submit({ run, frames });
   }
 
   get capacity(): number {

@@ -2,7 +2,7 @@ import type { Bus, Subscription } from '@dws/bus';
 import type { Database } from '@dws/db';
 import { ApiRequestSchema, ApprovalListedSchema, fromBinary, ResolveStepSchema, StartRunSchema, WorkflowsRegisteredSchema, type StartRun } from '@dws/proto';
 import { COMMAND_ACK_WAIT_MS, streams, subjects, type ApiHandler, type Outbox, type OutboxMessage } from '@dws/runtime';
-import { insertHeldRun, markApprovalListed, resolveStep, type NewFrame, type NewRun } from '../store/runs.js';
+import { markApprovalListed, resolveStep, type NewFrame, type NewRun } from '../store/runs.js';
 import { lockRun } from '../store/control.js';
 import { cancelLockedRun } from '../store/effects.js';
 import { activeSingletons, insertFlowRun, QUEUED_FRAME } from '../store/flow.js';
@@ -14,7 +14,7 @@ import type { WorkflowConfigs } from '../engine/workflow-configs.js';
 const dec = new TextDecoder();
 const enc = new TextEncoder();
 
-type StartRunDeps = { bus: Bus; db: Database; engine: Engine; outbox: Outbox; owner: string; leaseMs: number };
+type StartRunDeps = { bus: Bus; db: Database; engine: Engine; outbox: Outbox };
 
 /**
  * StartRun commands: insert the run held by this replica and drive it at
@@ -77,8 +77,7 @@ async function startRun(opts: StartRunDeps, cmd: StartRun): Promise<void> {
     { seq: 1, kind: 'run_status', fields: { status: 'queued', attempt: 1 } },
     { seq: 2, kind: 'run_status', fields: { status: 'running', attempt: 1 } },
   ];
-  const inserted = await insertHeldRun(opts.db, newRun, opts.owner, opts.leaseMs, frames);
-  if (!inserted) return;
+  if (!(await opts.engine.insertHeld(newRun, frames))) return;
   opts.engine.adopt(
     newHeldRun({
       id: cmd.runId,

@@ -35,30 +35,43 @@ export interface NewRun {
 }
 
 /**
- * Insert a run already held by `owner` (it will be driven at once), with its
- * queued and running frames. Idempotent on the run id: a redelivered start
- * command inserts nothing and returns false.
+ * Insert runs already held by `owner` (each is driven at once), with their
+ * queued and running frames, in one statement. Idempotent on the run id: a
+ * redelivered start command inserts nothing. Returns the ids inserted.
  */
-export async function insertHeldRun(db: Database, run: NewRun, owner: string, leaseMs: number, frames: NewFrame[]): Promise<boolean> {
+export async function insertHeldRuns(db: Database, starts: { run: NewRun; frames: NewFrame[] }[], owner: string, leaseMs: number): Promise<Set<string>> {
   const rows = await db.query<{ id: string }>(
-    `with r as (
+    `with x as (
+       select * from jsonb_to_recordset($1::jsonb) as x(id text, workspace_id text, workflow text, app text, runner text, trigger_kind text,
+                                                         event_id text, event_name text, replay_of text, input text, next_seq int,
+                                                         created_at_ms bigint, session text, frames jsonb)
+     ), r as (
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of,
                                    input, next_seq, lease_owner, lease_until, created_at, started_at, session)
-       values ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9, $10, $11, $12, now() + ($13::int * interval '1 millisecond'),
-               to_timestamp($14::bigint / 1000.0), now(), $16)
+       select id, workspace_id, workflow, app, runner, 'running', trigger_kind, event_id, event_name, replay_of, input, next_seq, $2,
+              now() + ($3::int * interval '1 millisecond'), to_timestamp(created_at_ms / 1000.0), now(), session
+         from x
        on conflict (id) do nothing
        returning id
      ), f as (
        insert into scheduler.frames (run_id, seq, workspace_id, kind, payload)
-       select r.id, x.seq, $2, x.kind, x.payload from r, jsonb_to_recordset($15::jsonb) as x(seq int, kind text, payload jsonb)
+       select r.id, fr.seq, x.workspace_id, fr.kind, fr.payload
+         from r join x on x.id = r.id cross join lateral jsonb_to_recordset(x.frames) as fr(seq int, kind text, payload jsonb)
      )
      select id from r`,
     [
-      run.id, run.workspaceId, run.workflow, run.app, run.runner, run.triggerKind, run.eventId, run.eventName, run.replayOf,
-      run.inputJson, frames.length + 1, owner, leaseMs, run.createdAtMs, framesJson(frames), run.session ?? null,
+      JSON.stringify(
+        starts.map(({ run, frames }) => ({
+          id: run.id, workspace_id: run.workspaceId, workflow: run.workflow, app: run.app, runner: run.runner, trigger_kind: run.triggerKind,
+          event_id: run.eventId, event_name: run.eventName, replay_of: run.replayOf, input: run.inputJson, next_seq: frames.length + 1,
+          created_at_ms: run.createdAtMs, session: run.session ?? null, frames: frames.map((f) => ({ seq: f.seq, kind: f.kind, payload: f.fields })),
+        })),
+      ),
+      owner,
+      leaseMs,
     ],
   );
-  return rows.length === 1;
+  return new Set(rows.map((r) => r.id));
 }
 
 /** Outbox rows travel as one JSON parameter too (payloads in base64). */
