@@ -8,7 +8,7 @@ import { cancelLockedRun } from '../store/effects.js';
 import { activeSingletons, insertFlowRun, QUEUED_FRAME } from '../store/flow.js';
 import type { Engine } from '../engine/engine.js';
 import { newHeldRun } from '../engine/held-run.js';
-import { liveRunOf, publishFrames, type LiveRun } from '../engine/live.js';
+import { publishFrames, type LiveRun } from '../engine/live.js';
 import type { WorkflowConfigs } from '../engine/workflow-configs.js';
 
 const dec = new TextDecoder();
