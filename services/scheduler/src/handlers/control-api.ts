@@ -3,7 +3,7 @@ import type { Logger } from '@dws/log';
 import { celMatches } from '@dws/cel';
 import { conflict, invalid, notFound } from '@dws/protocol';
 import { ids, WAKE_BATCH_MAX, type ApiHandler, type Caller, type Outbox } from '@dws/runtime';
-import { cancelLockedRun, insertQueuedRun } from '../store/effects.js';
+import { cancelLockedRun, insertQueuedRun, type RunEffects } from '../store/effects.js';
 import { singletonState } from '../store/flow.js';
 import { resolveStep, type NewFrame } from '../store/runs.js';
 import { liveRunOf, type LiveRun } from '../engine/live.js';
@@ -76,8 +76,13 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
     return run;
   };
 
-  /** A new run from a finished one (replay, retry-from-step, bulk replay); its queued frame goes live once `tx` commits. */
-  const fork = async (tx: Database, src: ControlRun, inputJson: string): Promise<{ id: string; live: () => void }> => {
+  /** Frames a committed transaction stored go live. */
+  const publish = (live: RunEffects['live']) => {
+    for (const [r, frames] of live) deps.live(r, frames);
+  };
+
+  /** A new run from a finished one (replay, retry-from-step, bulk replay), with its queued frame to publish once `tx` commits. */
+  const fork = async (tx: Database, src: ControlRun, inputJson: string): Promise<{ id: string; live: RunEffects['live'] }> => {
     const id = ids.run();
     const { live } = await insertQueuedRun(tx, {
       id,
@@ -91,7 +96,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
       replayOf: src.id,
       inputJson,
     });
-    return { id, live: () => live.forEach(([r, frames]) => deps.live(r, frames)) };
+    return { id, live };
   };
 
   return {
@@ -102,7 +107,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
         const cancelled = await cancelLockedRun(tx, run, { message: `Cancelled by ${caller.actor || 'a user'}.` });
         return { pending: await deps.outbox.enqueue(tx, cancelled.messages), live: cancelled.live };
       });
-      for (const [r, frames] of live) deps.live(r, frames);
+      publish(live);
       await deps.outbox.afterCommit(pending);
       await audit(caller, 'cancel', { runId: params.id });
       return { body: await deps.runRecord(caller.workspaceId, params.id!) };
@@ -152,7 +157,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
         if (!TERMINAL.has(run.status)) throw conflict('run_not_finished', `Run is ${run.status}; only a finished run can be replayed.`);
         return fork(tx, run, override ? JSON.stringify((body as { input: unknown }).input ?? null) : run.input);
       });
-      live();
+      publish(live);
       deps.nudge();
       await audit(caller, 'replay', { runId: params.id, newRunId: newId, detail: override ? { inputOverridden: true } : undefined });
       return { status: 201, body: await deps.runRecord(caller.workspaceId, newId) };
@@ -170,7 +175,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
         await copySteps(tx, forked.id, run.workspace_id, carried);
         return forked;
       });
-      live();
+      publish(live);
       deps.nudge();
       await audit(caller, 'retry_from_step', { runId: params.id, newRunId: newId, detail: { step } });
       return { status: 201, body: await deps.runRecord(caller.workspaceId, newId) };
@@ -201,9 +206,10 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
             if (!run || !TERMINAL.has(run.status)) return undefined;
             return fork(tx, run, run.input);
           });
-          forked?.live();
-          if (forked) replayed++;
-          else skipped++;
+          if (forked) {
+            publish(forked.live);
+            replayed++;
+          } else skipped++;
         } catch (err) {
           failed++;
           log.warn({ err, runId: r.id }, 'bulk replay of one run failed');
