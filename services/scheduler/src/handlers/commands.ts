@@ -74,7 +74,7 @@ async function startRun(opts: StartRunDeps, cmd: StartRun): Promise<void> {
     return;
   }
   const frames: NewFrame[] = [
-    { seq: 1, kind: 'run_status', fields: { status: 'queued', attempt: 1 } },
+    QUEUED_FRAME,
     { seq: 2, kind: 'run_status', fields: { status: 'running', attempt: 1 } },
   ];
   if (!(await opts.engine.insertHeld(newRun, frames))) return;

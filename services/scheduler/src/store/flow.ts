@@ -11,7 +11,7 @@ export interface FlowControl {
   singletonKey: string | null;
 }
 
-/** The frame insertFlowRun stores with the run (seq 1), to go live once committed. */
+/** A new run's first frame (seq 1), stored with its row and published once committed. */
 export const QUEUED_FRAME: NewFrame = { seq: 1, kind: 'run_status', fields: { status: 'queued', attempt: 1 } };
 
 /**
