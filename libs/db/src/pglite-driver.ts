@@ -8,7 +8,7 @@ import { PgDialect } from 'drizzle-orm/pg-core';
 import { drizzle, PgliteSession, PgliteTransaction } from 'drizzle-orm/pglite';
 import { EMBEDDED_NAPTIME_MS, vacuumDueTables } from './embedded-vacuum.js';
 import { preparedClient, type PgliteTx } from './pglite-statements.js';
-import { healthy } from './postgres-driver.js';
+import { GENERIC_PLANS, healthy } from './postgres-driver.js';
 import { execScript, type ScriptRunner } from './symbols.js';
 import { TEXT_PASSTHROUGH_OIDS } from './types-parse.js';
 import type { Database, Drizzle } from './types.js';
@@ -45,6 +45,7 @@ export async function openPglite(dataDir?: string): Promise<Database> {
   // default sample keeps its pause at ~13 ms for 200,000 rows (85 ms at the default), and the
   // plans it is for (an index or a scan) depend on the table's size, not on fine histograms.
   await pg.exec('set default_statistics_target = 10');
+  await pg.exec(`set plan_cache_mode = ${GENERIC_PLANS}`);
   const client = preparedClient(pg);
   const root = drizzle(client as unknown as PGlite) as unknown as Drizzle;
   const dialect = new PgDialect();

@@ -28,6 +28,19 @@ describe.each(targets.map((t) => [t.kind, t] as const))('Database on %s', (kind,
     expect(await db.healthy()).toBe(true);
   });
 
+  it('runs the generic plan of a statement, not one planned again with each Bind (GENERIC_PLANS)', async () => {
+    const rows = await db.query<{ mode: string }>(`select current_setting('plan_cache_mode') as mode`);
+    expect(rows[0]!.mode).toBe('force_generic_plan');
+    // Planned once without its values: the plan shows the parameter, where a custom plan has the literal.
+    await db.tx(async (tx) => {
+      await tx.query('prepare by_id as select body from notes where id = $1');
+      const plan = (await tx.query<{ 'QUERY PLAN': string }>('explain execute by_id(42)')).map((r) => r['QUERY PLAN']).join('\n');
+      await tx.query('deallocate by_id');
+      expect(plan).toMatch(/\$1/);
+      expect(plan).not.toMatch(/42/);
+    });
+  });
+
   it('runs parameterised queries and returns plain rows', async () => {
     const rows = await db.query<{ a: number; b: string; c: null }>('select $1::int as a, $2::text as b, $3::text as c', [
       7,

@@ -4,7 +4,7 @@ import { connectJetStreamBus, prefixedBus, type Bus, type Subscription } from '@
 import type { Database } from '@dws/db';
 import { createLogger } from '@dws/log';
 import { callApi, ids, serveApi, type ApiCall, type ApiResult } from '@dws/runtime';
-import { openTestDb, testDatabaseUrl, testInfra, uniqueName, type TestDb } from '@dws/testing';
+import { openTestDb, preparedPlan, testDatabaseUrl, testInfra, uniqueName, type TestDb } from '@dws/testing';
 import { runReadsApi } from '../src/handlers/reads-api.js';
 import { listRunsSql, RUN_SORTS, type RunListQuery } from '../src/store/reads.js';
 
@@ -400,10 +400,10 @@ d('scheduler read side', () => {
     }
     for (const ddl of RECOMMENDED_INDEXES) await db.query(ddl);
     await db.query('analyze scheduler.runs');
+    // The plan a service runs: prepared, so the generic one (GENERIC_PLANS in @dws/db).
     const plan = async (q: Partial<RunListQuery>) => {
       const { text, params } = listRunsSql(ws, { sort: 'started', dir: 'desc', limit: 31, ...q });
-      const rows = await db.query<{ 'QUERY PLAN': string }>(`explain ${PER_WS > 8000 ? '(analyze, buffers) ' : ''}${text}`, params);
-      return rows.map((r) => r['QUERY PLAN']).join('\n');
+      return preparedPlan(db, text, params, PER_WS > 8000 ? '(analyze, buffers)' : '');
     };
     const after = { createdAt: '2030-01-01T00:00:00.000000Z', id: 'run_~' };
     const cases: [string, Partial<RunListQuery>][] = [
