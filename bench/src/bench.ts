@@ -17,6 +17,7 @@
  *   pnpm bench w1,w4 fleet 1
  *   pnpm bench w2,w6 fleet,embedded 1   # W6: W2 with 100,000 runs asleep (started through the API the first time)
  *   pnpm bench soak fleet 1         # W2 for SOAK_MINUTES (default 10), RSS per service first vs last third
+ *   pnpm bench idle fleet,embedded,restate 1   # CPU with nothing to do (polls, heartbeats), IDLE_SECONDS (default 20)
  *   pnpm bench w1,w2,w3,w4 fleet,restate 3   # the fleet and Restate side by side in one run (issue 14's ratios)
  *   pnpm bench w2,w2ws,w4,w4ws fleet,restate 3   # W2 and W4 with each run's end read off one workspace stream, too
  *
@@ -265,6 +266,26 @@ async function logRunStreams(dep: Deployment): Promise<void> {
   if (found.length) process.stderr.write(`  run streams since start, by how each began: ${found.join(', ')}\n`);
 }
 
+/** Seconds `idle` measures (IDLE_SECONDS), after 5 s for the last workload's tail to settle. */
+const IDLE_SECONDS = Number(process.env.IDLE_SECONDS ?? 20);
+
+/**
+ * `idle`: what a deployment costs the machine with nothing to do (its polls,
+ * heartbeats and timers), in ms of CPU per second: 10 is 1% of a core. Every
+ * other workload's CPU per step carries it too.
+ */
+async function idle(dep: Deployment): Promise<Figures> {
+  await new Promise((r) => setTimeout(r, 5000));
+  const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
+  const cpu0 = await cpuNow(dep, sql);
+  await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
+  const cpu = cpuSpent(cpu0, await cpuNow(dep, sql));
+  await sql?.end();
+  logSplit(cpu, IDLE_SECONDS, 'second');
+  const wakeups = Object.values(cpu.counters).reduce((a, c) => a + c.wakeups, 0);
+  return { machine_cpu_ms_per_s: r1(cpu.machine / IDLE_SECONDS), service_cpu_ms_per_s: r1(cpu.services / IDLE_SECONDS), wakeups_per_s: r1(wakeups / IDLE_SECONDS) };
+}
+
 /** W2; `w2ws` is W2 with each run's end read off the workspace's run stream (run-ends.ts) instead of a stream per run. */
 async function w2(dep: Deployment, wl = 'w2'): Promise<Figures> {
   const RUNS = 1000;
@@ -449,6 +470,8 @@ async function open(mode: Mode | 'restate'): Promise<Target> {
         return w6(dep, rig.sleepers);
       case 'soak':
         return soak(dep);
+      case 'idle':
+        return idle(dep);
       case 'w5':
         return script('w5-ingest.ts', [mode, '10', '32']);
       case 'w7':

@@ -278,12 +278,12 @@ export async function startRestate(): Promise<RestatePeer> {
     serverCounters: processTree(serverPid).map(procCounters).reduce(addCounters, zeroCounters()),
     selfCounters: procCounters(process.pid),
   });
-  const spent = (a: ReturnType<typeof cpu>, b: ReturnType<typeof cpu>, steps: number) => {
+  const spent = (a: ReturnType<typeof cpu>, b: ReturnType<typeof cpu>, steps: number, unit = 'step') => {
     const server = b.server - a.server;
     const self = b.self - a.self;
-    process.stderr.write(`  cpu ms per step: restate-server ${r1(server / steps)}, bench (endpoint + client) ${r1(self / steps)}\n`);
+    process.stderr.write(`  cpu ms per ${unit}: restate-server ${r1(server / steps)}, bench (endpoint + client) ${r1(self / steps)}\n`);
     // The same speed-independent counters as the fleet's (proc-counters.ts).
-    for (const [k, label] of [['syscalls', 'syscalls per step (read + write)'], ['wakeups', 'wake-ups per step (voluntary context switches)']] as const) {
+    for (const [k, label] of [['syscalls', `syscalls per ${unit} (read + write)`], ['wakeups', `wake-ups per ${unit} (voluntary context switches)`]] as const) {
       const sv = b.serverCounters[k] - a.serverCounters[k];
       const me = b.selfCounters[k] - a.selfCounters[k];
       process.stderr.write(`  ${label}: ${r1((sv + me) / steps)} = restate-server ${r1(sv / steps)}, bench (endpoint + client) ${r1(me / steps)}\n`);
@@ -340,6 +340,16 @@ export async function startRestate(): Promise<RestatePeer> {
     };
   };
 
+  /** Its CPU with nothing to do, as the fleet's `idle` (bench.ts). */
+  const idle = async (): Promise<Figures> => {
+    const seconds = Number(process.env.IDLE_SECONDS ?? 20);
+    await new Promise((r) => setTimeout(r, 5000));
+    const cpu0 = cpu();
+    await new Promise((r) => setTimeout(r, seconds * 1000));
+    const c = spent(cpu0, cpu(), seconds, 'second');
+    return { machine_cpu_ms_per_s: r1(c.machine / seconds), service_cpu_ms_per_s: r1(c.server / seconds) };
+  };
+
   return {
     versions: { 'restate-server': RESTATE_SERVER_VERSION, '@restatedev/restate-sdk': SDK_VERSION },
     warm: () => warmUp(() => invoke('w2')),
@@ -355,6 +365,8 @@ export async function startRestate(): Promise<RestatePeer> {
         case 'w4':
         case 'w4ws': // likewise
           return w4();
+        case 'idle':
+          return idle();
         case 'w2spec':
         case 'w4spec':
         case 'w4ra':
