@@ -1,5 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import type { Database } from '@dws/db';
+import { createLogger } from '@dws/log';
+import type { Outbox } from '@dws/runtime';
 import { uniqueName } from '@dws/testing';
+import { Timers } from '../src/handlers/timers.js';
 import { modes, startHarness, until, type Harness, type Replica } from './harness.js';
 
 jest.setTimeout(90_000);
@@ -17,6 +21,19 @@ describe.each(modes())('approvals: timeouts, races and crashes (%s)', (mode) => 
   /** Publishes of a step's ResolveStep across `replicas`. */
   const publishes = (replicas: Replica[], runId: string, stepId: string) =>
     replicas.reduce((n, r) => n + (r.published.get(`resolve:${runId}:${stepId}`) ?? 0), 0);
+
+  it('polls with one statement, outside any transaction, while no timeout is due', async () => {
+    // First in the file: no timer is armed yet.
+    const calls: string[] = [];
+    const db: Database = {
+      ...h.db,
+      query: (text, params) => (calls.push('query'), h.db.query(text, params)),
+      tx: (fn) => (calls.push('tx'), h.db.tx(fn)),
+    };
+    const timers = new Timers({ db, log: createLogger({ level: 'silent' }), outbox: {} as Outbox });
+    expect(await timers.fireDue()).toBe(0);
+    expect(calls).toEqual(['query']);
+  });
 
   it('onTimeout escalate: escalated at expiresAt, escalatesTo kept, no step resolved, still decidable', async () => {
     const { runId, stepId } = await h.handoff({ tool: 'wire', data: ARGS, timeoutMs: 200, escalatesTo: 'cfo' });

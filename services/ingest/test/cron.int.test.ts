@@ -1,5 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import type { Database } from '@dws/db';
+import { createLogger } from '@dws/log';
+import type { Outbox } from '@dws/runtime';
 import { uniqueName } from '@dws/testing';
+import type { Admission } from '../src/handlers/admission.js';
+import { Timers } from '../src/handlers/timers.js';
 import { modes, sleep, startHarness, until, type Harness, type Started } from './harness.js';
 
 jest.setTimeout(60_000);
@@ -12,6 +17,22 @@ describe.each(modes())('cron (%s)', (mode) => {
     h = await startHarness(mode);
   }, 60_000);
   afterAll(() => h?.close());
+
+  it('polls with one statement, outside any transaction, while nothing is due', async () => {
+    // First in the file: no schedule, debounce or batch exists yet.
+    const calls: string[] = [];
+    const db: Database = {
+      ...h.db,
+      query: (text, params) => (calls.push('query'), h.db.query(text, params)),
+      tx: (fn) => (calls.push('tx'), h.db.tx(fn)),
+    };
+    // Nothing is due, so neither the outbox nor admission is reached.
+    const timers = new Timers({ db, log: createLogger({ level: 'silent' }), outbox: {} as Outbox, admission: {} as Admission });
+    await timers.poll(); // the first poll also prunes old gate and tick rows
+    calls.length = 0;
+    expect(await timers.poll()).toBe(0);
+    expect(calls).toEqual(['query']);
+  });
 
   it('fires every tick exactly once across three replicas, then once for all ticks missed while every replica was down', async () => {
     const a = await h.replica();

@@ -3,7 +3,7 @@ import type { Logger } from '@dws/log';
 import { PollLoop, resolveStepMessage, type Outbox, type OutboxMessage } from '@dws/runtime';
 import { decidedResult, onExpiry, TIMEOUT_ACTOR } from '../domain/decision.js';
 import type { OnTimeout } from '../domain/request.js';
-import { closeTimer, lockDueTimers, recordDecision } from '../store/approvals.js';
+import { anyDueTimer, closeTimer, lockDueTimers, recordDecision } from '../store/approvals.js';
 
 /** Rows taken per transaction: a backlog drains over several rounds instead of one long transaction. */
 const BATCH = 100;
@@ -49,6 +49,7 @@ export class Timers {
   /** Fire every due timeout; returns how many fired. */
   async fireDue(): Promise<number> {
     let total = 0;
+    if (!(await anyDueTimer(this.d.db))) return 0;
     for (;;) {
       const { n, pending } = await this.d.db.tx(async (tx) => {
         const due = await lockDueTimers(tx, BATCH);

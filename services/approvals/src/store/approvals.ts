@@ -108,6 +108,12 @@ export async function lockDueTimers(tx: Database, limit: number): Promise<Approv
   );
 }
 
+/** Whether a timer is due (lockDueTimers' condition): one statement outside a transaction, what an idle poll costs. */
+export async function anyDueTimer(db: Database): Promise<boolean> {
+  const rows = await db.query<{ due: boolean }>(`select exists (select 1 from approvals.approvals where timer_at <= now() and status = 'pending') as due`);
+  return rows[0]?.due === true;
+}
+
 /** Milliseconds until the next armed timer, or undefined when none is armed. */
 export async function nextTimerInMs(db: Database): Promise<number | undefined> {
   const rows = await db.query<{ ms: string | number | null }>(

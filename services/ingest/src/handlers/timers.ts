@@ -5,6 +5,7 @@ import { ids, type Outbox, type OutboxMessage } from '@dws/runtime';
 import type { WorkflowPolicy } from '@dws/cel';
 import { closeBatch, dueBatches, firstBatchEvent, takeDueDebounces } from '../store/buffers.js';
 import { advanceSchedule, claimTick, dueSchedules, pruneTicks } from '../store/cron.js';
+import { dueKinds } from '../store/due.js';
 import { lockAll, pruneGates } from '../store/gates.js';
 import { withTxRetry } from '../store/retry.js';
 import { isSuspended, policyOf } from '../store/workflows.js';
@@ -61,9 +62,10 @@ export class Timers {
   /** One round of every kind; returns how many items fired. */
   async poll(): Promise<number> {
     let n = 0;
-    n += await this.fire((tx, out) => this.cron(tx, out));
-    n += await this.fire((tx, out) => this.debounces(tx, out));
-    n += await this.fire((tx, out) => this.batches(tx, out));
+    const due = await dueKinds(this.d.db);
+    if (due.cron) n += await this.fire((tx, out) => this.cron(tx, out));
+    if (due.debounces) n += await this.fire((tx, out) => this.debounces(tx, out));
+    if (due.batches) n += await this.fire((tx, out) => this.batches(tx, out));
     if (Date.now() - this.lastPrune > PRUNE_EVERY_MS) {
       this.lastPrune = Date.now();
       await pruneGates(this.d.db);
