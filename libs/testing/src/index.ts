@@ -9,4 +9,4 @@ export {
 } from './test-db.js';
 export { sse, type SseEvent } from './sse.js';
 export { seededRandom } from './seeded.js';
-export { preparedPlan } from './plans.js';
+export { preparedPlan, recordingDb } from './db-probes.js';

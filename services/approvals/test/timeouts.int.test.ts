@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import type { Database } from '@dws/db';
 import { createLogger } from '@dws/log';
 import type { Outbox } from '@dws/runtime';
-import { uniqueName } from '@dws/testing';
+import { recordingDb, uniqueName } from '@dws/testing';
 import { Timers } from '../src/handlers/timers.js';
 import { modes, startHarness, until, type Harness, type Replica } from './harness.js';
 
@@ -24,12 +23,7 @@ describe.each(modes())('approvals: timeouts, races and crashes (%s)', (mode) => 
 
   it('polls with one statement, outside any transaction, while no timeout is due', async () => {
     // First in the file: no timer is armed yet.
-    const calls: string[] = [];
-    const db: Database = {
-      ...h.db,
-      query: (text, params) => (calls.push('query'), h.db.query(text, params)),
-      tx: (fn) => (calls.push('tx'), h.db.tx(fn)),
-    };
+    const { db, calls } = recordingDb(h.db);
     const timers = new Timers({ db, log: createLogger({ level: 'silent' }), outbox: {} as Outbox });
     expect(await timers.fireDue()).toBe(0);
     expect(calls).toEqual(['query']);

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import type { Database } from '@dws/db';
 import { createLogger } from '@dws/log';
 import type { Outbox } from '@dws/runtime';
-import { uniqueName } from '@dws/testing';
+import { recordingDb, uniqueName } from '@dws/testing';
 import type { Admission } from '../src/handlers/admission.js';
 import { Timers } from '../src/handlers/timers.js';
 import { modes, sleep, startHarness, until, type Harness, type Started } from './harness.js';
@@ -20,12 +19,7 @@ describe.each(modes())('cron (%s)', (mode) => {
 
   it('polls with one statement, outside any transaction, while nothing is due', async () => {
     // First in the file: no schedule, debounce or batch exists yet.
-    const calls: string[] = [];
-    const db: Database = {
-      ...h.db,
-      query: (text, params) => (calls.push('query'), h.db.query(text, params)),
-      tx: (fn) => (calls.push('tx'), h.db.tx(fn)),
-    };
+    const { db, calls } = recordingDb(h.db);
     // Nothing is due, so neither the outbox nor admission is reached.
     const timers = new Timers({ db, log: createLogger({ level: 'silent' }), outbox: {} as Outbox, admission: {} as Admission });
     await timers.poll(); // the first poll also prunes old gate and tick rows

@@ -25,3 +25,16 @@ export async function preparedPlan(db: Database, text: string, params: unknown[]
   });
   return rows.map((r) => r['QUERY PLAN']).join('\n');
 }
+
+/** `db` with each call of its `query` and `tx` recorded in `calls` ('query', 'tx'), in order: what a code path costs in round trips. */
+export function recordingDb(db: Database): { db: Database; calls: string[] } {
+  const calls: string[] = [];
+  return {
+    calls,
+    db: {
+      ...db,
+      query: (text, params) => (calls.push('query'), db.query(text, params)),
+      tx: (fn) => (calls.push('tx'), db.tx(fn)),
+    },
+  };
+}
