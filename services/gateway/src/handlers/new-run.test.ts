@@ -1,4 +1,4 @@
-import { describe, expect, it } from '@jest/globals';
+import { describe, expect, it, jest } from '@jest/globals';
 import { notFound, ServiceError } from '@dws/protocol';
 import { ids } from '@dws/runtime';
 import { awaitNewRun } from './new-run.js';
@@ -11,15 +11,28 @@ const missing = () => {
 
 describe('awaitNewRun', () => {
   it('re-reads a fresh run at once when it is signalled stored, not after its backoff', async () => {
-    let calls = 0;
-    let signal!: () => void;
-    const stored = new Promise<void>((r) => (signal = r));
-    const t0 = Date.now();
-    setTimeout(signal, 5);
-    const got = await awaitNewRun(ids.run(), async () => (++calls === 1 ? Promise.reject(missing()) : 'found'), { waitMs: 5000, stored: () => stored });
-    expect(got).toBe('found');
-    expect(calls).toBe(2);
-    expect(Date.now() - t0).toBeLessThan(45); // the first backoff with a signal is 50 ms
+    // Timers are frozen: the backoff's (50 ms with a signal) never fires, so only the signal can
+    // let the re-read go (a wall-clock bound here failed under a loaded CI machine).
+    jest.useFakeTimers({ doNotFake: ['Date', 'setImmediate', 'nextTick', 'queueMicrotask'] });
+    try {
+      let calls = 0;
+      let signal!: () => void;
+      const stored = new Promise<void>((r) => (signal = r));
+      let got: string | undefined;
+      const done = awaitNewRun(ids.run(), async () => (++calls === 1 ? Promise.reject(missing()) : 'found'), { waitMs: 5000, stored: () => stored }).then(
+        (v) => (got = v),
+      );
+      const settle = () => new Promise((r) => setImmediate(r));
+      await settle();
+      expect(calls).toBe(1);
+      signal();
+      await settle();
+      expect(got).toBe('found');
+      expect(calls).toBe(2);
+      await done;
+    } finally {
+      jest.useRealTimers();
+    }
   });
 
   it('without a signal, backs off from 2 ms and gives up with the 404 at the deadline', async () => {
