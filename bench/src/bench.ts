@@ -50,7 +50,7 @@ import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/s
 import { api, eventually, startDeployment, startNatsServer, type Deployment, type Mode, type NatsServer } from '@dws/test-e2e';
 import { WorkspaceRunEnds } from './run-ends.js';
 import { vacuumDueNow, vacuumLikeAutovacuum } from './vacuum.js';
-import { benchEnv, boundedLoad, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
+import { benchEnv, boundedLoad, IDLE_SECONDS, idleWindow, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
 import { startRestate } from './peers/restate.js';
 import { cpuNow, cpuSpent, logSplit, serviceName } from './machine-cpu.js';
 
@@ -266,20 +266,14 @@ async function logRunStreams(dep: Deployment): Promise<void> {
   if (found.length) process.stderr.write(`  run streams since start, by how each began: ${found.join(', ')}\n`);
 }
 
-/** Seconds `idle` measures (IDLE_SECONDS), after 5 s for the last workload's tail to settle. */
-const IDLE_SECONDS = Number(process.env.IDLE_SECONDS ?? 20);
-
 /**
  * `idle`: what a deployment costs the machine with nothing to do (its polls,
  * heartbeats and timers), in ms of CPU per second: 10 is 1% of a core. Every
  * other workload's CPU per step carries it too.
  */
 async function idle(dep: Deployment): Promise<Figures> {
-  await new Promise((r) => setTimeout(r, 5000));
   const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
-  const cpu0 = await cpuNow(dep, sql);
-  await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
-  const cpu = cpuSpent(cpu0, await cpuNow(dep, sql));
+  const cpu = cpuSpent(...(await idleWindow(() => cpuNow(dep, sql))));
   await sql?.end();
   logSplit(cpu, IDLE_SECONDS, 'second');
   const wakeups = Object.values(cpu.counters).reduce((a, c) => a + c.wakeups, 0);

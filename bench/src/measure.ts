@@ -63,6 +63,17 @@ export function stepGaps(stamps: Stamp[]): { first50: number; last50: number; st
  */
 export const WARMUP_RUNS = Number(process.env.BENCH_WARMUP_RUNS ?? 1000);
 
+/** Seconds `idle` measures (IDLE_SECONDS), after 5 s for the last workload's tail to settle. */
+export const IDLE_SECONDS = Number(process.env.IDLE_SECONDS ?? 20);
+
+/** `idle`'s window, the same for every mode: settle 5 s, sample, IDLE_SECONDS with nothing to do, sample. */
+export async function idleWindow<T>(sample: () => T | Promise<T>): Promise<[T, T]> {
+  await new Promise((r) => setTimeout(r, 5000));
+  const a = await sample();
+  await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
+  return [a, await sample()];
+}
+
 /**
  * What every bench deployment runs with: quiet logs and the production run
  * lease (libs/config's default, 15 s), not the 2 s test deployments use for

@@ -40,7 +40,7 @@ import { fileURLToPath } from 'node:url';
 import * as restate from '@restatedev/restate-sdk';
 import { request } from 'undici';
 import { freePort } from '@dws/test-e2e';
-import { boundedLoad, cpuMs, warmUp, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, type Figures, type Stamp } from '../measure.js';
+import { boundedLoad, cpuMs, IDLE_SECONDS, idleWindow, warmUp, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, type Figures, type Stamp } from '../measure.js';
 import { addCounters, procCounters, zeroCounters } from '../proc-counters.js';
 
 /** The restate-server release measured (1.x; `npm view @restatedev/restate-server versions`). */
@@ -342,12 +342,9 @@ export async function startRestate(): Promise<RestatePeer> {
 
   /** Its CPU with nothing to do, as the fleet's `idle` (bench.ts). */
   const idle = async (): Promise<Figures> => {
-    const seconds = Number(process.env.IDLE_SECONDS ?? 20);
-    await new Promise((r) => setTimeout(r, 5000));
-    const cpu0 = cpu();
-    await new Promise((r) => setTimeout(r, seconds * 1000));
-    const c = spent(cpu0, cpu(), seconds, 'second');
-    return { machine_cpu_ms_per_s: r1(c.machine / seconds), service_cpu_ms_per_s: r1(c.server / seconds) };
+    const [a, b] = await idleWindow(cpu);
+    const c = spent(a, b, IDLE_SECONDS, 'second');
+    return { machine_cpu_ms_per_s: r1(c.machine / IDLE_SECONDS), service_cpu_ms_per_s: r1(c.server / IDLE_SECONDS) };
   };
 
   return {

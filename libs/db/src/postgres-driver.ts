@@ -15,8 +15,8 @@ const NO_PIPELINING = { max_pipeline: 0 };
  * an event) are data-modifying CTEs over jsonb_to_recordset with
  * `id = any($n)`: the generic plan guesses 10 ids where a custom one sees
  * the 1 it gets, costs 4x more on paper, so Postgres' `auto` mode plans every
- * execution afresh: 0.26-0.57 ms of planning each (more than the execution)
- * for the same index scans. Partial indexes are still used: every query
+ * execution afresh once scheduler.runs is big: 0.5-1 ms of planning each
+ * (more than the execution) for the same index scans. Partial indexes are still used: every query
  * writes their predicates as literals, not parameters.
  */
 export const GENERIC_PLANS = 'force_generic_plan';
