@@ -82,7 +82,8 @@ async function main(): Promise<void> {
     let peakRss = Math.max(rssIdle, rssOfPort(port));
     const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssOfPort(port))), 500);
     const statuses = clients.map((c) => c.s.status);
-    await Promise.all(clients.map((c) => Promise.race([c.s.ended, new Promise((r) => setTimeout(r, 300_000))])));
+    // unref: a pending 5-minute timer per client kept this process alive for 5 minutes after the work.
+    await Promise.all(clients.map((c) => Promise.race([c.s.ended, new Promise((r) => setTimeout(r, 300_000).unref())])));
     const wall = Date.now() - t0;
     clearInterval(sampler);
 
