@@ -8,8 +8,12 @@
  * every frame once and an end, the gateway process's RSS, and how far this
  * process's own event loop fell behind while it opened the streams (its share
  * of the lag while connecting: the runner and every client live here).
+ * BENCH.md has the streams tailed "while W2 runs": with load=w2 (the
+ * default) W2's runs (10 steps each, 50 in flight, each end read off the
+ * workspace's run stream) go on from before the streams open until they
+ * end, and their steps/s is reported; load=none measures the streams alone.
  *
- *   npx tsx bench/src/w7-streams.ts [clients=1000] [runs=200] [mode=fleet|embedded|dev-real] [steps=20] [stepMs=200]
+ *   npx tsx bench/src/w7-streams.ts [clients=1000] [runs=200] [mode=fleet|embedded|dev-real] [steps=20] [stepMs=200] [load=w2|none]
  *
  * fleet and dev-real need Postgres and NATS (DATABASE_URL / NATS_URL or the local defaults).
  */
@@ -22,13 +26,17 @@ import { startDeployment, type Mode } from '../../test-e2e/src/deployment.js';
 import { startRunner } from '../../test-e2e/src/runner.js';
 import { sse } from '@dws/testing';
 import { benchEnv } from './measure.js';
+import { WorkspaceRunEnds } from './run-ends.js';
 
-const [clientsArg, runsArg, modeArg, stepsArg, stepMsArg] = process.argv.slice(2);
+const [clientsArg, runsArg, modeArg, stepsArg, stepMsArg, loadArg] = process.argv.slice(2);
 const CLIENTS = Number(clientsArg ?? 1000);
 const RUNS = Number(runsArg ?? 200);
 const MODE = (modeArg ?? 'fleet') as Mode;
 const STEPS = Number(stepsArg ?? 20);
 const STEP_MS = Number(stepMsArg ?? 200);
+const LOAD = loadArg ?? 'w2';
+/** W2's runs in flight meanwhile (BENCH.md W2). */
+const W2_IN_FLIGHT = 50;
 
 const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]! : NaN);
 
@@ -57,11 +65,16 @@ async function main(): Promise<void> {
       }
       return { ok: true };
     });
+    r.workflow('w7load', { triggers: [{ event: 'w7.load' }] }, async ({ step }) => {
+      let last = 0;
+      for (let i = 0; i < 10; i++) last = (await step.run(`s${i}`, () => ({ i }))).i;
+      return { last };
+    });
   });
   try {
     await eventually('trigger index', async () => {
       const r = await api(dep.base, 'GET', '/v1/workflows', { key: dep.secretKey });
-      return r.body.some((w: { name: string }) => w.name === 'w7') ? true : undefined;
+      return r.body.some((w: { name: string }) => w.name === 'w7') && r.body.some((w: { name: string }) => w.name === 'w7load') ? true : undefined;
     });
     const rssIdle = rssOfPort(port);
     // Start the runs, then open every stream at once (most runs are not stored yet: the gateway waits for them).
@@ -70,6 +83,18 @@ async function main(): Promise<void> {
       const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'w7.go', data: { i } } });
       runIds.push(r.body.runId);
     }
+    // W2 meanwhile: 50 runs in flight, each replaced when its end shows on the workspace's run stream.
+    let loadRuns = 0;
+    let loading = LOAD === 'w2';
+    const ends = loading ? await WorkspaceRunEnds.open(dep.base, dep.secretKey) : undefined;
+    const loadFrom = Date.now();
+    const load = Array.from({ length: loading ? W2_IN_FLIGHT : 0 }, async () => {
+      while (loading) {
+        const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'w7.load' } });
+        await ends!.wait(r.body.runId);
+        loadRuns++;
+      }
+    });
     // This process (the runner and the 1,000 clients) lags too while it opens them: its share of the lag.
     const loopDelay = monitorEventLoopDelay({ resolution: 5 });
     loopDelay.enable();
@@ -94,6 +119,10 @@ async function main(): Promise<void> {
     await Promise.all(clients.map((c) => Promise.race([c.s.ended, new Promise((r) => setTimeout(r, 300_000).unref())])));
     const wall = Date.now() - t0;
     clearInterval(sampler);
+    loading = false;
+    await Promise.all(load);
+    ends?.close();
+    const loadStepsPerS = Math.round((loadRuns * 10) / ((Date.now() - loadFrom) / 1000));
 
     let frames = 0;
     let ok = 0;
@@ -120,6 +149,7 @@ async function main(): Promise<void> {
       clients: CLIENTS,
       runs: RUNS,
       'steps x stepMs': `${STEPS} x ${STEP_MS}`,
+      'meanwhile (load)': LOAD === 'w2' ? `W2, ${W2_IN_FLIGHT} runs in flight: ${loadStepsPerS} steps/s` : 'nothing',
       'status 200': statuses.filter((s) => s === 200).length,
       'open all (ms)': opened,
       'complete + in order + ended': `${ok}/${CLIENTS}`,
@@ -141,6 +171,7 @@ async function main(): Promise<void> {
       lag_max_ms_connecting: lags.length ? Math.max(...lags) : -1,
       client_loop_delay_max_ms_connecting: clientDelayMax,
       gateway_peak_rss_mib: peakRss,
+      ...(LOAD === 'w2' ? { w2_steps_per_s_meanwhile: loadStepsPerS } : {}),
     };
     process.stdout.write(`RESULT ${JSON.stringify(figures)}\n`);
   } finally {
