@@ -25,7 +25,7 @@ import { api, eventually } from '../../test-e2e/src/api.js';
 import { startDeployment, type Mode } from '../../test-e2e/src/deployment.js';
 import { startRunner } from '../../test-e2e/src/runner.js';
 import { sse } from '@dws/testing';
-import { benchEnv } from './measure.js';
+import { benchEnv, pct } from './measure.js';
 import { WorkspaceRunEnds } from './run-ends.js';
 
 const [clientsArg, runsArg, modeArg, stepsArg, stepMsArg, loadArg] = process.argv.slice(2);
@@ -35,10 +35,9 @@ const MODE = (modeArg ?? 'fleet') as Mode;
 const STEPS = Number(stepsArg ?? 20);
 const STEP_MS = Number(stepMsArg ?? 200);
 const LOAD = loadArg ?? 'w2';
+if (LOAD !== 'w2' && LOAD !== 'none') throw new Error(`load is w2 or none, not ${LOAD}`);
 /** W2's runs in flight meanwhile (BENCH.md W2). */
 const W2_IN_FLIGHT = 50;
-
-const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]! : NaN);
 
 /** RSS (MiB) of the process listening on `port` (the gateway in fleet mode, the one dev process otherwise). */
 function rssOfPort(port: number): number {
@@ -74,7 +73,8 @@ async function main(): Promise<void> {
   try {
     await eventually('trigger index', async () => {
       const r = await api(dep.base, 'GET', '/v1/workflows', { key: dep.secretKey });
-      return r.body.some((w: { name: string }) => w.name === 'w7') && r.body.some((w: { name: string }) => w.name === 'w7load') ? true : undefined;
+      const names = new Set(r.body.map((w: { name: string }) => w.name));
+      return names.has('w7') && names.has('w7load') ? true : undefined;
     });
     const rssIdle = rssOfPort(port);
     // Start the runs, then open every stream at once (most runs are not stored yet: the gateway waits for them).
@@ -91,6 +91,8 @@ async function main(): Promise<void> {
     const load = Array.from({ length: loading ? W2_IN_FLIGHT : 0 }, async () => {
       while (loading) {
         const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'w7.load' } });
+        // A POST that started no run would leave this worker waiting for nothing: fail instead.
+        if (typeof r.body?.runId !== 'string') throw new Error(`POST /v1/events (w7.load): ${r.status} ${JSON.stringify(r.body)}`);
         await ends!.wait(r.body.runId);
         loadRuns++;
       }
