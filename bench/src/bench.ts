@@ -50,7 +50,7 @@ import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/s
 import { api, eventually, startDeployment, startNatsServer, type Deployment, type Mode, type NatsServer } from '@dws/test-e2e';
 import { WorkspaceRunEnds } from './run-ends.js';
 import { vacuumDueNow, vacuumLikeAutovacuum } from './vacuum.js';
-import { benchEnv, boundedLoad, IDLE_SECONDS, idleWindow, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
+import { benchEnv, boundedLoad, metricsOf, runStreamsBegun, IDLE_SECONDS, idleWindow, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
 import { startRestate } from './peers/restate.js';
 import { cpuNow, cpuSpent, logSplit, serviceName } from './machine-cpu.js';
 
@@ -252,17 +252,9 @@ async function groupCommits(dep: Deployment): Promise<{ mean: number; statements
   return count > 0 ? { mean: read('dws_scheduler_checkpoint_batch_size_sum') / count, statements: count, passMean, paths } : undefined;
 }
 
-/** One service's /metrics text (embedded: the one process's), or undefined without a port. */
-async function metricsOf(dep: Deployment, service: string): Promise<string | undefined> {
-  const ports = dep.ports?.() ?? {};
-  const port = ports[service] ?? ports.dev;
-  return port ? (await fetch(`http://127.0.0.1:${port}/metrics`)).text() : undefined;
-}
-
 /** Print how the gateway's run streams began (a tail followed since the POST, or a backlog read), from its metrics. */
 async function logRunStreams(dep: Deployment): Promise<void> {
-  const text = await metricsOf(dep, 'gateway');
-  const found = [...(text ?? '').matchAll(/^dws_gateway_run_streams_total\{began="(\w+)"\} (\S+)/gm)].map((m) => `${m[1]} ${m[2]}`);
+  const found = Object.entries(await runStreamsBegun(dep)).map(([k, v]) => `${k} ${v}`);
   if (found.length) process.stderr.write(`  run streams since start, by how each began: ${found.join(', ')}\n`);
 }
 

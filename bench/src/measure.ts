@@ -4,6 +4,7 @@
  * rounding, CPU time read from /proc, and the no-op step with its stamps.
  */
 import { readFileSync } from 'node:fs';
+import type { Deployment } from '@dws/test-e2e';
 
 /** One workload's figures in one repetition (name -> number). */
 export type Figures = Record<string, number>;
@@ -138,3 +139,16 @@ export async function oneByOne(n: number, oneRun: () => Promise<unknown>): Promi
 /** W1's figures from its latencies, W3's from its walls. */
 export const w1Figures = (lat: number[]): Figures => ({ p50_ms: r1(pct(lat, 50)), p99_ms: r1(pct(lat, 99)) });
 export const w3Figures = (walls: number[]): Figures => ({ median_wall_ms: r1(median(walls)) });
+
+/** One service's /metrics text (embedded: the one process's), or undefined without a port. */
+export async function metricsOf(dep: Deployment, service: string): Promise<string | undefined> {
+  const ports = dep.ports?.() ?? {};
+  const port = ports[service] ?? ports.dev;
+  return port ? (await fetch(`http://127.0.0.1:${port}/metrics`)).text() : undefined;
+}
+
+/** The gateway's run streams since it started, by how each began (tail: followed since the POST; read: a backlog read). */
+export async function runStreamsBegun(dep: Deployment): Promise<Record<string, number>> {
+  const text = await metricsOf(dep, 'gateway');
+  return Object.fromEntries([...(text ?? '').matchAll(/^dws_gateway_run_streams_total\{began="(\w+)"\} (\S+)/gm)].map((m) => [m[1]!, Number(m[2])]));
+}

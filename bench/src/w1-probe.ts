@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { createRunner } from '@dws/sdk';
 import { api, eventually, startDeployment, type Mode } from '@dws/test-e2e';
-import { benchEnv } from './measure.js';
+import { benchEnv, runStreamsBegun } from './measure.js';
 
 const mode = (process.argv[2] ?? 'fleet') as Mode;
 const RUNS = Number(process.argv[3] ?? 100);
@@ -98,7 +98,9 @@ async function one(): Promise<boolean> {
 let lastRun = '';
 await eventually('trigger index', () => one());
 for (const k of Object.keys(marks)) delete marks[k];
+const begunBefore = await runStreamsBegun(dep);
 for (let i = 0; i < RUNS; i++) await one();
+const begun = Object.entries(await runStreamsBegun(dep)).map(([k, v]) => `${k} ${v - (begunBefore[k] ?? 0)}`);
 // The two reads the stream's open is made of, on a run that has ended: how long each takes alone.
 for (let i = 0; i < RUNS; i++) {
   let t = now();
@@ -112,6 +114,7 @@ for (let i = 0; i < RUNS; i++) {
 }
 const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 for (const k of Object.keys(marks).sort()) process.stdout.write(`${k.padEnd(48)} ${med(marks[k]!).toFixed(2)} ms\n`);
+if (begun.length) process.stdout.write(`run streams of the ${RUNS} runs, by how each began: ${begun.join(', ')}\n`);
 if (traced) {
   await new Promise((r) => setTimeout(r, 1500)); // the batch span processors' last export
   const at: Record<string, { start: number[]; end: number[] }> = {};
