@@ -25,7 +25,9 @@ import { api, eventually } from '../../test-e2e/src/api.js';
 import { startDeployment, type Mode } from '../../test-e2e/src/deployment.js';
 import { startRunner } from '../../test-e2e/src/runner.js';
 import { sse } from '@dws/testing';
-import { benchEnv, pct } from './measure.js';
+import postgres from 'postgres';
+import { cpuNow, cpuSpent, logSplit } from './machine-cpu.js';
+import { benchEnv, pct, runStreamsBegun } from './measure.js';
 import { WorkspaceRunEnds } from './run-ends.js';
 
 const [clientsArg, runsArg, modeArg, stepsArg, stepMsArg, loadArg] = process.argv.slice(2);
@@ -100,6 +102,10 @@ async function main(): Promise<void> {
     // This process (the runner and the 1,000 clients) lags too while it opens them: its share of the lag.
     const loopDelay = monitorEventLoopDelay({ resolution: 5 });
     loopDelay.enable();
+    const begunBefore = await runStreamsBegun(dep);
+    // The machine's CPU while the 1,000 open (W2's load included), per stream opened, by process.
+    const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
+    const cpu0 = await cpuNow(dep, sql);
     const t0 = Date.now();
     const lags: number[] = [];
     const steady: number[] = [];
@@ -114,6 +120,9 @@ async function main(): Promise<void> {
     loopDelay.disable();
     const clientDelayMax = Math.round(loopDelay.max / 1e6);
     const allOpenAt = Date.now();
+    logSplit(cpuSpent(cpu0, await cpuNow(dep, sql)), CLIENTS, 'stream opened');
+    await sql?.end();
+    const begun = Object.entries(await runStreamsBegun(dep)).map(([k, v]) => `${k} ${v - (begunBefore[k] ?? 0)}`);
     let peakRss = Math.max(rssIdle, rssOfPort(port));
     const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssOfPort(port))), 500);
     const statuses = clients.map((c) => c.s.status);
@@ -154,6 +163,7 @@ async function main(): Promise<void> {
       'meanwhile (load)': LOAD === 'w2' ? `W2, ${W2_IN_FLIGHT} runs in flight: ${loadStepsPerS} steps/s` : 'nothing',
       'status 200': statuses.filter((s) => s === 200).length,
       'open all (ms)': opened,
+      'streams began by (gateway)': begun.join(', ') || 'n/a',
       'complete + in order + ended': `${ok}/${CLIENTS}`,
       'frames delivered': frames,
       'frames/s': Math.round(frames / (wall / 1000)),

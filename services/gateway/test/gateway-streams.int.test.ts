@@ -230,6 +230,41 @@ d('gateway streams', () => {
     await until(() => g.gw.openStreams() === before && g.gw.liveSubscriptions() === subsBefore, 5000, 'every stream and its subscription to close');
   });
 
+  it('a stream opened while others of its run are open starts from what they saw: no backlog read, every frame once', async () => {
+    const id = ids.run();
+    commit(id, [status('queued'), status('running')]);
+    const first = await sse(g.base, `/v1/runs/${id}/stream`, { key: g.secretKey });
+    await first.waitFor(2);
+    commit(id, logs(2));
+    await first.waitFor(4);
+    const reads = timelineCalls;
+    const later = await Promise.all(Array.from({ length: 5 }, () => sse(g.base, `/v1/runs/${id}/stream`, { key: g.secretKey })));
+    const resumed = await sse(g.base, `/v1/runs/${id}/stream?from=3`, { key: g.secretKey });
+    await Promise.all(later.map((c) => c.waitFor(4)));
+    await resumed.waitFor(1);
+    expect(timelineCalls).toBe(reads);
+    commit(id, [status('succeeded')]);
+    for (const c of [first, ...later, resumed]) await c.ended;
+    for (const c of [first, ...later]) expect(seqs(c.events)).toEqual(range(1, 5));
+    expect(seqs(resumed.events)).toEqual([4, 5]);
+    expect(timelineCalls).toBe(reads);
+  });
+
+  it('a frame lost on the bus is read back into what the open streams saw: a stream opened after gets every frame once', async () => {
+    const id = ids.run();
+    commit(id, [status('running')]);
+    const first = await sse(g.base, `/v1/runs/${id}/stream`, { key: g.secretKey });
+    await first.waitFor(1);
+    commit(id, logs(3), (seq) => seq !== 2); // 2 lost: the first stream rereads storage at 3
+    await first.waitFor(4);
+    const later = await sse(g.base, `/v1/runs/${id}/stream`, { key: g.secretKey });
+    await later.waitFor(4);
+    commit(id, [status('succeeded')]);
+    await Promise.all([first.ended, later.ended]);
+    expect(seqs(first.events)).toEqual(range(1, 5));
+    expect(seqs(later.events)).toEqual(range(1, 5));
+  });
+
   describe('runs a POST /events just announced', () => {
     /** What ingest answers next: a 202 naming `announce` as the runs it started. */
     let announce: string[] = [];

@@ -1,24 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, jest } from '@jest/globals';
-import { announcedRunIds, NewRunTails, type Listen } from './new-run-tails.js';
-
-const enc = new TextEncoder();
-
-/** Listeners by subject, as LiveHub keeps them. */
-class Subjects implements Listen {
-  readonly fns = new Map<string, Set<(data: Uint8Array) => void>>();
-  listen(subject: string, fn: (data: Uint8Array) => void): () => void {
-    const set = this.fns.get(subject) ?? new Set();
-    set.add(fn);
-    this.fns.set(subject, set);
-    return () => {
-      set.delete(fn);
-      if (set.size === 0) this.fns.delete(subject);
-    };
-  }
-  emit(subject: string, frame: unknown): void {
-    for (const fn of this.fns.get(subject) ?? []) fn(enc.encode(JSON.stringify(frame)));
-  }
-}
+import { announcedRunIds, NewRunTails } from './new-run-tails.js';
+import { RunTimelines } from './run-timelines.js';
+import { FakeSubjects } from './subjects.fake.js';
 
 const subject = (ws: string, run: string) => `tl.${ws}.${run}`;
 const frame = (seq: number) => ({ kind: 'run_status', seq, status: 'running' });
@@ -40,53 +23,62 @@ describe('announcedRunIds', () => {
 });
 
 describe('NewRunTails', () => {
-  let hub: Subjects;
+  let hub: FakeSubjects;
+  let timelines: RunTimelines;
   beforeEach(() => {
     jest.useFakeTimers();
-    hub = new Subjects();
+    hub = new FakeSubjects();
+    timelines = new RunTimelines(hub, subject);
   });
   afterEach(() => {
     jest.useRealTimers();
   });
+  const known = (ws: string, run: string) => {
+    const f = timelines.follow(ws, run, () => undefined);
+    const seqs = f.known()?.map((x) => x.seq);
+    f.stop();
+    return seqs;
+  };
 
-  it('holds the frames of an announced run for its stream, then hands the later ones to it', () => {
-    const tails = new NewRunTails(hub, subject);
+  it('follows an announced run from before its first frame, so its stream knows every frame', () => {
+    const tails = new NewRunTails(timelines);
     tails.announced('ws', ['run_a']);
     hub.emit(subject('ws', 'run_a'), frame(1));
-    hub.emit(subject('ws', 'run_a'), 'not a frame');
-    const later: unknown[] = [];
-    const taken = tails.take('ws', 'run_a', (f) => later.push(f));
-    expect(taken?.frames).toEqual([frame(1)]);
     hub.emit(subject('ws', 'run_a'), frame(2));
-    expect(later).toEqual([frame(2)]);
-    // Taken once; the subscription is now the stream's to end.
-    expect(tails.take('ws', 'run_a', () => undefined)).toBeUndefined();
+    const stream = timelines.follow('ws', 'run_a', () => undefined);
+    expect(tails.take('ws', 'run_a')).toBe(true);
+    expect(stream.known()?.map((f) => f.seq)).toEqual([1, 2]);
+    // Taken once; the run stays followed by its stream alone.
+    expect(tails.take('ws', 'run_a')).toBe(false);
     expect(tails.size).toBe(0);
-    taken!.unlisten();
+    expect(hub.fns.size).toBe(1);
+    stream.stop();
     expect(hub.fns.size).toBe(0);
   });
 
   it('is taken only by the workspace that announced the run', () => {
-    const tails = new NewRunTails(hub, subject);
+    const tails = new NewRunTails(timelines);
     tails.announced('ws', ['run_a']);
-    expect(tails.take('ws_other', 'run_a', () => undefined)).toBeUndefined();
-    expect(tails.take('ws', 'run_a', () => undefined)).toBeDefined();
+    expect(tails.take('ws_other', 'run_a')).toBe(false);
+    expect(tails.take('ws', 'run_a')).toBe(true);
   });
 
-  it('lets a tail nobody takes go after holdMs, and keeps at most maxFrames and max tails', () => {
-    const tails = new NewRunTails(hub, subject, { holdMs: 100, max: 2, maxFrames: 3 });
+  it('lets a tail nobody takes go after holdMs, and holds at most max tails', () => {
+    const tails = new NewRunTails(timelines, { holdMs: 100, max: 2 });
     tails.announced('ws', ['run_a', 'run_b', 'run_c']);
     expect(tails.size).toBe(2);
-    for (let seq = 1; seq <= 5; seq++) hub.emit(subject('ws', 'run_a'), frame(seq));
-    expect(tails.take('ws', 'run_a', () => undefined)?.frames.map((f) => f.seq)).toEqual([1, 2, 3]);
+    hub.emit(subject('ws', 'run_a'), frame(1));
+    expect(known('ws', 'run_a')).toEqual([1]);
+    expect(known('ws', 'run_c')).toBeUndefined();
     jest.advanceTimersByTime(100);
     expect(tails.size).toBe(0);
-    expect(hub.fns.has(subject('ws', 'run_b'))).toBe(false);
-    expect(tails.take('ws', 'run_b', () => undefined)).toBeUndefined();
+    expect(hub.fns.size).toBe(0);
+    expect(tails.take('ws', 'run_b')).toBe(false);
+    expect(known('ws', 'run_a')).toBeUndefined();
   });
 
   it('follows one announcement in 32 once few tails are taken, and all again once they are', () => {
-    const tails = new NewRunTails(hub, subject, { holdMs: 10 });
+    const tails = new NewRunTails(timelines, { holdMs: 10 });
     let n = 0;
     const announce = (k: number) => {
       const ids = Array.from({ length: k }, () => `run_${++n}`);
@@ -98,7 +90,7 @@ describe('NewRunTails', () => {
       announce(1);
       jest.advanceTimersByTime(10);
     }
-    const sampled = announce(64).filter((id) => tails.take('ws', id, () => undefined) !== undefined);
+    const sampled = announce(64).filter((id) => tails.take('ws', id));
     expect(sampled).toHaveLength(2);
     // Both sampled tails were taken: clients follow again, and so does the gateway.
     announce(8);
@@ -106,7 +98,7 @@ describe('NewRunTails', () => {
   });
 
   it('clear() lets every tail go', () => {
-    const tails = new NewRunTails(hub, subject);
+    const tails = new NewRunTails(timelines);
     tails.announced('ws', ['run_a', 'run_b']);
     tails.clear();
     expect(tails.size).toBe(0);

@@ -1,23 +1,19 @@
 import type { Frame } from '../domain/timeline.js';
 
-/** The part of LiveHub a tail needs: one listener on one subject, and its removal. */
-export interface Listen {
-  listen(subject: string, fn: (data: Uint8Array) => void): () => void;
-}
-
 export interface NewRunTailOptions {
   /** How long a tail waits for its run's stream to take it over. @default 2000 */
   holdMs?: number;
   /** Tails held at once; announcements past it are not followed. @default 1000 */
   max?: number;
-  /** Frames a tail keeps before its stream takes it (past it, the stream rereads storage). @default 64 */
-  maxFrames?: number;
+}
+
+/** The part of RunTimelines a tail needs: follow a run (and stop). */
+export interface Follow {
+  follow(workspaceId: string, runId: string, fn: (frame: Frame) => void): { stop(): void };
 }
 
 interface Tail {
-  frames: Frame[];
-  sink: ((frame: Frame) => void) | undefined;
-  unlisten: () => void;
+  stop: () => void;
   timer: NodeJS.Timeout | undefined;
 }
 
@@ -27,18 +23,6 @@ const FOLLOWED_SHARE_FLOOR = 0.1;
 const SAMPLE_EVERY = 32;
 /** Weight of the latest tail in the moving share of tails taken over. */
 const SHARE_WEIGHT = 0.05;
-
-const dec = new TextDecoder();
-
-/** A timeline frame off the bus, or undefined for anything else. */
-export function parseFrame(data: Uint8Array): Frame | undefined {
-  try {
-    const f = JSON.parse(dec.decode(data)) as Frame;
-    return f !== null && typeof f === 'object' && typeof f.kind === 'string' ? f : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /** The runs a POST /events reply announces (one result or a batch's `results`), at most `max`. */
 export function announcedRunIds(bodyJson: string | undefined, max: number): string[] {
@@ -65,13 +49,13 @@ export function announcedRunIds(bodyJson: string | undefined, max: number): stri
 }
 
 /**
- * Live tails of the runs a POST /events reply just announced, held a moment
- * for the run stream a client usually opens next (W1: POST, then follow the
- * run). A stream that takes a tail over and finds the run's first frame
- * (seq 1) in it needs no backlog read: the tail was listening before
- * anything of the run went live, so it has every frame since, or sees a gap
- * and rereads storage as any stream does. That read is a request to the
- * scheduler and a statement there, on the path of every run a client follows.
+ * The runs a POST /events reply just announced, followed a moment for the
+ * run stream a client usually opens next (W1: POST, then follow the run).
+ * Following starts the run's memory (run-timelines.ts) before anything of
+ * the run goes live, in most cases: then it holds the run's first frame
+ * (seq 1) when the stream comes, and the stream needs no backlog read (a
+ * request to the scheduler and a statement there, on the path of every run
+ * a client follows); otherwise the stream reads as any stream does.
  *
  * A tail nobody takes costs a subscription and its frames for `holdMs`; when
  * few are taken (clients that start runs without following them) only one
@@ -84,11 +68,10 @@ export class NewRunTails {
   private passedOver = 0;
 
   constructor(
-    private readonly hub: Listen,
-    private readonly subjectOf: (workspaceId: string, runId: string) => string,
+    private readonly timelines: Follow,
     opts: NewRunTailOptions = {},
   ) {
-    this.o = { holdMs: opts.holdMs ?? 2000, max: opts.max ?? 1000, maxFrames: opts.maxFrames ?? 64 };
+    this.o = { holdMs: opts.holdMs ?? 2000, max: opts.max ?? 1000 };
   }
 
   /** Follow runs this workspace's POST /events just started. */
@@ -98,16 +81,10 @@ export class NewRunTails {
       if (this.tails.size >= this.o.max) return;
       if (this.tails.has(key)) continue;
       if (this.takenShare < FOLLOWED_SHARE_FLOOR && ++this.passedOver % SAMPLE_EVERY !== 0) continue;
-      const tail: Tail = { frames: [], sink: undefined, unlisten: () => undefined, timer: undefined };
-      tail.unlisten = this.hub.listen(this.subjectOf(workspaceId, runId), (data) => {
-        const frame = parseFrame(data);
-        if (!frame) return;
-        if (tail.sink) tail.sink(frame);
-        else if (tail.frames.length < this.o.maxFrames) tail.frames.push(frame);
-      });
+      const tail: Tail = { stop: this.timelines.follow(workspaceId, runId, () => undefined).stop, timer: undefined };
       tail.timer = setTimeout(() => {
         this.tails.delete(key);
-        tail.unlisten();
+        tail.stop();
         this.settled(false);
       }, this.o.holdMs);
       tail.timer.unref();
@@ -116,25 +93,26 @@ export class NewRunTails {
   }
 
   /**
-   * The stream of an announced run takes its tail over: the frames so far,
-   * and every later one goes to `sink`; undefined when no tail is held.
+   * The stream of an announced run follows it now (call after its own
+   * follow, so the run's memory lives on): the tail lets go. True when the
+   * run was announced here and still followed.
    */
-  take(workspaceId: string, runId: string, sink: (frame: Frame) => void): { frames: Frame[]; unlisten: () => void } | undefined {
+  take(workspaceId: string, runId: string): boolean {
     const key = `${workspaceId}/${runId}`;
     const tail = this.tails.get(key);
-    if (!tail) return undefined;
+    if (!tail) return false;
     this.tails.delete(key);
     clearTimeout(tail.timer);
-    tail.sink = sink;
+    tail.stop();
     this.settled(true);
-    return { frames: tail.frames.splice(0), unlisten: tail.unlisten };
+    return true;
   }
 
   /** Let every tail go (shutdown). */
   clear(): void {
     for (const tail of this.tails.values()) {
       clearTimeout(tail.timer);
-      tail.unlisten();
+      tail.stop();
     }
     this.tails.clear();
   }

@@ -3,15 +3,16 @@ import type { Bus, Subscription } from '@dws/bus';
 import type { Logger } from '@dws/log';
 import { isServiceError, notFound, ServiceError } from '@dws/protocol';
 import { callApi, counter, subjects, type Caller } from '@dws/runtime';
-import { TimelineMerge, type Frame } from '../domain/timeline.js';
+import { isTerminalFrame, TimelineMerge, type Frame } from '../domain/timeline.js';
 import { awaitNewRun } from './new-run.js';
-import { announcedRunIds, NewRunTails, parseFrame, type NewRunTailOptions } from './new-run-tails.js';
+import { announcedRunIds, NewRunTails, type NewRunTailOptions } from './new-run-tails.js';
+import { RunTimelines, type RunTimelineOptions } from './run-timelines.js';
 
 const dec = new TextDecoder();
 
 const runStreams = counter(
   'dws_gateway_run_streams_total',
-  'Run streams opened, by how each began: tail (it followed its run since the POST /events that started it: no backlog read) or read (the backlog read from the scheduler).',
+  'Run streams opened, by how each began: tail (it followed its run since the POST /events that started it: no backlog read), memory (the frames this gateway holds for the run\'s open streams: no backlog read) or read (the backlog read from the scheduler).',
 );
 
 /** Runs of one POST /events followed at most (a batch may start hundreds, rarely each followed at once). */
@@ -36,6 +37,8 @@ export interface StreamOptions {
   newRunTails?: NewRunTailOptions;
   /** How long the stream of an announced run waits for its first frame before it reads the backlog. @default 50 */
   firstFrameWaitMs?: number;
+  /** What is kept of a run's frames while it has streams open (run-timelines.ts). */
+  runTimelines?: RunTimelineOptions;
 }
 
 /**
@@ -186,8 +189,9 @@ interface TimelinePage {
 export class Streams {
   private readonly open = new Set<SseConnection>();
   private draining = false;
-  private readonly o: Required<Omit<StreamOptions, 'newRunTails'>>;
+  private readonly o: Required<Omit<StreamOptions, 'newRunTails' | 'runTimelines'>>;
   private readonly tails: NewRunTails;
+  private readonly timelines: RunTimelines;
 
   constructor(
     private readonly d: { bus: Bus; hub: LiveHub; log: Logger },
@@ -200,7 +204,8 @@ export class Streams {
       maxBufferedBytes: opts.maxBufferedBytes ?? 8 * 1024 * 1024,
       firstFrameWaitMs: opts.firstFrameWaitMs ?? 50,
     };
-    this.tails = new NewRunTails(d.hub, subjects.runTimeline, opts.newRunTails);
+    this.timelines = new RunTimelines(d.hub, subjects.runTimeline, opts.runTimelines);
+    this.tails = new NewRunTails(this.timelines, opts.newRunTails);
   }
 
   /** A 202 of POST /events (its JSON body) named the runs it started: follow them for the streams that usually come next. */
@@ -246,6 +251,7 @@ export class Streams {
     const resync = async () => {
       for (let i = 0; i < 1000 && !conn!.isClosed; i++) {
         const page = await this.timeline(caller, runId, merge.last);
+        this.timelines.stored(caller.workspaceId, runId, page.frames);
         sendAll(merge.stored(page.frames));
         if (conn!.isClosed) return;
         if (page.terminal && !page.more) return conn!.close();
@@ -268,24 +274,34 @@ export class Streams {
     };
 
     // 1. Subscribe first: a frame committed after the backlog read below is then surely received.
-    // A run this gateway just announced is followed already (new-run-tails.ts).
-    const tail = this.tails.take(caller.workspaceId, runId, onFrame);
-    const unlisten =
-      tail?.unlisten ??
-      this.d.hub.listen(subjects.runTimeline(caller.workspaceId, runId), (data) => {
-        const frame = parseFrame(data);
-        if (frame) onFrame(frame);
-      });
-    for (const f of tail?.frames ?? []) onFrame(f);
+    // A run this gateway just announced (new-run-tails.ts), or one with streams open here, is
+    // followed already, and what was seen of it is known (run-timelines.ts).
+    const followed = this.timelines.follow(caller.workspaceId, runId, onFrame);
+    const unlisten = followed.stop;
+    const announced = this.tails.take(caller.workspaceId, runId);
+    if (followed.heard()) stored();
 
-    // 2. The backlog, unless this stream has followed the run since before its first frame (seq 1) went live:
-    // then it has every frame. A 404 here is still an ordinary error answer (no SSE headers sent yet).
-    if (tail && early.length === 0) await Promise.race([storedSignal, delay(this.o.firstFrameWaitMs)]);
+    // 2. The backlog, unless this gateway knows the run from its first frame (seq 1) on: it followed
+    // the run before that went live, or read it, or another stream's read of it is in flight. A 404
+    // here is still an ordinary error answer (no SSE headers sent yet).
+    if (announced && !followed.heard()) await Promise.race([storedSignal, delay(this.o.firstFrameWaitMs)]);
     let first: TimelinePage;
     try {
-      const whole = tail !== undefined && early.some((f) => f.seq === 1);
-      runStreams.inc({ began: whole ? 'tail' : 'read' });
-      first = whole ? { status: '', terminal: false, more: false, frames: [] } : await this.firstPage(caller, runId, merge.last, () => storedSignal);
+      let known = followed.known();
+      const began = known ? (announced ? 'tail' : 'memory') : 'read';
+      const inFlight = known ? undefined : followed.pendingRead();
+      if (inFlight) {
+        await inFlight;
+        known = followed.known();
+      }
+      runStreams.inc({ began: known && began === 'read' ? 'memory' : began });
+      if (known) first = { status: '', terminal: known.some(isTerminalFrame), more: false, frames: known };
+      else {
+        const read = this.firstPage(caller, runId, merge.last, () => storedSignal);
+        if (merge.last === 0) followed.reading(read);
+        first = await read;
+        this.timelines.stored(caller.workspaceId, runId, first.frames);
+      }
     } catch (err) {
       unlisten();
       throw err;
