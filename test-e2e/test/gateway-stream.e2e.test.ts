@@ -110,6 +110,30 @@ describe.each(modes)('run stream on %s', (mode) => {
     }
   }, 120_000);
 
+  it('clients of one run that join as it goes each get every frame once, in order (the later ones from what the gateway saw)', async () => {
+    const ev = await eventually('the event to start a run', async () => {
+      const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'stream.go', data: {} } });
+      return r.body.runId ? r.body : undefined;
+    });
+    const runId: string = ev.runId;
+    const first = await sse(dep.base, `/v1/runs/${runId}/stream`, { key: dep.publicKey });
+    await first.waitFor(8, 30_000);
+    const joined = await Promise.all(Array.from({ length: 4 }, () => sse(dep.base, `/v1/runs/${runId}/stream`, { key: dep.publicKey })));
+    const resumed = await sse(dep.base, `/v1/runs/${runId}/stream?from=5`, { key: dep.publicKey });
+    await first.waitFor(16, 30_000);
+    const late = await sse(dep.base, `/v1/runs/${runId}/stream`, { key: dep.publicKey });
+    for (const c of [first, ...joined, resumed, late]) await c.ended;
+    const whole = await sse(dep.base, `/v1/runs/${runId}/stream`, { key: dep.publicKey });
+    await whole.ended;
+    const all = whole.events.map((e) => Number(e.id));
+    expect(JSON.parse(whole.events[whole.events.length - 1]!.data!)).toMatchObject({ kind: 'run_status', status: 'succeeded' });
+    for (const c of [first, ...joined, late]) {
+      expect(c.events.map((e) => Number(e.id))).toEqual(all);
+      expect(c.events.map((e) => JSON.parse(e.data!))).toEqual(whole.events.map((e) => JSON.parse(e.data!)));
+    }
+    expect(resumed.events.map((e) => Number(e.id))).toEqual(all.slice(5));
+  }, 120_000);
+
   it('shows a pause, a resume and a cancel on the run stream and the workspace stream at once', async () => {
     const ev = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'nap.go', data: {} } });
     const runId = ev.body.runId as string;

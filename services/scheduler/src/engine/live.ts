@@ -25,17 +25,18 @@ export const liveRunOf = (run: ControlRun, status: string): LiveRun => ({ id: ru
  */
 export function publishFrames(bus: Bus, run: LiveRun, frames: NewFrame[]): void {
   if (frames.length === 0) return;
-  const ts = new Date().toISOString();
+  // Frames carry the ts they were stored with (stamped); the fallback is for none.
+  const now = new Date().toISOString();
   const subject = subjects.runTimeline(run.workspaceId, run.id);
-  let statusChanged = false;
+  let statusTs: string | undefined;
   for (const f of frames) {
-    bus.emit(subject, enc.encode(JSON.stringify({ kind: f.kind, seq: f.seq, ts, runId: run.id, ...f.fields })));
-    if (f.kind === 'run_status') statusChanged = true;
+    bus.emit(subject, enc.encode(JSON.stringify({ kind: f.kind, seq: f.seq, ts: f.ts ?? now, runId: run.id, ...f.fields })));
+    if (f.kind === 'run_status') statusTs = f.ts ?? now;
   }
-  if (statusChanged) {
+  if (statusTs !== undefined) {
     bus.emit(
       subjects.workspaceRuns(run.workspaceId),
-      enc.encode(JSON.stringify({ kind: 'run_status', ts, runId: run.id, status: run.status, workflow: run.workflow, app: run.app })),
+      enc.encode(JSON.stringify({ kind: 'run_status', ts: statusTs, runId: run.id, status: run.status, workflow: run.workflow, app: run.app })),
     );
   }
 }

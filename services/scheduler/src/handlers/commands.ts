@@ -5,7 +5,7 @@ import { COMMAND_ACK_WAIT_MS, streams, subjects, type ApiHandler, type Outbox, t
 import { markApprovalListed, resolveStep, type NewFrame, type NewRun } from '../store/runs.js';
 import { lockRun } from '../store/control.js';
 import { cancelLockedRun } from '../store/effects.js';
-import { activeSingletons, insertFlowRun, QUEUED_FRAME } from '../store/flow.js';
+import { activeSingletons, insertFlowRun, queuedFrame } from '../store/flow.js';
 import type { Engine } from '../engine/engine.js';
 import { newHeldRun } from '../engine/held-run.js';
 import { publishFrames, type LiveRun } from '../engine/live.js';
@@ -74,7 +74,7 @@ async function startRun(opts: StartRunDeps, cmd: StartRun): Promise<void> {
     return;
   }
   const frames: NewFrame[] = [
-    QUEUED_FRAME,
+    queuedFrame(),
     { seq: 2, kind: 'run_status', fields: { status: 'running', attempt: 1 } },
   ];
   if (!(await opts.engine.insertHeld(newRun, frames))) return;
@@ -141,7 +141,8 @@ async function startUnderFlowControl(
   const flow = { notBeforeMs, concurrencyKey: cmd.concurrencyKey, concurrencyLimit: cmd.concurrencyLimit, priority: Number(cmd.priority), singletonKey };
   if (singletonKey === null) {
     // Nothing to weigh against other runs: one statement, idempotent on the run id.
-    if (await insertFlowRun(opts.db, run, flow)) publishFrames(opts.bus, self('queued'), [QUEUED_FRAME]);
+    const queued = await insertFlowRun(opts.db, run, flow);
+    if (queued) publishFrames(opts.bus, self('queued'), [queued]);
     opts.engine.nudge();
     return;
   }
@@ -155,12 +156,13 @@ async function startUnderFlowControl(
     if ((await tx.query('select 1 from scheduler.runs where id = $1', [run.id])).length > 0) return done();
     const active = await activeSingletons(tx, { workspaceId: run.workspaceId, app: run.app, workflow: run.workflow, key: singletonKey, except: run.id });
     if (active.length > 0 && cmd.singletonMode === 'skip') {
-      if (await insertFlowRun(tx, run, { notBeforeMs: 0, concurrencyKey: '', concurrencyLimit: 0, priority: 0, singletonKey: null })) {
+      const queued = await insertFlowRun(tx, run, { notBeforeMs: 0, concurrencyKey: '', concurrencyLimit: 0, priority: 0, singletonKey: null });
+      if (queued) {
         const locked = await lockRun(tx, run.workspaceId, run.id);
         if (locked) {
           const skipped = await cancelLockedRun(tx, locked, { message: 'Skipped: a singleton run of this key is active.' });
           out.push(...skipped.messages);
-          live.push([self('queued'), [QUEUED_FRAME]], ...skipped.live);
+          live.push([self('queued'), [queued]], ...skipped.live);
         }
       }
       return done();
@@ -174,7 +176,8 @@ async function startUnderFlowControl(
         live.push(...cancelled.live);
       }
     }
-    if (await insertFlowRun(tx, run, flow)) live.push([self('queued'), [QUEUED_FRAME]]);
+    const queued = await insertFlowRun(tx, run, flow);
+    if (queued) live.push([self('queued'), [queued]]);
     return done();
   });
   for (const [r, frames] of live) publishFrames(opts.bus, r, frames);

@@ -48,6 +48,7 @@ export async function setRunStatus(
   status: string,
   opts: { leaseUntilNow?: boolean; ended?: boolean; error?: unknown } = {},
 ): Promise<NewFrame> {
+  const ts = new Date().toISOString();
   const rows = await tx.query<{ seq: number }>(
     `with r as (
        update scheduler.runs set status = $2, pass = pass + 1, lease_owner = null,
@@ -56,12 +57,12 @@ export async function setRunStatus(
               error = coalesce($5::jsonb, error), pause_requested = false, next_seq = next_seq + 1, updated_at = now()
         where id = $1 returning next_seq - 1 as seq
      )
-     insert into scheduler.frames (run_id, seq, workspace_id, kind, payload)
-     select $1, r.seq, $6, 'run_status', jsonb_build_object('status', $2::text) from r
+     insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, ts)
+     select $1, r.seq, $6, 'run_status', jsonb_build_object('status', $2::text), $7::timestamptz from r
      returning seq`,
-    [run.id, status, opts.leaseUntilNow === true, opts.ended === true, opts.error === undefined ? null : JSON.stringify(opts.error), run.workspace_id],
+    [run.id, status, opts.leaseUntilNow === true, opts.ended === true, opts.error === undefined ? null : JSON.stringify(opts.error), run.workspace_id, ts],
   );
-  return { seq: Number(rows[0]!.seq), kind: 'run_status', fields: { status } };
+  return { seq: Number(rows[0]!.seq), kind: 'run_status', fields: { status }, ts };
 }
 
 export async function requestPause(tx: Database, runId: string): Promise<void> {

@@ -5,7 +5,7 @@ import type { OutboxMessage } from '@dws/runtime';
 import { runEndMessages } from '../domain/handoffs.js';
 import { liveRunOf, type LiveRun } from '../engine/live.js';
 import { lockChildren, setRunStatus, type ControlRun } from './control.js';
-import { QUEUED_FRAME } from './flow.js';
+import { queuedFrame } from './flow.js';
 import { resolveStep, type NewFrame, type NewRun } from './runs.js';
 
 /**
@@ -37,6 +37,7 @@ export interface QueuedRun extends Omit<NewRun, 'createdAtMs'> {
  * Returns its queued frame to go live, or nothing when the id existed.
  */
 export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<RunEffects> {
+  const queued = queuedFrame();
   const rows = await db.query(
     `with r as (
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, input,
@@ -45,16 +46,16 @@ export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<RunEf
        on conflict (id) do nothing
        returning id
      )
-     insert into scheduler.frames (run_id, seq, workspace_id, kind, payload)
-     select r.id, 1, $2, 'run_status', $14::jsonb from r
+     insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, ts)
+     select r.id, 1, $2, 'run_status', $14::jsonb, $15::timestamptz from r
      returning run_id`,
     [
       r.id, r.workspaceId, r.workflow, r.app, r.runner, r.triggerKind, r.eventId, r.eventName, r.replayOf, r.inputJson,
-      r.parentRunId ?? null, r.parentStepId ?? null, r.onFailureOf ?? null, JSON.stringify(QUEUED_FRAME.fields),
+      r.parentRunId ?? null, r.parentStepId ?? null, r.onFailureOf ?? null, JSON.stringify(queued.fields), queued.ts,
     ],
   );
   if (rows.length === 0) return noEffects();
-  return { live: [[{ id: r.id, workspaceId: r.workspaceId, status: 'queued', workflow: r.workflow, app: r.app }, [QUEUED_FRAME]]], messages: [] };
+  return { live: [[{ id: r.id, workspaceId: r.workspaceId, status: 'queued', workflow: r.workflow, app: r.app }, [queued]]], messages: [] };
 }
 
 /**

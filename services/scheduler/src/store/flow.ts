@@ -12,14 +12,16 @@ export interface FlowControl {
 }
 
 /** A new run's first frame (seq 1), stored with its row and published once committed. */
-export const QUEUED_FRAME: NewFrame = { seq: 1, kind: 'run_status', fields: { status: 'queued', attempt: 1 } };
+export const queuedFrame = (): NewFrame => ({ seq: 1, kind: 'run_status', fields: { status: 'queued', attempt: 1 }, ts: new Date().toISOString() });
 
 /**
  * A run under flow control starts queued: due at once (or at its throttle
  * time) when it has no concurrency limit, else held back until a slot of its
- * key admits it. Idempotent on the run id.
+ * key admits it. Idempotent on the run id: returns its queued frame (to go
+ * live once committed), or nothing when the id existed.
  */
-export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl): Promise<boolean> {
+export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl): Promise<NewFrame | undefined> {
+  const queued = queuedFrame();
   const limited = flow.concurrencyLimit > 0;
   const rows = await tx.query<{ id: string }>(
     `with r as (
@@ -31,16 +33,16 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
        on conflict (id) do nothing
        returning id
      )
-     insert into scheduler.frames (run_id, seq, workspace_id, kind, payload)
-     select r.id, 1, $2, 'run_status', $19::jsonb from r
+     insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, ts)
+     select r.id, 1, $2, 'run_status', $19::jsonb, $20::timestamptz from r
      returning run_id`,
     [
       run.id, run.workspaceId, run.workflow, run.app, run.runner, run.triggerKind, run.eventId, run.eventName, run.replayOf, run.inputJson,
       flow.notBeforeMs, run.createdAtMs, limited, limited ? flow.concurrencyKey : null, flow.concurrencyLimit, flow.priority, flow.singletonKey,
-      run.session ?? null, JSON.stringify(QUEUED_FRAME.fields),
+      run.session ?? null, JSON.stringify(queued.fields), queued.ts,
     ],
   );
-  return rows.length === 1;
+  return rows.length === 1 ? queued : undefined;
 }
 
 /** Concurrency keys served per round (oldest waiter first). */

@@ -11,11 +11,20 @@ export interface NewFrame {
   fields: Record<string, unknown>;
   /** Log frames: `attempt:scope:index`, unique per run. */
   logKey?: string;
+  /** When it was written (ISO, ms): stored, and sent live, as this same value. Set by the statement that writes it. */
+  ts?: string;
+}
+
+/** A frame's ts, set once as it is written: a stream sends the same frame alike live and replayed. */
+export function stamped(frames: NewFrame[]): NewFrame[] {
+  const now = new Date().toISOString();
+  for (const f of frames) f.ts ??= now;
+  return frames;
 }
 
 /** Rows travel as one JSON parameter (jsonb_to_recordset): nulls and types survive both drivers. */
 function framesJson(frames: NewFrame[]): string {
-  return JSON.stringify(frames.map((f) => ({ seq: f.seq, kind: f.kind, payload: f.fields, log_key: f.logKey ?? null })));
+  return JSON.stringify(stamped(frames).map((f) => ({ seq: f.seq, kind: f.kind, payload: f.fields, log_key: f.logKey ?? null, ts: f.ts })));
 }
 
 export interface NewRun {
@@ -54,9 +63,9 @@ export async function insertHeldRuns(db: Database, starts: { run: NewRun; frames
        on conflict (id) do nothing
        returning id
      ), f as (
-       insert into scheduler.frames (run_id, seq, workspace_id, kind, payload)
-       select r.id, fr.seq, x.workspace_id, fr.kind, fr.payload
-         from r join x on x.id = r.id cross join lateral jsonb_to_recordset(x.frames) as fr(seq int, kind text, payload jsonb)
+       insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, ts)
+       select r.id, fr.seq, x.workspace_id, fr.kind, fr.payload, fr.ts
+         from r join x on x.id = r.id cross join lateral jsonb_to_recordset(x.frames) as fr(seq int, kind text, payload jsonb, ts timestamptz)
      )
      select id from r`,
     [
@@ -64,7 +73,7 @@ export async function insertHeldRuns(db: Database, starts: { run: NewRun; frames
         starts.map(({ run, frames }) => ({
           id: run.id, workspace_id: run.workspaceId, workflow: run.workflow, app: run.app, runner: run.runner, trigger_kind: run.triggerKind,
           event_id: run.eventId, event_name: run.eventName, replay_of: run.replayOf, input: run.inputJson, next_seq: frames.length + 1,
-          created_at_ms: run.createdAtMs, session: run.session ?? null, frames: frames.map((f) => ({ seq: f.seq, kind: f.kind, payload: f.fields })),
+          created_at_ms: run.createdAtMs, session: run.session ?? null, frames: stamped(frames).map((f) => ({ seq: f.seq, kind: f.kind, payload: f.fields, ts: f.ts })),
         })),
       ),
       owner,
@@ -105,9 +114,9 @@ const upsertSteps = (ws: string, steps: string): string => `
 
 /** CTE body: append the frames of the jsonb `frames` for each row of the run CTE `r`. */
 const insertFrames = (ws: string, frames: string): string => `
-       insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, log_key)
-       select r.id, x.seq, ${ws}, x.kind, x.payload, x.log_key from r,
-              jsonb_to_recordset(${frames}) as x(seq int, kind text, payload jsonb, log_key text)`;
+       insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, log_key, ts)
+       select r.id, x.seq, ${ws}, x.kind, x.payload, x.log_key, x.ts from r,
+              jsonb_to_recordset(${frames}) as x(seq int, kind text, payload jsonb, log_key text, ts timestamptz)`;
 
 /** CTE body: Score steps write their score row with the memo, once (a replay finds it there). */
 const insertScores = (ws: string, steps: string): string => `
@@ -296,8 +305,8 @@ export async function appendFrames(db: Database, runId: string, workspaceId: str
   if (frames.length === 0) return;
   await db.query(
     `with f as (
-       insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, log_key)
-       select $1, x.seq, $2, x.kind, x.payload, x.log_key from jsonb_to_recordset($3::jsonb) as x(seq int, kind text, payload jsonb, log_key text)
+       insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, log_key, ts)
+       select $1, x.seq, $2, x.kind, x.payload, x.log_key, x.ts from jsonb_to_recordset($3::jsonb) as x(seq int, kind text, payload jsonb, log_key text, ts timestamptz)
      )
      update scheduler.runs set next_seq = $4 where id = $1`,
     [runId, workspaceId, framesJson(frames), frames[frames.length - 1]!.seq + 1],
