@@ -88,6 +88,29 @@ d('gateway streams', () => {
     expect(past.events).toEqual([]);
   });
 
+  it('answers a run stream without express (fast-routes.ts) exactly as express does, request by request', async () => {
+    const id = ids.run();
+    commit(id, [status('queued'), status('running'), ...logs(2), status('succeeded')]);
+    // Each request twice: as sent (the fast path takes it) and with a trailing slash (only express does).
+    const cases: [string, string | undefined][] = [
+      [`/v1/runs/${id}/stream`, g.secretKey],
+      [`/v1/runs/${id}/stream?from=3`, g.publicKey],
+      [`/v1/runs/${id}/stream?from=`, g.secretKey],
+      [`/v1/runs/${id}/stream?from=abc`, g.secretKey],
+      [`/v1/runs/${id}/stream?from=-1`, g.secretKey],
+      [`/v1/runs/${id}/stream`, undefined],
+      [`/v1/runs/${id}/stream`, 'sk_nope'],
+      ['/v1/runs/run_nothing_here/stream', g.secretKey],
+    ];
+    for (const [path, key] of cases) {
+      const [p, q] = path.split('?');
+      const fast = await http(g.base, 'GET', path, { key });
+      const viaExpress = await http(g.base, 'GET', `${p}/${q === undefined ? '' : `?${q}`}`, { key });
+      const seen = (r: typeof fast) => ({ status: r.status, body: r.body, type: r.headers['content-type'], id: typeof r.headers['x-request-id'] });
+      expect({ path, ...seen(fast) }).toEqual({ path, ...seen(viaExpress) });
+    }
+  });
+
   it('tails live frames after the backlog and ends at the terminal frame, each frame once', async () => {
     const id = ids.run();
     commit(id, [status('queued'), status('running')]);

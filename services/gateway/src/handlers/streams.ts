@@ -1,4 +1,4 @@
-import type { Request, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Bus, Subscription } from '@dws/bus';
 import type { Logger } from '@dws/log';
 import { isServiceError, notFound, ServiceError } from '@dws/protocol';
@@ -95,14 +95,14 @@ class SseConnection {
   private readonly onClose: (() => void)[] = [];
 
   constructor(
-    private readonly res: Response,
+    private readonly res: ServerResponse,
     private readonly maxBuffered: number,
   ) {
     res.on('close', () => this.teardown());
   }
 
   open(heartbeatMs: number): void {
-    this.res.status(200);
+    this.res.statusCode = 200;
     this.res.setHeader('content-type', 'text/event-stream; charset=utf-8');
     this.res.setHeader('cache-control', 'no-cache, no-transform');
     this.res.setHeader('connection', 'keep-alive');
@@ -225,7 +225,7 @@ export class Streams {
     for (const c of [...this.open]) c.close(true);
   }
 
-  async runStream(req: Request, res: Response, caller: Caller, runId: string, from: number): Promise<void> {
+  async runStream(req: IncomingMessage, res: ServerResponse, caller: Caller, runId: string, from: number): Promise<void> {
     if (!SUBJECT_TOKEN.test(runId)) throw notFound('run');
     const start = Math.max(from, lastEventId(req));
     const merge = new TimelineMerge(start);
@@ -335,16 +335,16 @@ export class Streams {
   }
 
   /** GET /runs/stream: run_status frames of the workspace, as the scheduler emits them (no seq, no replay). */
-  runsStream(res: Response, caller: Caller): void {
+  runsStream(res: ServerResponse, caller: Caller): void {
     this.tail(res, subjects.workspaceRuns(caller.workspaceId), 'run_status');
   }
 
   /** GET /events/stream: events as ingest records them (best-effort; GET /events is the complete record). */
-  eventsStream(res: Response, caller: Caller): void {
+  eventsStream(res: ServerResponse, caller: Caller): void {
     this.tail(res, liveEventsSubject(caller.workspaceId), 'event');
   }
 
-  private tail(res: Response, subject: string, event: string): void {
+  private tail(res: ServerResponse, subject: string, event: string): void {
     const conn = new SseConnection(res, this.o.maxBufferedBytes);
     const unlisten = this.d.hub.listen(subject, (data) => {
       const text = dec.decode(data);
@@ -382,7 +382,7 @@ const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()
 const shuttingDown = () => new ServiceError(503, 'shutting_down', 'This gateway is shutting down; reconnect.');
 
 /** Last-Event-ID: the seq an EventSource saw last; it resumes after it. */
-function lastEventId(req: Request): number {
+function lastEventId(req: IncomingMessage): number {
   const v = req.headers['last-event-id'];
   if (typeof v !== 'string' || !/^\d{1,15}$/.test(v.trim())) return 0;
   return Number(v.trim());
