@@ -273,6 +273,15 @@ d('gateway streams', () => {
     expect(timelineCalls).toBe(reads);
   });
 
+  it('streams of a run longer than a page, opened together, each get every frame once', async () => {
+    const id = ids.run();
+    // 1,200 frames stored, none heard live: the backlog takes two pages.
+    commit(id, [status('running'), ...logs(1198), status('succeeded')], () => false);
+    const clients = await Promise.all(Array.from({ length: 3 }, () => sse(g.base, `/v1/runs/${id}/stream`, { key: g.secretKey })));
+    for (const c of clients) await c.ended;
+    for (const c of clients) expect(seqs(c.events)).toEqual(range(1, 1200));
+  });
+
   it('a frame lost on the bus is read back into what the open streams saw: a stream opened after gets every frame once', async () => {
     const id = ids.run();
     commit(id, [status('running')]);

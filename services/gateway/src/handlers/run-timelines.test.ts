@@ -18,7 +18,7 @@ describe('RunTimelines', () => {
     hub.emit(subject('ws', 'run_a'), 'not a frame');
     expect(live).toEqual([frame(3)]);
     expect(tl.follow('ws', 'run_a', () => undefined).known()).toBeUndefined();
-    tl.stored('ws', 'run_a', [frame(1), frame(2)]);
+    tl.stored('ws', 'run_a', [frame(1), frame(2)], false);
     hub.emit(subject('ws', 'run_a'), frame(4));
     expect(seqs(tl.follow('ws', 'run_a', () => undefined).known())).toEqual([1, 2, 3, 4]);
   });
@@ -30,7 +30,7 @@ describe('RunTimelines', () => {
     expect(a.heard()).toBe(false);
     expect(a.pendingRead()).toBeUndefined();
     let answer!: (frames: { kind: string; seq: number }[]) => void;
-    const read = new Promise<{ kind: string; seq: number }[]>((r) => (answer = r)).then((frames) => tl.stored('ws', 'run_a', frames));
+    const read = new Promise<{ kind: string; seq: number }[]>((r) => (answer = r)).then((frames) => tl.stored('ws', 'run_a', frames, false));
     a.reading(read);
     hub.emit(subject('ws', 'run_a'), frame(2));
     const b = tl.follow('ws', 'run_a', () => undefined);
@@ -51,18 +51,28 @@ describe('RunTimelines', () => {
   it('a read that starts mid-run (a stream resuming with from) does not make the beginning known', () => {
     const tl = new RunTimelines(new Subjects(), subject);
     tl.follow('ws', 'run_a', () => undefined);
-    tl.stored('ws', 'run_a', [frame(5), frame(6)]);
+    tl.stored('ws', 'run_a', [frame(5), frame(6)], false);
     expect(tl.follow('ws', 'run_a', () => undefined).known()).toBeUndefined();
   });
 
-  it('stops at a gap (a frame lost on the bus) until a read fills it', () => {
+  it('knows nothing at a gap (a frame lost on the bus) until a read fills it', () => {
     const hub = new Subjects();
     const tl = new RunTimelines(hub, subject);
     tl.follow('ws', 'run_a', () => undefined);
-    tl.stored('ws', 'run_a', [frame(1)]);
+    tl.stored('ws', 'run_a', [frame(1)], false);
     hub.emit(subject('ws', 'run_a'), frame(3));
-    expect(seqs(tl.follow('ws', 'run_a', () => undefined).known())).toEqual([1]);
-    tl.stored('ws', 'run_a', [frame(2), frame(3)]);
+    // 3 came live before this follower, and 2 is missing: it must read.
+    expect(tl.follow('ws', 'run_a', () => undefined).known()).toBeUndefined();
+    tl.stored('ws', 'run_a', [frame(2), frame(3)], false);
+    expect(seqs(tl.follow('ws', 'run_a', () => undefined).known())).toEqual([1, 2, 3]);
+  });
+
+  it('knows nothing while storage has pages its streams have not read yet', () => {
+    const tl = new RunTimelines(new Subjects(), subject);
+    tl.follow('ws', 'run_a', () => undefined);
+    tl.stored('ws', 'run_a', [frame(1), frame(2)], true);
+    expect(tl.follow('ws', 'run_a', () => undefined).known()).toBeUndefined();
+    tl.stored('ws', 'run_a', [frame(3)], false);
     expect(seqs(tl.follow('ws', 'run_a', () => undefined).known())).toEqual([1, 2, 3]);
   });
 
@@ -70,7 +80,7 @@ describe('RunTimelines', () => {
     const hub = new Subjects();
     const tl = new RunTimelines(hub, subject);
     const a = tl.follow('ws', 'run_a', () => undefined);
-    tl.stored('ws', 'run_a', [frame(1)]);
+    tl.stored('ws', 'run_a', [frame(1)], false);
     const other = tl.follow('ws_other', 'run_a', () => undefined);
     expect(other.known()).toBeUndefined();
     const b = tl.follow('ws', 'run_a', () => undefined);
@@ -88,18 +98,18 @@ describe('RunTimelines', () => {
     const hub = new Subjects();
     const tl = new RunTimelines(hub, subject, { maxFrames: 3 });
     tl.follow('ws', 'run_a', () => undefined);
-    tl.stored('ws', 'run_a', [frame(1), frame(2), frame(3)]);
+    tl.stored('ws', 'run_a', [frame(1), frame(2), frame(3)], false);
     expect(seqs(tl.follow('ws', 'run_a', () => undefined).known())).toEqual([1, 2, 3]);
     hub.emit(subject('ws', 'run_a'), frame(4));
     expect(tl.follow('ws', 'run_a', () => undefined).known()).toBeUndefined();
     hub.emit(subject('ws', 'run_a'), frame(5));
-    tl.stored('ws', 'run_a', [frame(6)]);
+    tl.stored('ws', 'run_a', [frame(6)], false);
     expect(tl.follow('ws', 'run_a', () => undefined).known()).toBeUndefined();
 
     const live: number[] = [];
     tl.follow('ws', 'run_b', (f) => live.push(f.seq));
     for (let seq = 2; seq <= 6; seq++) hub.emit(subject('ws', 'run_b'), frame(seq));
-    tl.stored('ws', 'run_b', [frame(1)]);
+    tl.stored('ws', 'run_b', [frame(1)], false);
     expect(tl.follow('ws', 'run_b', () => undefined).known()).toBeUndefined();
     // Streams still get every live frame.
     expect(live).toEqual([2, 3, 4, 5, 6]);

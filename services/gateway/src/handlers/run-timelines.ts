@@ -29,6 +29,8 @@ interface Topic {
   /** Live frames taken before seq 1 was known (held by the merge until a read supplies the beginning). */
   early: number;
   heard: boolean;
+  /** The last seq of a storage page that said more follows: the memory is behind storage until past it. */
+  pagedTo: number;
   /** A stream's read of the run from its beginning, in flight: what knows the beginning next. */
   reading: Promise<unknown> | undefined;
   fns: Set<(frame: Frame) => void>;
@@ -38,10 +40,11 @@ interface Topic {
 /** A run followed (RunTimelines.follow). */
 export interface Followed {
   /**
-   * The run's frames from seq 1 up to the last one known without a gap, or
-   * undefined while this gateway does not know its beginning. Frames past it
-   * reach the follower's callback; so may some before it (they were live):
-   * the follower dedupes on seq.
+   * The run's frames from seq 1 up to the last one this gateway knows, or
+   * undefined while it does not know them all: not its beginning, a frame
+   * lost on the bus (a later one arrived first), or pages of storage still
+   * to read. Frames past it reach the follower's callback; so may some before
+   * it (they were live): the follower dedupes on seq.
    */
   known(): Frame[] | undefined;
   /** A live frame of the run has arrived since it was first followed here: the run is stored. */
@@ -87,7 +90,7 @@ export class RunTimelines {
     const subject = this.subjectOf(workspaceId, runId);
     let topic = this.topics.get(subject);
     if (!topic) {
-      const t: Topic = { merge: new TimelineMerge(0), frames: [], early: 0, heard: false, reading: undefined, fns: new Set(), unlisten: () => undefined };
+      const t: Topic = { merge: new TimelineMerge(0), frames: [], early: 0, heard: false, pagedTo: 0, reading: undefined, fns: new Set(), unlisten: () => undefined };
       t.unlisten = this.hub.listen(subject, (data) => {
         const frame = parseFrame(data);
         if (!frame) return;
@@ -102,7 +105,7 @@ export class RunTimelines {
     const t = topic;
     t.fns.add(fn);
     return {
-      known: () => (t.merge && t.merge.last > 0 ? t.frames.slice() : undefined),
+      known: () => (t.merge && t.merge.last > t.pagedTo && !t.merge.gap ? t.frames.slice() : undefined),
       heard: () => t.heard,
       pendingRead: () => t.reading,
       reading: (read) => {
@@ -123,10 +126,12 @@ export class RunTimelines {
     };
   }
 
-  /** Frames a stream of this run read from storage (ascending seq): they fill the run's memory where it has a gap. */
-  stored(workspaceId: string, runId: string, frames: Frame[]): void {
+  /** A page a stream of this run read from storage (ascending seq; `more` when storage holds frames past it): it fills the run's memory. */
+  stored(workspaceId: string, runId: string, frames: Frame[], more: boolean): void {
     const t = this.topics.get(this.subjectOf(workspaceId, runId));
-    if (t) this.keep(t, t.merge?.stored(frames));
+    if (!t) return;
+    if (more && frames.length > 0) t.pagedTo = Math.max(t.pagedTo, frames[frames.length - 1]!.seq);
+    this.keep(t, t.merge?.stored(frames));
   }
 
   /** Runs followed right now (for tests). */

@@ -251,7 +251,7 @@ export class Streams {
     const resync = async () => {
       for (let i = 0; i < 1000 && !conn!.isClosed; i++) {
         const page = await this.timeline(caller, runId, merge.last);
-        this.timelines.stored(caller.workspaceId, runId, page.frames);
+        this.timelines.stored(caller.workspaceId, runId, page.frames, page.more);
         sendAll(merge.stored(page.frames));
         if (conn!.isClosed) return;
         if (page.terminal && !page.more) return conn!.close();
@@ -300,7 +300,7 @@ export class Streams {
         const read = this.firstPage(caller, runId, merge.last, () => storedSignal);
         if (merge.last === 0) followed.reading(read);
         first = await read;
-        this.timelines.stored(caller.workspaceId, runId, first.frames);
+        this.timelines.stored(caller.workspaceId, runId, first.frames, first.more);
       }
     } catch (err) {
       unlisten();
