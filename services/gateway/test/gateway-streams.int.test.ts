@@ -364,6 +364,24 @@ d('gateway streams', () => {
       expect(timelineCalls - before).toBeGreaterThanOrEqual(1);
     });
 
+    it("a tail that missed the run's first frames gets them again with its next ones (as the scheduler sends them): no backlog read", async () => {
+      const id = ids.run();
+      commit(id, [status('queued')]); // went live before the 202: nobody heard it
+      await post([id]);
+      commit(id, [status('running')]); // heard: the tail has seq 2, not 1
+      await sleep(20);
+      const before = timelineCalls;
+      const opened = sse(g.base, `/v1/runs/${id}/stream`, { key: g.secretKey });
+      await sleep(10);
+      // The scheduler's next publish of a new run leads with its first frames again.
+      for (const f of runs.get(`${WS}/${id}`)!.frames) g.bus.emit(subjects.runTimeline(WS, id), enc.encode(JSON.stringify(f)));
+      commit(id, [...logs(1), status('succeeded')]);
+      const s = await opened;
+      await s.ended;
+      expect(seqs(s.events)).toEqual(range(1, 4));
+      expect(timelineCalls).toBe(before);
+    });
+
     it('another workspace cannot take the tail of a run it did not start', async () => {
       const id = ids.run().replace(/.$/, '1');
       await post([id]);

@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import { loadConfig } from '@dws/config';
-import { sealKeyFor } from '@dws/runtime';
-import { modes, ScriptedInvoker, startHarness, type Harness } from './harness.js';
+import { sealKeyFor, subjects } from '@dws/runtime';
+import { modes, ScriptedInvoker, startHarness, WS, type Harness } from './harness.js';
+
+const dec = new TextDecoder();
 
 jest.setTimeout(60_000);
 
@@ -113,6 +115,18 @@ describe.each(modes())('scheduler direct starts (%s)', (mode) => {
     expect(invoker.count(id, 'a')).toBe(1);
     const frames = await h.db.query<{ seq: number }>('select seq from scheduler.frames where run_id = $1 order by seq', [id]);
     expect(frames.map((f) => f.seq)).toEqual(frames.map((_, i) => i + 1));
+  });
+
+  it("publishes a new run's first frames again ahead of its next ones (a follower that subscribed a moment late sees its beginning)", async () => {
+    const id = `run_again_${Date.now()}`;
+    const live: number[] = [];
+    const sub = h.bus.subscribe(subjects.runTimeline(WS, id), (data) => live.push((JSON.parse(dec.decode(data)) as { seq: number }).seq));
+    await h.start('two', {}, { direct: true, runId: id });
+    await h.waitFor(id, ['succeeded']);
+    await new Promise((r) => setTimeout(r, 100));
+    await sub.stop();
+    const stored = (await h.db.query<{ seq: number }>('select seq from scheduler.frames where run_id = $1 order by seq', [id])).map((f) => f.seq);
+    expect(live).toEqual([1, 2, 1, 2, ...stored.slice(2)]);
   });
 
   it('a repeated StartRun of a singleton "cancel" run does not cancel the run that replaced it', async () => {

@@ -279,12 +279,14 @@ export class Streams {
     const followed = this.timelines.follow(caller.workspaceId, runId, onFrame);
     const unlisten = followed.stop;
     const announced = this.tails.take(caller.workspaceId, runId);
-    if (followed.heard()) stored();
 
     // 2. The backlog, unless this gateway knows the run from its first frame (seq 1) on: it followed
-    // the run before that went live, or read it, or another stream's read of it is in flight. A 404
-    // here is still an ordinary error answer (no SSE headers sent yet).
-    if (announced && !followed.heard()) await Promise.race([storedSignal, delay(this.o.firstFrameWaitMs)]);
+    // the run before that went live, or read it, or another stream's read of it is in flight. A run
+    // announced here whose beginning went live before the gateway listened gets it again with its next
+    // frames (the scheduler sends a new run's first frames twice): wait a moment for those. A 404 here
+    // is still an ordinary error answer (no SSE headers sent yet).
+    if (announced && !followed.known()) await Promise.race([storedSignal, delay(this.o.firstFrameWaitMs)]);
+    if (followed.heard()) stored();
     let first: TimelinePage;
     try {
       let known = followed.known();

@@ -169,6 +169,7 @@ export class Engine {
    */
   adopt(run: HeldRun, firstFrames: NewFrame[] = []): void {
     this.publishLive(run, firstFrames);
+    if (firstFrames.length > 0) run.firstFramesAgain = firstFrames;
     // Counted at once (capacity), driven on the next turn: the StartRun's ack goes out
     // before the first invoke is built.
     this.held.set(run.id, run);
@@ -619,6 +620,8 @@ export class Engine {
   }
 
   private publishLive(run: HeldRun, frames: NewFrame[]): void {
-    publishFrames(this.o.bus, run, frames);
+    const again = run.firstFramesAgain;
+    if (again && frames.length > 0) run.firstFramesAgain = undefined;
+    publishFrames(this.o.bus, run, frames, again);
   }
 }

@@ -48,9 +48,17 @@ export interface HeldRun {
   checkpointed: number;
   /** The checkpoint being applied, if any: checkpoints and the pass's own reply apply one at a time. */
   applying: Promise<unknown>;
+  /**
+   * A new run's first frames, published again with its next ones: a client
+   * follows a run it started once its POST's 202 names it, and the gateway's
+   * subscription may reach nats-server a moment after these went live. With
+   * them again it sees the run from its beginning instead of reading storage
+   * (the gateway merges on seq: nobody sees a frame twice).
+   */
+  firstFramesAgain: NewFrame[] | undefined;
 }
 
-type Fresh = 'memo' | 'known' | 'stepAttempts' | 'pending' | 'logKeys' | 'pendingFrames' | 'invoking' | 'checkpointed' | 'applying';
+type Fresh = 'memo' | 'known' | 'stepAttempts' | 'pending' | 'logKeys' | 'pendingFrames' | 'invoking' | 'checkpointed' | 'applying' | 'firstFramesAgain';
 
 export function newHeldRun(fields: Omit<HeldRun, Fresh>): HeldRun {
   return {
@@ -64,6 +72,7 @@ export function newHeldRun(fields: Omit<HeldRun, Fresh>): HeldRun {
     invoking: false,
     checkpointed: 0,
     applying: Promise.resolve(),
+    firstFramesAgain: undefined,
   };
 }
 

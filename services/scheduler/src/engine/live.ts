@@ -21,16 +21,20 @@ export const liveRunOf = (run: ControlRun, status: string): LiveRun => ({ id: ru
 /**
  * Frames just committed go live (best-effort: a run stream that misses one
  * rereads storage): each on the run's timeline, and a status change on the
- * workspace's run stream. Only after the commit that stored them.
+ * workspace's run stream. Only after the commit that stored them. `again`:
+ * frames published before, sent once more on the timeline ahead of these
+ * (HeldRun.firstFramesAgain).
  */
-export function publishFrames(bus: Bus, run: LiveRun, frames: NewFrame[]): void {
+export function publishFrames(bus: Bus, run: LiveRun, frames: NewFrame[], again: NewFrame[] = []): void {
   if (frames.length === 0) return;
   // Frames carry the ts they were stored with (stamped); the fallback is for none.
   const now = new Date().toISOString();
   const subject = subjects.runTimeline(run.workspaceId, run.id);
   let statusTs: string | undefined;
+  const emit = (f: NewFrame) => bus.emit(subject, enc.encode(JSON.stringify({ kind: f.kind, seq: f.seq, ts: f.ts ?? now, runId: run.id, ...f.fields })));
+  again.forEach(emit);
   for (const f of frames) {
-    bus.emit(subject, enc.encode(JSON.stringify({ kind: f.kind, seq: f.seq, ts: f.ts ?? now, runId: run.id, ...f.fields })));
+    emit(f);
     if (f.kind === 'run_status') statusTs = f.ts ?? now;
   }
   if (statusTs !== undefined) {
