@@ -290,13 +290,14 @@ export class Streams {
     let first: TimelinePage;
     try {
       let known = followed.known();
-      const began = known ? (announced ? 'tail' : 'memory') : 'read';
+      let began = known ? (announced ? 'tail' : 'memory') : 'read';
       const inFlight = known ? undefined : followed.pendingRead();
       if (inFlight) {
         await inFlight;
         known = followed.known();
+        if (known) began = 'memory';
       }
-      runStreams.inc({ began: known && began === 'read' ? 'memory' : began });
+      runStreams.inc({ began });
       if (known) first = { status: '', terminal: known.some(isTerminalFrame), more: false, frames: known };
       else {
         const read = this.firstPage(caller, runId, merge.last, () => storedSignal);
