@@ -80,12 +80,7 @@ export class RunTimelines {
     this.maxFrames = opts.maxFrames ?? 2000;
   }
 
-  /**
-   * Follow a run: `fn` gets each live frame as it arrives (in arrival
-   * order, as the bus delivers). `known` is the run's frames from seq 1 up
-   * to the last one known without a gap, or undefined when this gateway
-   * has not seen its beginning; frames past it reach `fn`.
-   */
+  /** Follow a run: `fn` gets each live frame as it arrives (in arrival order, as the bus delivers); see Followed. */
   follow(workspaceId: string, runId: string, fn: (frame: Frame) => void): Followed {
     const subject = this.subjectOf(workspaceId, runId);
     let topic = this.topics.get(subject);

@@ -300,10 +300,13 @@ export class Streams {
       runStreams.inc({ began });
       if (known) first = { status: '', terminal: known.some(isTerminalFrame), more: false, frames: known };
       else {
-        const read = this.firstPage(caller, runId, merge.last, () => storedSignal);
+        // Into the run's memory before anyone waiting on this read looks at it.
+        const read = this.firstPage(caller, runId, merge.last, () => storedSignal).then((page) => {
+          this.timelines.stored(caller.workspaceId, runId, page.frames, page.more);
+          return page;
+        });
         if (merge.last === 0) followed.reading(read);
         first = await read;
-        this.timelines.stored(caller.workspaceId, runId, first.frames, first.more);
       }
     } catch (err) {
       unlisten();
