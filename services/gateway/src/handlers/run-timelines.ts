@@ -8,7 +8,7 @@ export interface Listen {
 const dec = new TextDecoder();
 
 /** A timeline frame off the bus, or undefined for anything else. */
-export function parseFrame(data: Uint8Array): Frame | undefined {
+function parseFrame(data: Uint8Array): Frame | undefined {
   try {
     const f = JSON.parse(dec.decode(data)) as Frame;
     return f !== null && typeof f === 'object' && typeof f.kind === 'string' ? f : undefined;

@@ -16,7 +16,7 @@ export interface NewFrame {
 }
 
 /** A frame's ts, set once as it is written: a stream sends the same frame alike live and replayed. */
-export function stamped(frames: NewFrame[]): NewFrame[] {
+function stamped(frames: NewFrame[]): NewFrame[] {
   const now = new Date().toISOString();
   for (const f of frames) f.ts ??= now;
   return frames;
