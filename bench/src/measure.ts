@@ -57,12 +57,14 @@ export function stepGaps(stamps: Stamp[]): { first50: number; last50: number; st
 }
 
 /**
- * Runs before the first measured repetition, W2's shape (BENCH_WARMUP_RUNS, default 1,000; 0 for none).
- * A freshly started Node service runs its code in V8's baseline tiers for its first thousands of
- * messages: measured cold, the fleet's first W2 costs ~35-40% more CPU per step than the second.
- * The targets are about services that have been up for a while, so both sides are warmed alike.
+ * Runs before the first measured repetition, W2's shape (BENCH_WARMUP_RUNS, default 5,000; 0 for none).
+ * A freshly started Node service runs its code in V8's baseline tiers and keeps TurboFan busy for
+ * its first tens of thousands of messages: on the fleet, W2's service CPU per step falls over
+ * consecutive 1,000-run batches 1.33, 0.96, 0.84, 0.75, then holds at 0.68-0.74 (docs/profiles.md
+ * "2026-11-27 evening"); after 1,000 runs, TurboFan's compiles were still 14-27% of each service's
+ * CPU. The targets are about services that have been up for a while, so every mode is warmed alike.
  */
-export const WARMUP_RUNS = Number(process.env.BENCH_WARMUP_RUNS ?? 1000);
+export const WARMUP_RUNS = Number(process.env.BENCH_WARMUP_RUNS ?? 5000);
 
 /** Seconds `idle` measures (IDLE_SECONDS), after 5 s for the last workload's tail to settle. */
 export const IDLE_SECONDS = Number(process.env.IDLE_SECONDS ?? 20);
