@@ -8,7 +8,8 @@ import { databaseUrl, openFresh } from './targets.js';
  * in the middle of a transaction to another caller (upstream issues #823,
  * #1189): queries of unrelated callers then ran inside someone else's
  * transaction, or failed with UNSAFE_TRANSACTION. Our patch of postgres.js
- * (patches/) and `max_pipeline: 0` in openPostgres close both paths.
+ * (patches/) and `max_pipeline: 0` in openPostgres close both paths. The
+ * patch also makes the pool take its most recently idle connection.
  */
 const d = databaseUrl ? describe : describe.skip;
 const PAD = 'x'.repeat(8192);
@@ -63,4 +64,14 @@ d('transactions on a saturated Postgres pool', () => {
     // Every rolled-back transaction left nothing; every plain insert was kept.
     expect([...rows]).toEqual([{ who: 'plain', n: plain }]);
   }, 60_000);
+
+  it('takes the most recently idle connection: statements one after another land on one backend', async () => {
+    // Every connection of the pool open and idle (each held by a sleep at once).
+    await Promise.all(Array.from({ length: 4 }, () => db.query('select pg_sleep(0.05)')));
+    const pids = new Set<number>();
+    for (let i = 0; i < 8; i++) pids.add((await db.query<{ pid: number }>('select pg_backend_pid() as pid'))[0]!.pid);
+    // Round robin (postgres.js' own order) would have visited all four: each statement woke a cold backend.
+    expect(pids.size).toBe(1);
+  });
 });
+
