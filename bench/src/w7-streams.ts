@@ -5,9 +5,12 @@
  * CLIENTS streams spread over them (at once, right after POST /events).
  * Reports frames/s delivered, lag (receive time minus the frame's ts, for
  * frames published after the client connected), whether every client got
- * every frame once and an end, the gateway process's RSS, and how far this
- * process's own event loop fell behind while it opened the streams (its share
- * of the lag while connecting: the runner and every client live here).
+ * every frame once and an end, the gateway process's RSS, and how far the
+ * clients' event loops fell behind while they opened the streams (their share
+ * of the lag while connecting), and this process's (the runner, W2's load).
+ * The clients live in W7_CLIENT_PROCS (default 2) processes of their own
+ * (w7-clients.ts), apart from the runner and W2's load; 0 keeps them in this
+ * process, as until 2026-11-27 evening.
  * BENCH.md has the streams tailed "while W2 runs": with load=w2 (the
  * default) W2's runs (10 steps each, 50 in flight, each end read off the
  * workspace's run stream) go on from before the streams open until they
@@ -17,18 +20,18 @@
  *
  * fleet and dev-real need Postgres and NATS (DATABASE_URL / NATS_URL or the local defaults).
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { api, eventually } from '../../test-e2e/src/api.js';
 import { startDeployment, type Mode } from '../../test-e2e/src/deployment.js';
 import { startRunner } from '../../test-e2e/src/runner.js';
-import { sse } from '@dws/testing';
 import postgres from 'postgres';
 import { cpuNow, cpuSpent, logSplit } from './machine-cpu.js';
 import { benchEnv, pct, runStreamsBegun } from './measure.js';
 import { WorkspaceRunEnds } from './run-ends.js';
+import { allEnded, openAll, report, type FromChild, type ToChild } from './w7-clients.js';
 
 const [clientsArg, runsArg, modeArg, stepsArg, stepMsArg, loadArg] = process.argv.slice(2);
 const CLIENTS = Number(clientsArg ?? 1000);
@@ -40,6 +43,72 @@ const LOAD = loadArg ?? 'w2';
 if (LOAD !== 'w2' && LOAD !== 'none') throw new Error(`load is w2 or none, not ${LOAD}`);
 /** W2's runs in flight meanwhile (BENCH.md W2). */
 const W2_IN_FLIGHT = 50;
+/** Processes holding the clients; 0: this one. */
+const CLIENT_PROCS = Number(process.env.W7_CLIENT_PROCS ?? 2);
+
+/** The clients, opened on `runIds` (one each), then what they received: in this process or spread over CLIENT_PROCS children. */
+interface Clients {
+  open(): Promise<{ statuses: number[]; loopDelayMaxMs: number }>;
+  finish(allOpenAt: number): Promise<{ ok: number; frames: number; connecting: number[]; steady: number[] }>;
+}
+
+function clientsHere(base: string, key: string, runIds: string[]): Clients {
+  let streams: Awaited<ReturnType<typeof openAll>>['streams'] = [];
+  return {
+    async open() {
+      const o = await openAll(base, key, runIds);
+      streams = o.streams;
+      return { statuses: streams.map((s) => s.status), loopDelayMaxMs: o.loopDelayMaxMs };
+    },
+    async finish(allOpenAt) {
+      await allEnded(streams);
+      return report(streams, allOpenAt);
+    },
+  };
+}
+
+/** Resolves once every child is loaded and listening. */
+async function clientsForked(base: string, key: string, runIds: string[], procs: number): Promise<Clients> {
+  const children = Array.from({ length: procs }, (_, p) => {
+    const child = fork(new URL('./w7-clients.ts', import.meta.url), ['child']);
+    const next = <T extends FromChild['type']>(type: T) =>
+      new Promise<Extract<FromChild, { type: T }>>((resolve, reject) => {
+        child.once('error', reject);
+        child.once('exit', (code) => reject(new Error(`W7 client process exited (${code}) before its ${type}`)));
+        child.once('message', (m: FromChild) => (m.type === type ? resolve(m as Extract<FromChild, { type: T }>) : reject(new Error(`W7 client process sent ${m.type}, not ${type}`))));
+      });
+    return { child, next, runIds: runIds.filter((_, i) => i % procs === p) };
+  });
+  const send = (c: (typeof children)[number], m: ToChild) => c.child.send(m);
+  await Promise.all(children.map((c) => c.next('ready')));
+  return {
+    async open() {
+      const opened = await Promise.all(
+        children.map((c) => {
+          const o = c.next('opened');
+          send(c, { type: 'open', base, key, runIds: c.runIds });
+          return o;
+        }),
+      );
+      return { statuses: opened.flatMap((o) => o.statuses), loopDelayMaxMs: Math.max(...opened.map((o) => o.loopDelayMaxMs)) };
+    },
+    async finish(allOpenAt) {
+      const reports = await Promise.all(
+        children.map((c) => {
+          const r = c.next('report');
+          send(c, { type: 'allOpen', at: allOpenAt });
+          return r;
+        }),
+      );
+      return {
+        ok: reports.reduce((n, r) => n + r.ok, 0),
+        frames: reports.reduce((n, r) => n + r.frames, 0),
+        connecting: reports.flatMap((r) => r.connecting),
+        steady: reports.flatMap((r) => r.steady),
+      };
+    },
+  };
+}
 
 /** RSS (MiB) of the process listening on `port` (the gateway in fleet mode, the one dev process otherwise). */
 function rssOfPort(port: number): number {
@@ -99,35 +168,27 @@ async function main(): Promise<void> {
         loadRuns++;
       }
     });
-    // This process (the runner and the 1,000 clients) lags too while it opens them: its share of the lag.
+    // The clients' processes lag too while they open the streams: their share of the lag. This one (the runner, W2's load) as well.
     const loopDelay = monitorEventLoopDelay({ resolution: 5 });
     loopDelay.enable();
     const begunBefore = await runStreamsBegun(dep);
     // The machine's CPU while the 1,000 open (W2's load included), per stream opened, by process.
     const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
+    const clientRunIds = Array.from({ length: CLIENTS }, (_, i) => runIds[i % RUNS]!);
+    const clients = CLIENT_PROCS > 0 ? await clientsForked(dep.base, dep.publicKey, clientRunIds, CLIENT_PROCS) : clientsHere(dep.base, dep.publicKey, clientRunIds);
     const cpu0 = await cpuNow(dep, sql);
     const t0 = Date.now();
-    const lags: number[] = [];
-    const steady: number[] = [];
-    const clients = await Promise.all(
-      Array.from({ length: CLIENTS }, async (_, i) => {
-        const runId = runIds[i % RUNS]!;
-        const s = await sse(dep.base, `/v1/runs/${runId}/stream`, { key: dep.publicKey });
-        return { s, runId };
-      }),
-    );
+    const { statuses, loopDelayMaxMs: clientDelayMax } = await clients.open();
     const opened = Date.now() - t0;
     loopDelay.disable();
-    const clientDelayMax = Math.round(loopDelay.max / 1e6);
+    const runnerDelayMax = Math.round(loopDelay.max / 1e6);
     const allOpenAt = Date.now();
     logSplit(cpuSpent(cpu0, await cpuNow(dep, sql)), CLIENTS, 'stream opened');
     await sql?.end();
     const begun = Object.entries(await runStreamsBegun(dep)).map(([k, v]) => `${k} ${v - (begunBefore[k] ?? 0)}`);
     let peakRss = Math.max(rssIdle, rssOfPort(port));
     const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssOfPort(port))), 500);
-    const statuses = clients.map((c) => c.s.status);
-    // unref: a pending 5-minute timer per client kept this process alive for 5 minutes after the work.
-    await Promise.all(clients.map((c) => Promise.race([c.s.ended, new Promise((r) => setTimeout(r, 300_000).unref())])));
+    const { ok, frames, connecting: lags, steady } = await clients.finish(allOpenAt);
     const wall = Date.now() - t0;
     clearInterval(sampler);
     loading = false;
@@ -135,24 +196,6 @@ async function main(): Promise<void> {
     ends?.close();
     const loadStepsPerS = Math.round((loadRuns * 10) / ((Date.now() - loadFrom) / 1000));
 
-    let frames = 0;
-    let ok = 0;
-    for (const c of clients) {
-      const seqs = c.s.events.map((e) => Number(e.id));
-      frames += seqs.length;
-      // Tail lag: frames stamped after the client's stream was flowing (its first event), i.e. the live path;
-      // backlog frames are old by design and the connect storm is reported as 'open all'.
-      const flowing = c.s.receivedAt[0] ?? Infinity;
-      c.s.events.forEach((e, i) => {
-        const ts = Date.parse((JSON.parse(e.data!) as { ts: string }).ts);
-        const at = c.s.receivedAt[i];
-        if (ts > flowing && at !== undefined) (ts > allOpenAt ? steady : lags).push(at - ts);
-      });
-      const inOrder = seqs.every((s, i) => s === i + 1);
-      const last = c.s.events[c.s.events.length - 1];
-      const ended = last?.event === 'run_status' && /"status":"(succeeded|failed|cancelled)"/.test(last.data ?? '');
-      if (inOrder && ended) ok++;
-    }
     const show = (xs: number[]) => (xs.length ? `${pct(xs, 50)} / ${pct(xs, 99)} / ${Math.max(...xs)}  (${xs.length} frames)` : 'none');
     const rows = {
       mode: MODE,
@@ -168,7 +211,9 @@ async function main(): Promise<void> {
       'frames delivered': frames,
       'frames/s': Math.round(frames / (wall / 1000)),
       'lag p50/p99/max ms, connecting': show(lags),
+      'client processes': CLIENT_PROCS > 0 ? CLIENT_PROCS : 'this one (with the runner)',
       "clients' own event-loop delay, max ms while connecting": clientDelayMax,
+      "runner's and W2 load's event-loop delay, max ms": runnerDelayMax,
       'lag p50/p99/max ms, all open': show(steady),
       'gateway RSS idle / peak (MiB)': `${rssIdle} / ${peakRss}`,
       'wall (s)': (wall / 1000).toFixed(1),
@@ -182,6 +227,7 @@ async function main(): Promise<void> {
       lag_max_ms: steady.length ? Math.max(...steady) : -1,
       lag_max_ms_connecting: lags.length ? Math.max(...lags) : -1,
       client_loop_delay_max_ms_connecting: clientDelayMax,
+      runner_loop_delay_max_ms_connecting: runnerDelayMax,
       gateway_peak_rss_mib: peakRss,
       ...(LOAD === 'w2' ? { w2_steps_per_s_meanwhile: loadStepsPerS } : {}),
     };
