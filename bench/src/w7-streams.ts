@@ -75,7 +75,11 @@ async function clientsForked(base: string, key: string, runIds: string[], procs:
       new Promise<Extract<FromChild, { type: T }>>((resolve, reject) => {
         child.once('error', reject);
         child.once('exit', (code) => reject(new Error(`W7 client process exited (${code}) before its ${type}`)));
-        child.once('message', (m: FromChild) => (m.type === type ? resolve(m as Extract<FromChild, { type: T }>) : reject(new Error(`W7 client process sent ${m.type}, not ${type}`))));
+        child.once('message', (m: FromChild) =>
+          m.type === type
+            ? resolve(m as Extract<FromChild, { type: T }>)
+            : reject(new Error(`W7 client process sent ${m.type}, not ${type}`)),
+        );
       });
     return { child, next, runIds: runIds.filter((_, i) => i % procs === p) };
   });
@@ -175,7 +179,10 @@ async function main(): Promise<void> {
     // The machine's CPU while the 1,000 open (W2's load included), per stream opened, by process.
     const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
     const clientRunIds = Array.from({ length: CLIENTS }, (_, i) => runIds[i % RUNS]!);
-    const clients = CLIENT_PROCS > 0 ? await clientsForked(dep.base, dep.publicKey, clientRunIds, CLIENT_PROCS) : clientsHere(dep.base, dep.publicKey, clientRunIds);
+    const clients =
+      CLIENT_PROCS > 0
+        ? await clientsForked(dep.base, dep.publicKey, clientRunIds, CLIENT_PROCS)
+        : clientsHere(dep.base, dep.publicKey, clientRunIds);
     const cpu0 = await cpuNow(dep, sql);
     const t0 = Date.now();
     const { statuses, loopDelayMaxMs: clientDelayMax } = await clients.open();
