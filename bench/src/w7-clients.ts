@@ -19,19 +19,40 @@ type Stream = Awaited<ReturnType<typeof sse>>;
 export type ToChild = { type: 'open'; base: string; key: string; runIds: string[] } | { type: 'allOpen'; at: number };
 export type FromChild =
   | { type: 'ready' }
-  | { type: 'opened'; statuses: number[]; loopDelayMaxMs: number }
-  | {
-      type: 'report';
-      /** Streams that got every frame once, in order, and their run's end. */
-      ok: number;
-      frames: number;
-      /** Lag (receive time minus the frame's ts) of frames published while the streams connected, and once all were open. */
-      connecting: number[];
-      steady: number[];
-    };
+  | ({ type: 'opened' } & Awaited<ReturnType<Clients['open']>>)
+  | ({ type: 'report' } & Awaited<ReturnType<Clients['finish']>>);
 
-/** What each stream received, against the moment every stream (of every process) was open. */
-export function report(streams: Stream[], allOpenAt: number): Extract<FromChild, { type: 'report' }> {
+/** Clients, each opened on one run id of `open`'s, then what they received. */
+export interface Clients {
+  open(runIds: string[]): Promise<{ statuses: number[]; loopDelayMaxMs: number }>;
+  /**
+   * After every stream's end (a stream that never ends is cut after 5 minutes): `ok` streams got every
+   * frame once, in order, and their run's end; the lag (receive time minus the frame's ts) of frames
+   * published while the streams connected and once all were open (`allOpenAt`, of every process).
+   */
+  finish(allOpenAt: number): Promise<{ ok: number; frames: number; connecting: number[]; steady: number[] }>;
+}
+
+/** Clients in this process. */
+export function localClients(base: string, key: string): Clients {
+  let streams: Stream[] = [];
+  return {
+    async open(runIds) {
+      const loopDelay = monitorEventLoopDelay({ resolution: 5 });
+      loopDelay.enable();
+      streams = await Promise.all(runIds.map((runId) => sse(base, `/v1/runs/${runId}/stream`, { key })));
+      loopDelay.disable();
+      return { statuses: streams.map((s) => s.status), loopDelayMaxMs: Math.round(loopDelay.max / 1e6) };
+    },
+    async finish(allOpenAt) {
+      // unref: a pending 5-minute timer per client kept the process alive for 5 minutes after the work.
+      await Promise.all(streams.map((s) => Promise.race([s.ended, new Promise((r) => setTimeout(r, 300_000).unref())])));
+      return report(streams, allOpenAt);
+    },
+  };
+}
+
+function report(streams: Stream[], allOpenAt: number): Awaited<ReturnType<Clients['finish']>> {
   let frames = 0;
   let ok = 0;
   const connecting: number[] = [];
@@ -52,36 +73,19 @@ export function report(streams: Stream[], allOpenAt: number): Extract<FromChild,
     const ended = last?.event === 'run_status' && /"status":"(succeeded|failed|cancelled)"/.test(last.data ?? '');
     if (inOrder && ended) ok++;
   }
-  return { type: 'report', ok, frames, connecting, steady };
-}
-
-/** Opens one stream per run id, all at once; the worst delay of this event loop meanwhile. */
-export async function openAll(base: string, key: string, runIds: string[]): Promise<{ streams: Stream[]; loopDelayMaxMs: number }> {
-  const loopDelay = monitorEventLoopDelay({ resolution: 5 });
-  loopDelay.enable();
-  const streams = await Promise.all(runIds.map((runId) => sse(base, `/v1/runs/${runId}/stream`, { key })));
-  loopDelay.disable();
-  return { streams, loopDelayMaxMs: Math.round(loopDelay.max / 1e6) };
-}
-
-/** Every stream's end (a stream that never ends is cut after 5 minutes). */
-export async function allEnded(streams: Stream[]): Promise<void> {
-  // unref: a pending 5-minute timer per client kept the process alive for 5 minutes after the work.
-  await Promise.all(streams.map((s) => Promise.race([s.ended, new Promise((r) => setTimeout(r, 300_000).unref())])));
+  return { ok, frames, connecting, steady };
 }
 
 if (process.argv[2] === 'child' && process.send) {
   const send = (m: FromChild) => process.send!(m);
-  let streams: Stream[] = [];
+  let clients: Clients | undefined;
   process.on('message', (m: ToChild) => {
     if (m.type === 'open') {
-      void openAll(m.base, m.key, m.runIds).then((o) => {
-        streams = o.streams;
-        send({ type: 'opened', statuses: streams.map((s) => s.status), loopDelayMaxMs: o.loopDelayMaxMs });
-      });
+      clients = localClients(m.base, m.key);
+      void clients.open(m.runIds).then((o) => send({ type: 'opened', ...o }));
     } else {
-      void allEnded(streams).then(() => {
-        send(report(streams, m.at));
+      void clients!.finish(m.at).then((r) => {
+        send({ type: 'report', ...r });
         process.disconnect();
       });
     }

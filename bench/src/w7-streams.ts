@@ -31,7 +31,7 @@ import postgres from 'postgres';
 import { cpuNow, cpuSpent, logSplit } from './machine-cpu.js';
 import { benchEnv, pct, runStreamsBegun } from './measure.js';
 import { WorkspaceRunEnds } from './run-ends.js';
-import { allEnded, openAll, report, type FromChild, type ToChild } from './w7-clients.js';
+import { localClients, type Clients, type FromChild, type ToChild } from './w7-clients.js';
 
 const [clientsArg, runsArg, modeArg, stepsArg, stepMsArg, loadArg] = process.argv.slice(2);
 const CLIENTS = Number(clientsArg ?? 1000);
@@ -46,29 +46,8 @@ const W2_IN_FLIGHT = 50;
 /** Processes holding the clients; 0: this one. */
 const CLIENT_PROCS = Number(process.env.W7_CLIENT_PROCS ?? 2);
 
-/** The clients, opened on `runIds` (one each), then what they received: in this process or spread over CLIENT_PROCS children. */
-interface Clients {
-  open(): Promise<{ statuses: number[]; loopDelayMaxMs: number }>;
-  finish(allOpenAt: number): Promise<{ ok: number; frames: number; connecting: number[]; steady: number[] }>;
-}
-
-function clientsHere(base: string, key: string, runIds: string[]): Clients {
-  let streams: Awaited<ReturnType<typeof openAll>>['streams'] = [];
-  return {
-    async open() {
-      const o = await openAll(base, key, runIds);
-      streams = o.streams;
-      return { statuses: streams.map((s) => s.status), loopDelayMaxMs: o.loopDelayMaxMs };
-    },
-    async finish(allOpenAt) {
-      await allEnded(streams);
-      return report(streams, allOpenAt);
-    },
-  };
-}
-
 /** Resolves once every child is loaded and listening. */
-async function clientsForked(base: string, key: string, runIds: string[], procs: number): Promise<Clients> {
+async function clientsForked(base: string, key: string, procs: number): Promise<Clients> {
   const children = Array.from({ length: procs }, (_, p) => {
     const child = fork(new URL('./w7-clients.ts', import.meta.url), ['child']);
     const next = <T extends FromChild['type']>(type: T) =>
@@ -81,16 +60,16 @@ async function clientsForked(base: string, key: string, runIds: string[], procs:
             : reject(new Error(`W7 client process sent ${m.type}, not ${type}`)),
         );
       });
-    return { child, next, runIds: runIds.filter((_, i) => i % procs === p) };
+    return { child, next, share: (ids: string[]) => ids.filter((_, i) => i % procs === p) };
   });
   const send = (c: (typeof children)[number], m: ToChild) => c.child.send(m);
   await Promise.all(children.map((c) => c.next('ready')));
   return {
-    async open() {
+    async open(runIds) {
       const opened = await Promise.all(
         children.map((c) => {
           const o = c.next('opened');
-          send(c, { type: 'open', base, key, runIds: c.runIds });
+          send(c, { type: 'open', base, key, runIds: c.share(runIds) });
           return o;
         }),
       );
@@ -152,6 +131,8 @@ async function main(): Promise<void> {
       return names.has('w7') && names.has('w7load') ? true : undefined;
     });
     const rssIdle = rssOfPort(port);
+    // The client processes are loaded before the runs start (it takes seconds), so the runs' frames are still ahead.
+    const clients = CLIENT_PROCS > 0 ? await clientsForked(dep.base, dep.publicKey, CLIENT_PROCS) : localClients(dep.base, dep.publicKey);
     // Start the runs, then open every stream at once (most runs are not stored yet: the gateway waits for them).
     const runIds: string[] = [];
     for (let i = 0; i < RUNS; i++) {
@@ -179,13 +160,9 @@ async function main(): Promise<void> {
     // The machine's CPU while the 1,000 open (W2's load included), per stream opened, by process.
     const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
     const clientRunIds = Array.from({ length: CLIENTS }, (_, i) => runIds[i % RUNS]!);
-    const clients =
-      CLIENT_PROCS > 0
-        ? await clientsForked(dep.base, dep.publicKey, clientRunIds, CLIENT_PROCS)
-        : clientsHere(dep.base, dep.publicKey, clientRunIds);
     const cpu0 = await cpuNow(dep, sql);
     const t0 = Date.now();
-    const { statuses, loopDelayMaxMs: clientDelayMax } = await clients.open();
+    const { statuses, loopDelayMaxMs: clientDelayMax } = await clients.open(clientRunIds);
     const opened = Date.now() - t0;
     loopDelay.disable();
     const runnerDelayMax = Math.round(loopDelay.max / 1e6);

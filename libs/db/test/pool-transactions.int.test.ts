@@ -74,4 +74,3 @@ d('transactions on a saturated Postgres pool', () => {
     expect(pids.size).toBe(1);
   });
 });
-
