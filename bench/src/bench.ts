@@ -126,6 +126,8 @@ async function awaitRunEnd(dep: Deployment, runId: string): Promise<string> {
     }
     let buf = '';
     let status = '';
+    // The gateway ends the stream after the terminal frame, in the same write: read to that end, as a
+    // client does (breaking off mid-body aborts the request: an error built, with its stack, per run).
     for await (const chunk of res.body) {
       buf += (chunk as Buffer).toString();
       let i;
@@ -137,9 +139,7 @@ async function awaitRunEnd(dep: Deployment, runId: string): Promise<string> {
         const s = data ? (JSON.parse(data.slice(6)) as { status: string }).status : '';
         if (s === 'succeeded' || s === 'failed' || s === 'cancelled') status = s;
       }
-      if (status) break;
     }
-    res.body.destroy();
     return status;
   }
 }
