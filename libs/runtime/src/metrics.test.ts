@@ -11,6 +11,11 @@ describe('metrics exposition', () => {
     gauge('t_depth', 'Depth.', () => [{ labels: { q: 'x"y' }, value: 3 }]);
     expect(await lines('t_requests_total')).toEqual(['t_requests_total{kind="a"} 3']);
     expect(await lines('t_depth')).toEqual(['t_depth{q="x\\"y"} 3']);
+    // Label names in order whatever order they came in; backslashes, quotes and newlines escaped.
+    const l = counter('t_labelled_total', 'Labelled.');
+    l.inc({ z: 'p\\q', a: 'r\ns' });
+    l.inc({ a: 'r\ns', z: 'p\\q' });
+    expect(await lines('t_labelled_total')).toEqual(['t_labelled_total{a="r\\ns",z="p\\\\q"} 2']);
   });
 
   it('renders a histogram as cumulative buckets, sum and count per label set', async () => {

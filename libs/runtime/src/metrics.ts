@@ -13,11 +13,17 @@ import { PerformanceObserver } from 'node:perf_hooks';
 
 type Labels = Record<string, string>;
 
-const key = (labels: Labels) =>
-  Object.keys(labels)
-    .sort()
-    .map((k) => `${k}="${String(labels[k]).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`)
-    .join(',');
+const NEEDS_ESCAPE = /[\\"\n]/;
+const escaped = (v: string) => (NEEDS_ESCAPE.test(v) ? v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') : v);
+
+/** The series' label text, names sorted: computed on every `inc`, so no array of parts and no replace for plain values. */
+function key(labels: Labels): string {
+  const names = Object.keys(labels);
+  if (names.length > 1) names.sort();
+  let out = '';
+  for (const k of names) out += `${out === '' ? '' : ','}${k}="${escaped(String(labels[k]))}"`;
+  return out;
+}
 
 interface Metric {
   name: string;
