@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { subscribersOf } from '../src/store/endpoints.js';
 import { harness, modes, OTHER_WS, until, WS, type Answer, type Harness } from './harness.js';
 
 jest.setTimeout(60_000);
@@ -205,6 +206,23 @@ describe.each(modes())('webhook deliveries (%s)', (mode) => {
     expect(await h.db.query('select id from webhook_dispatcher.deliveries where source_run_id = $1', [c])).toHaveLength(0);
     expect(await h.db.query('select id from webhook_dispatcher.deliveries where endpoint_id = $1', [disabled.id])).toHaveLength(0);
     for (const e of [shopOnly, allApps, disabled]) await h.call('endpoints.delete', { params: { id: e.id } });
+  });
+
+  it('looks up the endpoints of several facts in one statement, each fact its own list', async () => {
+    const shop = await endpoint('/g-shop', { app: 'shop', eventKinds: ['run.failed'] });
+    const all = await endpoint('/g-all', { eventKinds: ['run.failed', 'run.succeeded'] });
+    const other = await endpoint('/g-other', { eventKinds: ['run.failed'] }, [200], OTHER_WS);
+    const ours = new Set([shop.id, all.id, other.id]);
+    const lists = await subscribersOf(h.db, [
+      { workspaceId: WS, app: 'shop', kind: 'run.failed' },
+      { workspaceId: WS, app: 'billing', kind: 'run.failed' },
+      { workspaceId: OTHER_WS, app: 'shop', kind: 'run.failed' },
+      { workspaceId: WS, app: 'shop', kind: 'step.failed' },
+      { workspaceId: WS, app: 'shop', kind: 'run.succeeded' },
+    ]);
+    expect(lists.map((l) => l.map((e) => e.id).filter((id) => ours.has(id)).sort())).toEqual([[shop.id, all.id].sort(), [all.id], [other.id], [], [all.id]]);
+    expect(lists[0]!.find((e) => e.id === shop.id)!.url).toBe(shop.url);
+    for (const [e, ws] of [[shop, WS], [all, WS], [other, OTHER_WS]] as const) await h.call('endpoints.delete', { params: { id: e.id } }, ws);
   });
 
   it('lists with status and app filters, a clamped limit and a keyset cursor; stats per endpoint', async () => {

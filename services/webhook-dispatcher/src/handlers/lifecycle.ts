@@ -4,16 +4,22 @@ import { fromBinary, RunFinishedSchema, StepFailedSchema } from '@dws/proto';
 import { ids, streams, subjects } from '@dws/runtime';
 import { MAX_ATTEMPTS } from '../domain/attempts.js';
 import { runFinishedPayload, stepFailedPayload } from '../domain/payload.js';
-import { subscribers } from '../store/endpoints.js';
+import { GroupCommit } from '@dws/protocol';
+import { subscribersOf, type SubscriberQuery } from '../store/endpoints.js';
 
 /**
  * Queues one delivery per matching enabled endpoint. The dedupe key makes a
  * redelivered fact insert nothing: (endpoint, run, kind) for run.*, and
  * (endpoint, run, step) for step.failed (two steps of one run failing are two events).
  */
-async function queue(db: Database, f: { workspaceId: string; app: string; runId: string; kind: string; key: string }, body: (id: string) => unknown): Promise<number> {
+async function queue(
+  db: Database,
+  subscribers: GroupCommit<SubscriberQuery, { id: string; url: string }[]>,
+  f: { workspaceId: string; app: string; runId: string; kind: string; key: string },
+  body: (id: string) => unknown,
+): Promise<number> {
   let queued = 0;
-  for (const e of await subscribers(db, f.workspaceId, f.app, f.kind)) {
+  for (const e of await subscribers.submit(f)) {
     const id = ids.generic('dlv');
     const rows = await db.query(
       `insert into webhook_dispatcher.deliveries (id, workspace_id, app, endpoint_id, url, event_kind, source_run_id, dedupe_key, payload, status, max_attempts, next_attempt_at)
@@ -28,15 +34,19 @@ async function queue(db: Database, f: { workspaceId: string; app: string; runId:
 
 /** scheduler.fact.run.finished and scheduler.fact.step.failed -> lifecycle deliveries. */
 export async function consumeLifecycle(bus: Bus, db: Database, onQueued: () => void): Promise<Subscription[]> {
+  // Most facts find no endpoint: the lookups of the facts in hand go in one statement, batched as a group
+  // commit batches writes (each in a read sent after its fact arrived, so none misses an endpoint made before).
+  let n = 0;
+  const subscribers = new GroupCommit((qs: SubscriberQuery[]) => subscribersOf(db, qs), () => String(n++));
   const runs = await bus.consume({ stream: streams.schedulerFacts.name, durable: 'dispatcher-run-finished', filterSubject: subjects.runFinished, concurrency: 16 }, async (msg) => {
     const f = fromBinary(RunFinishedSchema, msg.data);
     const kind = `run.${f.status}`;
-    const n = await queue(db, { workspaceId: f.workspaceId, app: f.app, runId: f.runId, kind, key: `${f.runId}:${kind}` }, (id) => runFinishedPayload(id, f).body);
+    const n = await queue(db, subscribers, { workspaceId: f.workspaceId, app: f.app, runId: f.runId, kind, key: `${f.runId}:${kind}` }, (id) => runFinishedPayload(id, f).body);
     if (n > 0) onQueued();
   });
   const steps = await bus.consume({ stream: streams.schedulerFacts.name, durable: 'dispatcher-step-failed', filterSubject: subjects.stepFailed, concurrency: 16 }, async (msg) => {
     const f = fromBinary(StepFailedSchema, msg.data);
-    const n = await queue(db, { workspaceId: f.workspaceId, app: f.app, runId: f.runId, kind: 'step.failed', key: `${f.runId}:step.failed:${f.stepId}` }, (id) => stepFailedPayload(id, f));
+    const n = await queue(db, subscribers, { workspaceId: f.workspaceId, app: f.app, runId: f.runId, kind: 'step.failed', key: `${f.runId}:step.failed:${f.stepId}` }, (id) => stepFailedPayload(id, f));
     if (n > 0) onQueued();
   });
   return [runs, steps];

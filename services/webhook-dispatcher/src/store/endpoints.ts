@@ -47,11 +47,26 @@ export async function deleteEndpoint(db: Database, workspaceId: string, id: stri
   return rows.length > 0;
 }
 
-/** Enabled endpoints of the workspace subscribed to `kind` for `app` (an endpoint without app takes every app). */
-export function subscribers(db: Database, workspaceId: string, app: string, kind: string): Promise<{ id: string; url: string }[]> {
-  return db.query<{ id: string; url: string }>(
-    `select id, url from webhook_dispatcher.endpoints
-      where workspace_id = $1 and enabled and (app is null or app = $2) and $3 = any(event_kinds)`,
-    [workspaceId, app, kind],
+export interface SubscriberQuery {
+  workspaceId: string;
+  app: string;
+  kind: string;
+}
+
+/**
+ * The enabled endpoints subscribed to each query's `kind` for its `app` (an
+ * endpoint without app takes every app), for several queries in one
+ * statement: one list per query, in order.
+ */
+export async function subscribersOf(db: Database, queries: SubscriberQuery[]): Promise<{ id: string; url: string }[][]> {
+  const rows = await db.query<{ i: number; id: string; url: string }>(
+    `select q.i, e.id, e.url
+       from jsonb_to_recordset($1::jsonb) as q(i int, ws text, app text, kind text)
+       join webhook_dispatcher.endpoints e
+         on e.workspace_id = q.ws and e.enabled and (e.app is null or e.app = q.app) and q.kind = any(e.event_kinds)`,
+    [JSON.stringify(queries.map((q, i) => ({ i, ws: q.workspaceId, app: q.app, kind: q.kind })))],
   );
+  const out = queries.map((): { id: string; url: string }[] => []);
+  for (const r of rows) out[Number(r.i)]!.push({ id: r.id, url: r.url });
+  return out;
 }
