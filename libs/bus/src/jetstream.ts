@@ -88,6 +88,7 @@ export async function connectJetStreamBus(opts: JetStreamBusOptions): Promise<Bu
     name: opts.name ?? 'dws',
     maxReconnectAttempts: -1,
   });
+  writesPerLoopTurn(nc);
   try {
     const jsm = await jetstreamManager(nc);
     return new JetStreamBus(nc, jsm, opts.log ?? { warn: () => undefined });
@@ -95,6 +96,31 @@ export async function connectJetStreamBus(opts: JetStreamBusOptions): Promise<Bu
     await nc.close();
     throw err;
   }
+}
+
+/**
+ * What the connection sends in one turn of the event loop leaves in one
+ * socket write. nats.js writes at the end of the microtasks of the callback
+ * that sent first: a service handling many requests in a turn (one per HTTP
+ * socket or statement result that was ready) wrote once per request, and
+ * each write costs a syscall here, a read and a wake-up in nats-server, and
+ * the same again for the process it forwards to. Held until the turn's
+ * check phase (setImmediate): nothing waits for a later turn.
+ */
+export function writesPerLoopTurn(nc: NatsConnection): void {
+  const protocol = (nc as unknown as { protocol?: { flushPending?: () => void } }).protocol;
+  // Another nats.js: its own flush stays.
+  if (typeof protocol?.flushPending !== 'function') return;
+  const flushNow = protocol.flushPending.bind(protocol);
+  let queued = false;
+  protocol.flushPending = () => {
+    if (queued) return;
+    queued = true;
+    setImmediate(() => {
+      queued = false;
+      flushNow();
+    });
+  };
 }
 
 const API_STREAM_NAME_IN_USE = 10058;

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { connectJetStreamBus, type Bus } from '../src/index.js';
+import { writesPerLoopTurn } from '../src/jetstream.js';
 import { runBusContract, type DoomedResponder } from './bus-contract.js';
 
 // TEST_NATS_URL is what the int project's globalSetup found (or started).
@@ -100,6 +101,37 @@ if (await reachable()) {
       while (order.length < 12 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
       expect(order).toEqual([0, 1, 2].flatMap((i) => [`frame ${i}`, `fact ${i}`, `frame ${i}b`, `ask ${i}`]));
       for (const s of subs) await s.stop();
+    });
+  });
+
+  describe('jetstream bus: one socket write per turn', () => {
+    it('what three callbacks of one turn publish leaves in one write, and arrives in order', async () => {
+      const subject = `turn${Math.random().toString(36).slice(2, 10)}`;
+      const sub = await connect({ servers: url });
+      const pub = await connect({ servers: url });
+      try {
+        const got: string[] = [];
+        const dec = new TextDecoder();
+        sub.subscribe(subject, { callback: (_err, m) => got.push(dec.decode(m.data)) });
+        await sub.flush();
+        writesPerLoopTurn(pub);
+        const socket = (pub as unknown as { protocol: { transport: { socket: { write: (...a: unknown[]) => boolean } } } }).protocol.transport.socket;
+        const writes: string[] = [];
+        const write = socket.write.bind(socket);
+        socket.write = (...a: unknown[]) => (writes.push(Buffer.from(a[0] as Uint8Array).toString()), write(...a));
+        // Three callbacks of one check phase, as three requests answered in one turn would be.
+        await new Promise<void>((resolve) => {
+          for (let i = 0; i < 3; i++) setImmediate(() => (pub.publish(subject, `m${i}`), i === 2 && resolve()));
+        });
+        await pub.flush();
+        expect(writes.filter((w) => w.includes(`PUB ${subject}`)).map((w) => w.split(`PUB ${subject}`).length - 1)).toEqual([3]);
+        const deadline = Date.now() + 5000;
+        while (got.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+        expect(got).toEqual(['m0', 'm1', 'm2']);
+      } finally {
+        await pub.close();
+        await sub.close();
+      }
     });
   });
 } else if (ci) {
