@@ -112,7 +112,11 @@ if (await reachable()) {
       try {
         const got: string[] = [];
         const dec = new TextDecoder();
-        sub.subscribe(subject, { callback: (_err, m) => got.push(dec.decode(m.data)) });
+        sub.subscribe(subject, {
+          callback: (_err, m) => {
+            got.push(dec.decode(m.data));
+          },
+        });
         await sub.flush();
         writesPerLoopTurn(pub);
         const socket = (pub as unknown as { protocol: { transport: { socket: { write: (...a: unknown[]) => boolean } } } }).protocol.transport.socket;

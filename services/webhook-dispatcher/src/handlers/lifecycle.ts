@@ -1,10 +1,10 @@
 import type { Bus, Subscription } from '@dws/bus';
 import type { Database } from '@dws/db';
 import { fromBinary, RunFinishedSchema, StepFailedSchema } from '@dws/proto';
+import { GroupCommit } from '@dws/protocol';
 import { ids, streams, subjects } from '@dws/runtime';
 import { MAX_ATTEMPTS } from '../domain/attempts.js';
 import { runFinishedPayload, stepFailedPayload } from '../domain/payload.js';
-import { GroupCommit } from '@dws/protocol';
 import { subscribersOf, type SubscriberQuery } from '../store/endpoints.js';
 
 /**
@@ -36,8 +36,8 @@ async function queue(
 export async function consumeLifecycle(bus: Bus, db: Database, onQueued: () => void): Promise<Subscription[]> {
   // Most facts find no endpoint: the lookups of the facts in hand go in one statement, batched as a group
   // commit batches writes (each in a read sent after its fact arrived, so none misses an endpoint made before).
-  let n = 0;
-  const subscribers = new GroupCommit((qs: SubscriberQuery[]) => subscribersOf(db, qs), () => String(n++));
+  let lookups = 0;
+  const subscribers = new GroupCommit((qs: SubscriberQuery[]) => subscribersOf(db, qs), () => String(lookups++));
   const runs = await bus.consume({ stream: streams.schedulerFacts.name, durable: 'dispatcher-run-finished', filterSubject: subjects.runFinished, concurrency: 16 }, async (msg) => {
     const f = fromBinary(RunFinishedSchema, msg.data);
     const kind = `run.${f.status}`;
