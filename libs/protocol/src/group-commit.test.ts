@@ -52,6 +52,16 @@ describe('GroupCommit', () => {
     expect(r.batches).toEqual([[1, 3], [2, 4]]);
   });
 
+  it('without a key, puts items alike in one batch (up to the cap)', async () => {
+    const r = recorder();
+    const gc = new GroupCommit<Item, number>(r.write, undefined, 3);
+    r.hold();
+    const all = [1, 2, 3, 4].map((v) => gc.submit({ key: 'same', v }));
+    r.release();
+    expect(await Promise.all(all)).toEqual([10, 20, 30, 40]);
+    expect(r.batches).toEqual([[1, 2, 3], [4]]);
+  });
+
   it('a failed batch is written item by item: only the bad item fails', async () => {
     const r = recorder((items) => items.some((i) => i.v === 3));
     const gc = new GroupCommit<Item, number>(r.write, (i) => i.key);

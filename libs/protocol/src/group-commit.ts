@@ -7,8 +7,10 @@
  *
  * `write` gets a batch with at most one item per key (so a batch never
  * holds two writes of the same row: the scheduler's checkpoints by run, the
- * gateway's run ends by run) and answers each item in order. When a batch fails, each of
- * its items is written alone, so one bad item fails only its own caller.
+ * gateway's run ends by run) and answers each item in order. Without
+ * `keyOf` any items go together (reads batched the same way: each is
+ * answered by a statement sent after it was submitted). When a batch fails,
+ * each of its items is written alone, so one bad item fails only its own caller.
  */
 export class GroupCommit<T, R> {
   private queue: { item: T; resolve: (r: R) => void; reject: (err: unknown) => void }[] = [];
@@ -16,7 +18,7 @@ export class GroupCommit<T, R> {
 
   constructor(
     private readonly write: (items: T[]) => Promise<R[]>,
-    private readonly keyOf: (item: T) => string,
+    private readonly keyOf?: (item: T) => string,
     private readonly maxBatch = 200,
   ) {}
 
@@ -58,9 +60,9 @@ export class GroupCommit<T, R> {
     const batch: typeof this.queue = [];
     const rest: typeof this.queue = [];
     for (const q of this.queue) {
-      const key = this.keyOf(q.item);
-      if (batch.length < this.maxBatch && !keys.has(key)) {
-        keys.add(key);
+      const key = this.keyOf?.(q.item);
+      if (batch.length < this.maxBatch && (key === undefined || !keys.has(key))) {
+        if (key !== undefined) keys.add(key);
         batch.push(q);
       } else rest.push(q);
     }

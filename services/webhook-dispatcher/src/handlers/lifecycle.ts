@@ -36,8 +36,7 @@ async function queue(
 export async function consumeLifecycle(bus: Bus, db: Database, onQueued: () => void): Promise<Subscription[]> {
   // Most facts find no endpoint: the lookups of the facts in hand go in one statement, batched as a group
   // commit batches writes (each in a read sent after its fact arrived, so none misses an endpoint made before).
-  let lookups = 0;
-  const subscribers = new GroupCommit((qs: SubscriberQuery[]) => subscribersOf(db, qs), () => String(lookups++));
+  const subscribers = new GroupCommit((qs: SubscriberQuery[]) => subscribersOf(db, qs));
   const runs = await bus.consume({ stream: streams.schedulerFacts.name, durable: 'dispatcher-run-finished', filterSubject: subjects.runFinished, concurrency: 16 }, async (msg) => {
     const f = fromBinary(RunFinishedSchema, msg.data);
     const kind = `run.${f.status}`;
