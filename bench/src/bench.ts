@@ -50,7 +50,7 @@ import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/s
 import { api, eventually, startDeployment, startNatsServer, type Deployment, type Mode, type NatsServer } from '@dws/test-e2e';
 import { WorkspaceRunEnds } from './run-ends.js';
 import { vacuumDueNow, vacuumLikeAutovacuum } from './vacuum.js';
-import { benchEnv, boundedLoad, metricsOf, runStreamsBegun, IDLE_SECONDS, idleWindow, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
+import { benchEnv, boundedLoad, fleetMalloc, metricsOf, runStreamsBegun, IDLE_SECONDS, idleWindow, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
 import { startRestate } from './peers/restate.js';
 import { cpuNow, cpuSpent, logSplit, serviceName } from './machine-cpu.js';
 
@@ -108,6 +108,21 @@ function rssByService(dep: Deployment): Record<string, number> {
     try {
       const kb = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
       if (kb) out[serviceName(pid)] = Math.round(Number(kb) / 1024);
+    } catch {
+      // exited
+    }
+  }
+  return out;
+}
+
+/** What each service's RSS holds (MiB): anonymous pages (heaps), file pages (the node binary's code and data, shared by all six). */
+function rssParts(dep: Deployment): Record<string, { anon: number; file: number }> {
+  const out: Record<string, { anon: number; file: number }> = {};
+  for (const pid of dep.pids?.() ?? []) {
+    try {
+      const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+      const mib = (field: string) => Math.round(Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? NaN) / 1024);
+      out[serviceName(pid)] = { anon: mib('RssAnon'), file: mib('RssFile') };
     } catch {
       // exited
     }
@@ -292,7 +307,9 @@ async function w2(dep: Deployment, wl = 'w2'): Promise<Figures> {
   logSplit(cpu, steps);
   const rss = rssByService(dep);
   process.stderr.write(`  rss MiB after W2: ${Object.entries(rss).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
+  process.stderr.write(`  of which anonymous / file-backed MiB: ${Object.entries(rssParts(dep)).map(([k, v]) => `${k} ${v.anon} / ${v.file}`).join(', ')}\n`);
   const g1 = await processGauges(dep);
+  process.stderr.write(`  V8 heap committed MiB after W2: ${Object.entries(g1).map(([k, v]) => `${k} ${Math.round(v.heapTotalBytes / 1048576)}`).join(', ')}\n`);
   process.stderr.write(`  V8 heap used / external (buffers, WebAssembly) MiB after W2: ${Object.entries(g1).map(([k, v]) => `${k} ${Math.round(v.heapBytes / 1048576)} / ${Math.round(v.externalBytes / 1048576)}`).join(', ')}\n`);
   // The garbage collector's share of each service's CPU over W2: what a smaller heap (RSS) would cost.
   const gcShare = Object.entries(g1).map(([k, v]) => `${k} ${Math.round((100 * (v.gcSeconds - (g0[k]?.gcSeconds ?? 0))) / (v.cpuSeconds - (g0[k]?.cpuSeconds ?? 0)))}%`);
@@ -537,11 +554,11 @@ async function main(): Promise<void> {
     await nats?.kill();
     if (storeDir) rmSync(storeDir, { recursive: true, force: true });
   }
-  const machine = { cores: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown', node: process.version, at: new Date().toISOString() };
+  const machine = { cores: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown', node: process.version, fleetMalloc, at: new Date().toISOString() };
   const peers = Object.entries(versions)
     .map(([k, v]) => `, ${k} ${v}`)
     .join('');
-  const lines = [`machine: ${machine.cores} x ${machine.cpu}, node ${machine.node}${peers}, ${machine.at}`, '', '| mode | workload | figure | median | min-max |', '|---|---|---|---|---|'];
+  const lines = [`machine: ${machine.cores} x ${machine.cpu}, node ${machine.node}${peers}, the fleet on ${machine.fleetMalloc}, ${machine.at}`, '', '| mode | workload | figure | median | min-max |', '|---|---|---|---|---|'];
   for (const r of results) {
     for (const k of Object.keys(r.median)) lines.push(`| ${r.mode} | ${r.workload} | ${k} | ${r.median[k]} | ${r.min[k]}-${r.max[k]} |`);
   }

@@ -3,7 +3,7 @@
  * deployments, peers/*.ts for the systems we compare with): percentiles,
  * rounding, CPU time read from /proc, and the no-op step with its stamps.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import type { Deployment } from '@dws/test-e2e';
 
 /** One workload's figures in one repetition (name -> number). */
@@ -95,12 +95,26 @@ const BENCH_ENV: Record<string, string> = {
 };
 
 /**
+ * The allocator the image preloads (the Dockerfile's LD_PRELOAD, libjemalloc2), where this
+ * machine has it; BENCH_MALLOC=glibc runs the fleet on glibc's malloc instead (to compare).
+ */
+const JEMALLOC =
+  process.env.BENCH_MALLOC === 'glibc'
+    ? undefined
+    : ['/usr/lib/x86_64-linux-gnu/libjemalloc.so.2', '/usr/lib/aarch64-linux-gnu/libjemalloc.so.2'].find((f) => existsSync(f));
+
+/** Which malloc the fleet's services run with (the bench prints it with the machine). */
+export const fleetMalloc = JEMALLOC ? 'jemalloc (as the image)' : 'glibc malloc (libjemalloc2 not installed here, or BENCH_MALLOC=glibc)';
+
+/**
  * The environment of a bench deployment's processes: BENCH_ENV, and for the
- * fleet what its image sets too (the Dockerfile's MALLOC_ARENA_MAX), so the
- * six processes run as deployed; `pnpm dev` runs with the user's environment.
+ * fleet what its image sets too (the Dockerfile's MALLOC_ARENA_MAX, and
+ * jemalloc preloaded with MALLOC_CONF), so the six processes run as deployed;
+ * `pnpm dev` runs with the user's environment.
  */
 export function benchEnv(mode: string): Record<string, string> {
-  return mode === 'fleet' ? { ...BENCH_ENV, MALLOC_ARENA_MAX: '2' } : BENCH_ENV;
+  if (mode !== 'fleet') return BENCH_ENV;
+  return { ...BENCH_ENV, MALLOC_ARENA_MAX: '2', ...(JEMALLOC && { LD_PRELOAD: JEMALLOC, MALLOC_CONF: 'narenas:2' }) };
 }
 
 /** The warm-up: WARMUP_RUNS runs of `oneRun`, 50 in flight, nothing recorded. Returns the seconds it took. */

@@ -81,6 +81,12 @@ describe('Dockerfile', () => {
     ]);
   });
 
+  it('fails an image that preloads a library no step of its final stage installs', () => {
+    const lost = dockerfile.replace(/\/usr\/local\/lib\/libjemalloc\.so\.2$/m, '/usr/lib/libjemalloc.so.2');
+    expect(lost).not.toEqual(dockerfile);
+    expect(checkDockerfile(lost)).toEqual([expect.stringMatching(/LD_PRELOAD=\/usr\/local\/lib\/libjemalloc\.so\.2, but no RUN of the final stage before it puts that file there/)]);
+  });
+
   it('fails an image that runs TypeScript through tsx', () => {
     const tsx = dockerfile.replace('ENTRYPOINT ["node"]', 'ENTRYPOINT ["node", "--import", "tsx"]');
     expect(checkDockerfile(tsx)).toEqual([

@@ -2,8 +2,10 @@
  * The Dockerfile's shape: several stages (dependencies and bundles built apart from the
  * image that runs), a final stage that runs as a non-root user, plain `node` as the
  * entrypoint (the chart's args and compose's commands name a bundle, dist/...), the
- * bundles built by scripts/build.mjs in a stage and copied into the final one, and no
- * tsx in the final stage.
+ * bundles built by scripts/build.mjs in a stage and copied into the final one, no
+ * tsx in the final stage, and a preloaded library (LD_PRELOAD) that the final stage puts
+ * where it says (the loader only warns about a missing one, and the services would run
+ * on another malloc than the one measured).
  */
 
 interface Instruction {
@@ -55,6 +57,11 @@ export function checkDockerfile(text: string): string[] {
     out.push('no stage builds the bundles (node scripts/build.mjs)');
   if (!final.some((i) => i.op === 'COPY' && /--from=\S+\s+\/app\/dist\s/.test(i.args)))
     out.push('the final stage does not copy the bundles (COPY --from=<stage> /app/dist ...)');
+  for (const env of final.filter((i) => i.op === 'ENV')) {
+    const preload = /(?:^|\s)LD_PRELOAD=(\S+)/.exec(env.args)?.[1];
+    if (preload && !final.some((i) => i.op === 'RUN' && i.line < env.line && i.args.includes(preload)))
+      out.push(`line ${env.line}: LD_PRELOAD=${preload}, but no RUN of the final stage before it puts that file there`);
+  }
   for (const i of final)
     if (['RUN', 'COPY', 'ENTRYPOINT', 'CMD'].includes(i.op) && /\btsx\b/.test(i.args))
       out.push(`line ${i.line}: ${i.op} ${i.args}: the image runs bundles on plain node, without tsx`);
