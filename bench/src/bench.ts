@@ -101,28 +101,16 @@ async function processGauges(dep: Deployment): Promise<Record<string, ProcessGau
   return out;
 }
 
-/** Resident memory (MiB) of each service process right now (BENCH/issue: <= 150 MB a service under W2, <= 300 MB embedded). */
-function rssByService(dep: Deployment): Record<string, number> {
+/**
+ * Resident memory (MiB) of each service process right now (BENCH/issue: <= 150 MB a service under W2, <= 300 MB embedded),
+ * and what it holds: anonymous pages (heaps) and file-backed ones (the node binary's code and data, shared by all six).
+ */
+function rssByService(dep: Deployment, part: 'VmRSS' | 'RssAnon' | 'RssFile' = 'VmRSS'): Record<string, number> {
   const out: Record<string, number> = {};
   for (const pid of dep.pids?.() ?? []) {
     try {
-      const kb = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+      const kb = new RegExp(`${part}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
       if (kb) out[serviceName(pid)] = Math.round(Number(kb) / 1024);
-    } catch {
-      // exited
-    }
-  }
-  return out;
-}
-
-/** What each service's RSS holds (MiB): anonymous pages (heaps), file pages (the node binary's code and data, shared by all six). */
-function rssParts(dep: Deployment): Record<string, { anon: number; file: number }> {
-  const out: Record<string, { anon: number; file: number }> = {};
-  for (const pid of dep.pids?.() ?? []) {
-    try {
-      const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-      const mib = (field: string) => Math.round(Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? NaN) / 1024);
-      out[serviceName(pid)] = { anon: mib('RssAnon'), file: mib('RssFile') };
     } catch {
       // exited
     }
@@ -307,7 +295,8 @@ async function w2(dep: Deployment, wl = 'w2'): Promise<Figures> {
   logSplit(cpu, steps);
   const rss = rssByService(dep);
   process.stderr.write(`  rss MiB after W2: ${Object.entries(rss).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
-  process.stderr.write(`  of which anonymous / file-backed MiB: ${Object.entries(rssParts(dep)).map(([k, v]) => `${k} ${v.anon} / ${v.file}`).join(', ')}\n`);
+  const file = rssByService(dep, 'RssFile');
+  process.stderr.write(`  of which anonymous / file-backed MiB: ${Object.entries(rssByService(dep, 'RssAnon')).map(([k, v]) => `${k} ${v} / ${file[k]}`).join(', ')}\n`);
   const g1 = await processGauges(dep);
   process.stderr.write(`  V8 heap committed MiB after W2: ${Object.entries(g1).map(([k, v]) => `${k} ${Math.round(v.heapTotalBytes / 1048576)}`).join(', ')}\n`);
   process.stderr.write(`  V8 heap used / external (buffers, WebAssembly) MiB after W2: ${Object.entries(g1).map(([k, v]) => `${k} ${Math.round(v.heapBytes / 1048576)} / ${Math.round(v.externalBytes / 1048576)}`).join(', ')}\n`);
