@@ -105,12 +105,13 @@ async function processGauges(dep: Deployment): Promise<Record<string, ProcessGau
  * Resident memory (MiB) of each service process right now (BENCH/issue: <= 150 MB a service under W2, <= 300 MB embedded),
  * and what it holds: anonymous pages (heaps) and file-backed ones (the node binary's code and data, shared by all six).
  */
-function rssByService(dep: Deployment, part: 'VmRSS' | 'RssAnon' | 'RssFile' = 'VmRSS'): Record<string, number> {
-  const out: Record<string, number> = {};
+function rssByService(dep: Deployment): Record<string, { total: number; anon: number; file: number }> {
+  const out: Record<string, { total: number; anon: number; file: number }> = {};
   for (const pid of dep.pids?.() ?? []) {
     try {
-      const kb = new RegExp(`${part}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
-      if (kb) out[serviceName(pid)] = Math.round(Number(kb) / 1024);
+      const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+      const mib = (field: string) => Math.round(Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? NaN) / 1024);
+      out[serviceName(pid)] = { total: mib('VmRSS'), anon: mib('RssAnon'), file: mib('RssFile') };
     } catch {
       // exited
     }
@@ -294,9 +295,8 @@ async function w2(dep: Deployment, wl = 'w2'): Promise<Figures> {
   const steps = RUNS * 10;
   logSplit(cpu, steps);
   const rss = rssByService(dep);
-  process.stderr.write(`  rss MiB after W2: ${Object.entries(rss).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
-  const file = rssByService(dep, 'RssFile');
-  process.stderr.write(`  of which anonymous / file-backed MiB: ${Object.entries(rssByService(dep, 'RssAnon')).map(([k, v]) => `${k} ${v} / ${file[k]}`).join(', ')}\n`);
+  process.stderr.write(`  rss MiB after W2: ${Object.entries(rss).map(([k, v]) => `${k} ${v.total}`).join(', ')}\n`);
+  process.stderr.write(`  of which anonymous / file-backed MiB: ${Object.entries(rss).map(([k, v]) => `${k} ${v.anon} / ${v.file}`).join(', ')}\n`);
   const g1 = await processGauges(dep);
   process.stderr.write(`  V8 heap committed MiB after W2: ${Object.entries(g1).map(([k, v]) => `${k} ${Math.round(v.heapTotalBytes / 1048576)}`).join(', ')}\n`);
   process.stderr.write(`  V8 heap used / external (buffers, WebAssembly) MiB after W2: ${Object.entries(g1).map(([k, v]) => `${k} ${Math.round(v.heapBytes / 1048576)} / ${Math.round(v.externalBytes / 1048576)}`).join(', ')}\n`);
@@ -314,7 +314,7 @@ async function w2(dep: Deployment, wl = 'w2'): Promise<Figures> {
     p99_ms: r1(pct(lat, 99)),
     service_cpu_ms_per_step: r1(cpu.services / steps),
     machine_cpu_ms_per_step: r1(cpu.machine / steps),
-    max_service_rss_mib: Math.max(0, ...Object.values(rss)),
+    max_service_rss_mib: Math.max(0, ...Object.values(rss).map((r) => r.total)),
   };
 }
 
@@ -355,7 +355,7 @@ async function soak(dep: Deployment): Promise<Figures> {
   while (performance.now() < until) {
     const f = await w2(dep);
     steps += 10_000;
-    samples.push(rssByService(dep));
+    samples.push(Object.fromEntries(Object.entries(rssByService(dep)).map(([k, v]) => [k, v.total])));
     // What grows, when something does: V8's live heap, or what it holds outside it (buffers, PGlite's WebAssembly memory).
     const mib = (b: number) => Math.round(b / 1048576);
     const g = Object.entries(await processGauges(dep)).map(([k, v]) => `${k} ${mib(v.heapBytes)} / ${mib(v.heapTotalBytes)} / ${mib(v.externalBytes)}`);
