@@ -163,6 +163,13 @@ export async function metricsOf(dep: Deployment, service: string): Promise<strin
   return port ? (await fetch(`http://127.0.0.1:${port}/metrics`)).text() : undefined;
 }
 
+/** The calls the gateway has forwarded to ingest in batches since it started, and the bus requests that carried them. */
+export async function ingestBatches(dep: Deployment): Promise<{ calls: number; requests: number }> {
+  const text = (await metricsOf(dep, 'gateway')) ?? '';
+  const read = (part: string) => Number(new RegExp(`^dws_api_batch_calls_${part}\\{service="ingest"\\} (\\S+)`, 'm').exec(text)?.[1] ?? 0);
+  return { calls: read('sum'), requests: read('count') };
+}
+
 /** The gateway's run streams since it started, by how each began (tail: followed since the POST; read: a backlog read). */
 export async function runStreamsBegun(dep: Deployment): Promise<Record<string, number>> {
   const text = await metricsOf(dep, 'gateway');

@@ -22,7 +22,7 @@ import { Pool } from 'undici';
 import { createRunner } from '@dws/sdk';
 import { eventually, startDeployment, type Mode } from '@dws/test-e2e';
 import { cpuNow, cpuSpent, logSplit } from './machine-cpu.js';
-import { benchEnv } from './measure.js';
+import { benchEnv, ingestBatches } from './measure.js';
 import { vacuumDueNow, vacuumLikeAutovacuum } from './vacuum.js';
 
 const [modeArg, secondsArg, clientsArg] = process.argv.slice(2);
@@ -92,6 +92,7 @@ async function main(): Promise<void> {
       let events = 0;
       const until = performance.now() + seconds * 1000;
       const cpu0 = await cpuNow(dep, sql);
+      const batches0 = await ingestBatches(dep);
       const t0 = performance.now();
       await Promise.all(
         Array.from({ length: CLIENTS }, async () => {
@@ -111,6 +112,9 @@ async function main(): Promise<void> {
       // CPU per event does not move with the VM's speed as events/s does: compare it across commits.
       const cpu = cpuSpent(cpu0, await cpuNow(dep, sql));
       logSplit(cpu, events, 'event');
+      const batches = await ingestBatches(dep);
+      const requests = batches.requests - batches0.requests;
+      if (requests > 0) process.stderr.write(`  POSTs per bus request to ingest (the gateway's batches): ${r1((batches.calls - batches0.calls) / requests)}\n`);
       const row = {
         phase: label, events_per_s: Math.round(events / wall), requests: lat.length, p50_ms: r1(pct(lat, 50)), p99_ms: r1(pct(lat, 99)),
         machine_cpu_us_per_event: Math.round((cpu.machine / events) * 1000),

@@ -5,7 +5,7 @@ import { migrate } from '@dws/db';
 import type { Socket } from 'node:net';
 import { createHttpApp, errorMiddleware, healthRoutes, listen, notFoundHandler, type HttpListener } from '@dws/http';
 import { errorBody } from '@dws/protocol';
-import { gauge, METRICS_CONTENT_TYPE, metricsText, Outbox, sealKeyFor, streams, type Infra, type ServiceHandle } from '@dws/runtime';
+import { ApiBatcher, gauge, METRICS_CONTENT_TYPE, metricsText, Outbox, sealKeyFor, streams, type Infra, type ServiceHandle } from '@dws/runtime';
 import type { Express } from 'express';
 import { ensureDefaultWorkspace, type DevCredentials } from './domain/bootstrap.js';
 import { accessLog } from './handlers/access-log.js';
@@ -88,10 +88,12 @@ export async function startGateway(
   const admin = new AdminApi({ db, outbox, sealKey, auth, now });
   const meter = new UsageMeter({ db, bus, outbox, sealKey, log, now, onSuspensionChange: () => auth.invalidate() }, opts.usage?.sweepMs);
   await meter.start();
+  // POST /events one at a time from many clients: the calls of a turn go to ingest together.
+  const batcher = new ApiBatcher(bus);
   const hub = new LiveHub(bus, log);
   const sse = new Streams({ bus, hub, log }, opts.streams);
   const openapi = openApiDocument(ROUTES, { version: '1.0.0' });
-  const mcp = new McpEndpoint({ bus, auth, log, routes: ROUTES, version: '1.0.0' });
+  const mcp = new McpEndpoint({ bus, batcher, auth, log, routes: ROUTES, version: '1.0.0' });
   const app = createHttpApp();
   app.use(accessLog(log));
   opts.routes?.(app);
@@ -102,13 +104,13 @@ export async function startGateway(
   gauge('dws_gateway_sse_streams', 'Open SSE streams on this gateway.', () => sse.count);
   gauge('dws_gateway_live_subscriptions', 'Bus subjects this gateway listens on for its SSE streams.', () => hub.size);
   app.get('/metrics', (_req, res, next) => void metricsText().then((body) => res.type(METRICS_CONTENT_TYPE).send(body), next));
-  app.use('/v1', apiRouter(ROUTES, { bus, auth, admin, streams: sse, openapi: () => openapi, mcp }));
+  app.use('/v1', apiRouter(ROUTES, { bus, batcher, auth, admin, streams: sse, openapi: () => openapi, mcp }));
   // CONTRACT Addresses: the web console at `/` (its client routes fall back to index.html; /v1, /healthz, /readyz, /metrics never do).
   app.use(consoleHandler());
   app.use(notFoundHandler);
   app.use(errorMiddleware(log));
   // The hot POST routes skip express (fast-routes.ts); everything else is the app's.
-  const http: HttpListener = await listen(app, cfg.HOST, cfg.PORT ?? 8288, fastRoutes(ROUTES, { bus, auth, log, streams: sse }));
+  const http: HttpListener = await listen(app, cfg.HOST, cfg.PORT ?? 8288, fastRoutes(ROUTES, { bus, batcher, auth, log, streams: sse }));
   attachConnect(http.server, { auth, log, sealKey, local: opts.connect, others: opts.upgrades, invokerUrl: cfg.SERVICE_INVOKER_URL });
   http.server.on('clientError', clientErrorAnswer);
 

@@ -3,7 +3,7 @@ import type { Config } from '@dws/config';
 import { migrate } from '@dws/db';
 import { followRetention, Outbox, Retention, sealKeyringFor, serveApi, streams, subjects, type Infra, type ServiceHandle } from '@dws/runtime';
 import { Admission } from './handlers/admission.js';
-import { ingestApi } from './handlers/api.js';
+import { ingestApi, ingestTogetherApi } from './handlers/api.js';
 import { consumeEmits } from './handlers/emits.js';
 import { Ingestor } from './handlers/ingestor.js';
 import { Wakes } from './handlers/wakes.js';
@@ -43,7 +43,7 @@ export async function startIngest(cfg: Config, infra: Infra, opts: IngestOptions
   const api = serveApi(bus, 'ingest', log, {
     ...ingestApi({ db, ingestor }),
     ...receiverApi({ db, ingestor, log, seal: sealKeyringFor(cfg) }),
-  });
+  }, ingestTogetherApi({ ingestor }));
   return {
     name: 'ingest',
     ready: async () => true,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { create, EmitEventSchema, toBinary } from '@dws/proto';
 import { createLogger } from '@dws/log';
-import { ids, Outbox, streams, subjects, type ApiHandler } from '@dws/runtime';
+import { ApiBatcher, ids, Outbox, streams, subjects, type ApiHandler } from '@dws/runtime';
 import { uniqueName } from '@dws/testing';
 import { Admission } from '../src/handlers/admission.js';
 import { Ingestor } from '../src/handlers/ingestor.js';
@@ -48,6 +48,39 @@ describe.each(modes())('ingest events (%s)', (mode) => {
     }
     const small = await h.send({ name: 'order.created', data: { total: 5 }, app: 'shop' });
     expect(small.body.triggered.map((t: any) => t.workflow).sort()).toEqual(['all-orders', 'on-order']);
+  });
+
+  it('answers each POST that reaches it in a batch from the gateway as it would alone, and records each event once', async () => {
+    const batcher = new ApiBatcher(h.bus);
+    const caller = { workspaceId: h.ws, actor: 'tester', keyKind: 'secret', requestId: '' };
+    const bodies: unknown[] = [
+      { name: 'order.created', data: { total: 5 }, app: 'billing' },
+      {},
+      [{ name: 'order.created', data: { total: 6 }, app: 'billing' }, { name: ' ' }],
+      { name: 'nobody.listens', data: { n: 1 } },
+    ];
+    // The gateway's calls of one busy turn: a call has just left, and each POST arrives in a callback of its own.
+    await batcher.call('ingest', 'events.ingest', caller, { rawBody: '{"name":"warm.up"}' });
+    const out = await new Promise<PromiseSettledResult<{ status: number; bodyJson?: string }>[]>((resolve) => {
+      const all: Promise<{ status: number; bodyJson?: string }>[] = [];
+      bodies.forEach((b) =>
+        setImmediate(() => {
+          all.push(batcher.call('ingest', 'events.ingest', caller, { rawBody: JSON.stringify(b) }));
+          if (all.length === bodies.length) resolve(Promise.allSettled(all));
+        }),
+      );
+    });
+    const ok = (i: number) => JSON.parse((out[i] as PromiseFulfilledResult<{ bodyJson?: string }>).value.bodyJson!);
+    const one = ok(0);
+    expect(one).toMatchObject({ id: expect.stringMatching(/^evt_/), runId: expect.stringMatching(/^run_/), triggered: [{ workflow: 'invoice' }] });
+    expect((out[1] as PromiseRejectedResult).reason).toMatchObject({ status: 400, code: 'invalid_event' });
+    const batch = ok(2).results;
+    expect(batch).toMatchObject([{ id: expect.stringMatching(/^evt_/), triggered: [{ workflow: 'invoice' }] }, { error: { code: 'invalid_event' } }]);
+    expect(ok(3)).toMatchObject({ id: expect.stringMatching(/^evt_/), triggered: [] });
+    const runIds = [one.runId, batch[0].runId];
+    await h.waitStarts((s) => runIds.every((id) => s.some((x) => x.cmd.runId === id)));
+    for (const id of [one.id, batch[0].id, ok(3).id]) expect((await h.call('events.get', { params: { id } })).status).toBe(200);
+    expect((await startsStored(h, [one.id, batch[0].id])).get(one.id)).toBe(1);
   });
 
   it('broadcasts without app, scopes with app, routes with targetApp, pins with runner', async () => {

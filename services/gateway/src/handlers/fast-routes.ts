@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Bus } from '@dws/bus';
+import type { ApiBatcher } from '@dws/runtime';
 import { BODY_LIMIT_BYTES, errorReply, parseJsonBody, requestIdOf, type FirstHandler, type IdentifiedRequest } from '@dws/http';
 import type { Logger } from '@dws/log';
 import { errorBody } from '@dws/protocol';
@@ -12,6 +13,7 @@ import type { Streams } from './streams.js';
 
 interface Deps {
   bus: Bus;
+  batcher: ApiBatcher;
   auth: Authenticator;
   log: Logger;
   streams: Streams;
@@ -67,7 +69,7 @@ async function serve(r: RouteSpec, req: IdentifiedRequest, res: ServerResponse, 
     const body = buf.length > 0 ? parseJsonBody(buf) : undefined;
     const caller = await authenticate(d.auth, r, req);
     const v = validateInput(r, { params: {}, query: {}, body: body && { parsed: body.parsed, raw: body.text } }, caller);
-    const reply = await forwardRoute(d.bus, r, caller!, v);
+    const reply = await forwardRoute(d, r, caller!, v);
     if (r.announcesRuns && reply.status === 202) d.streams.announced(caller!.workspaceId, reply.bodyJson);
     for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);
     send(res, reply.status, reply.bodyJson);

@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import type { Bus } from '@dws/bus';
 import { describeStringProblem, findBadString } from '@dws/http';
 import { forbidden, invalid, isServiceError, notFound, ServiceError } from '@dws/protocol';
-import { callApi, type ApiResponse } from '@dws/runtime';
+import { callApi, type ApiBatcher, type ApiResponse } from '@dws/runtime';
 import type { AuthedCaller } from './auth.js';
 import { awaitNewRun } from './new-run.js';
 import type { RouteSpec } from './route-table.js';
@@ -77,15 +77,22 @@ export function validateInput(r: RouteSpec, input: RouteInput, caller: AuthedCal
   return { params, query, body, rawBody: r.body && input.body ? input.body.raw : undefined };
 }
 
+/** What forwarding needs: the bus, and the batches of the routes forwarded in batches. */
+export interface Forwarding {
+  bus: Bus;
+  batcher: ApiBatcher;
+}
+
 /**
  * Call the service that owns a forwarded route with the caller (workspace,
  * actor, channel). A run announced moments ago is waited for briefly, not
  * 404; a bus failure is 503; a service's error reply is rethrown as is.
  */
-export async function forwardRoute(bus: Bus, r: RouteSpec, caller: AuthedCaller, v: ValidInput): Promise<ApiResponse> {
+export async function forwardRoute(to: Forwarding, r: RouteSpec, caller: AuthedCaller, v: ValidInput): Promise<ApiResponse> {
   if (r.target.kind !== 'forward') throw new Error(`route ${r.method} ${r.path} is not forwarded`);
   const { service, op } = r.target;
-  const call = () => callApi(bus, service, op, caller, { params: v.params, query: v.query, rawBody: v.rawBody });
+  const payload = { params: v.params, query: v.query, rawBody: v.rawBody };
+  const call = () => (r.batched ? to.batcher.call(service, op, caller, payload) : callApi(to.bus, service, op, caller, payload));
   try {
     return r.readsRun ? await awaitNewRun(v.params.id ?? '', call, { waitMs: 1_000 }) : await call();
   } catch (err) {

@@ -3,6 +3,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Bus } from '@dws/bus';
+import type { ApiBatcher } from '@dws/runtime';
 import type { Logger } from '@dws/log';
 import { errorBody, invalid, isServiceError, ServiceError } from '@dws/protocol';
 import type { AuthedCaller, Authenticator } from './auth.js';
@@ -12,6 +13,7 @@ import type { RouteSpec } from './route-table.js';
 
 export interface McpDeps {
   bus: Bus;
+  batcher: ApiBatcher;
   auth: Authenticator;
   log: Logger;
   routes: RouteSpec[];
@@ -110,7 +112,7 @@ export class McpEndpoint {
         { params: input.params ?? {}, query: input.query ?? {}, body: raw === undefined ? undefined : { parsed: input.json, raw } },
         caller,
       );
-      const reply = await forwardRoute(this.d.bus, route, caller, v);
+      const reply = await forwardRoute(this.d, route, caller, v);
       return reply.bodyJson === undefined ? null : (JSON.parse(reply.bodyJson) as unknown);
     };
   }

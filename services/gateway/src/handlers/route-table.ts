@@ -53,6 +53,8 @@ export interface RouteSpec {
   readsRun?: boolean;
   /** Its 202 names the runs it started (`triggered[].runId`): the gateway follows them for the run streams that usually come next. */
   announcesRuns?: boolean;
+  /** Forwarded in batches (ApiBatcher): the calls that arrive together go to the service in one bus request, each answered as alone. */
+  batched?: boolean;
   target: Target;
 }
 
@@ -88,7 +90,7 @@ export const ROUTES: RouteSpec[] = [
   { method: 'get', path: '/control-actions', summary: 'Control audit entries, newest first', tag: 'control', access: 'read', query: s.ControlActionsQuery, ok: { status: 200, schema: s.ControlAction, array: true }, target: fwd('scheduler', 'control.list') },
 
   // Events (ingest). /events/stream before /events/:id.
-  { method: 'post', path: '/events', summary: 'Ingest one event or a batch of up to 100', tag: 'events', access: 'write', body: { schema: s.EventBody, required: true, errorCode: 'invalid_event' }, ok: { status: 202, schema: s.IngestResult }, announcesRuns: true, target: fwd('ingest', 'events.ingest') },
+  { method: 'post', path: '/events', summary: 'Ingest one event or a batch of up to 100', tag: 'events', access: 'write', body: { schema: s.EventBody, required: true, errorCode: 'invalid_event' }, ok: { status: 202, schema: s.IngestResult }, announcesRuns: true, batched: true, target: fwd('ingest', 'events.ingest') },
   { method: 'get', path: '/usage', summary: "The workspace's model usage since a time, in total and per model", tag: 'runs', access: 'read', query: s.UsageQuery, ok: { status: 200, schema: s.UsageReport }, target: fwd('scheduler', 'usage.get') },
   { method: 'get', path: '/sessions', summary: 'Sessions, most recently active first, with run counts, usage and scores', tag: 'events', access: 'read', query: s.SessionsQuery, ok: { status: 200, schema: s.Session, array: true }, target: fwd('scheduler', 'sessions.list') },
   { method: 'get', path: '/events', summary: 'Event log, newest first', tag: 'events', access: 'read', query: s.ListEventsQuery, ok: { status: 200, schema: s.EventRecord, array: true }, target: fwd('ingest', 'events.list') },

@@ -1,5 +1,6 @@
 import { Router, type Request, type RequestHandler, type Response } from 'express';
 import type { Bus } from '@dws/bus';
+import type { ApiBatcher } from '@dws/runtime';
 import { jsonBody } from '@dws/http';
 import { ServiceError } from '@dws/protocol';
 import type { AdminApi } from './admin.js';
@@ -26,6 +27,7 @@ export async function authenticate(auth: Authenticator, r: RouteSpec, req: Param
 
 export interface RouterDeps {
   bus: Bus;
+  batcher: ApiBatcher;
   auth: Authenticator;
   admin: AdminApi;
   streams: Streams;
@@ -90,7 +92,7 @@ export function apiRouter(routes: RouteSpec[], d: RouterDeps): Router {
       const v = validateInput(r, { params: req.params as Record<string, string>, query: queryOf(req), body: hasBody ? { parsed: req.body, raw: req.rawBody!.toString('utf8') } : undefined }, caller);
       const { params, query, body } = v;
       if (r.target.kind === 'local') return local[r.target.name]({ req, res, caller, params, query, body });
-      const reply = await forwardRoute(d.bus, r, caller!, v);
+      const reply = await forwardRoute(d, r, caller!, v);
       if (r.announcesRuns && reply.status === 202) d.streams.announced(caller!.workspaceId, reply.bodyJson);
       for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);
       res.status(reply.status);

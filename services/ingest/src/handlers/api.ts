@@ -1,9 +1,9 @@
 import type { Database } from '@dws/db';
 import { invalid, isServiceError, notFound } from '@dws/protocol';
-import type { ApiHandler } from '@dws/runtime';
-import { parseEvent, parseEventBody } from '../domain/event-input.js';
+import type { ApiBatchHandler, ApiCall, ApiHandler, ApiResult } from '@dws/runtime';
+import { parseEvent, parseEventBody, type EventInput } from '../domain/event-input.js';
 import { eventById, listEvents, type EventRow } from '../store/events.js';
-import type { Ingestor } from './ingestor.js';
+import { RecordedUnsettled, type Incoming, type IngestResult, type Ingestor } from './ingestor.js';
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
 function eventRecord(r: EventRow) {
@@ -19,24 +19,108 @@ function eventRecord(r: EventRow) {
   };
 }
 
+/** A POST /events body taken apart: each item parsed, or its error (a batch's bad item is its own result; a single bad event fails the call). */
+interface ParsedPost {
+  batch: boolean;
+  parsed: ({ ok: true; ev: EventInput } | { ok: false; error: { code: string; message: string } })[];
+}
+
+function parsePost(body: unknown): ParsedPost {
+  const { batch, items } = parseEventBody(body);
+  const parsed = items.map((item) => {
+    try {
+      return { ok: true as const, ev: parseEvent(item) };
+    } catch (err) {
+      if (!batch || !isServiceError(err)) throw err;
+      return { ok: false as const, error: { code: err.code, message: err.message } };
+    }
+  });
+  return { batch, parsed };
+}
+
+const accepted = (p: ParsedPost): Incoming[] => p.parsed.flatMap((x) => (x.ok ? [{ ev: x.ev, source: 'api' as const }] : []));
+
+/** The 202 of a POST whose accepted events came to `results` (in order). */
+function answered(p: ParsedPost, results: IngestResult[]): ApiResult {
+  let k = 0;
+  const out = p.parsed.map((x) => (x.ok ? results[k++]! : { error: x.error }));
+  return { status: 202, body: p.batch ? { results: out } : out[0] };
+}
+
+/** Events one ingest call takes for the POSTs of a batch: a transaction's worth (Ingestor's MAX_GROUP_EVENTS). */
+const TOGETHER_MAX_EVENTS = 500;
+
+/**
+ * POST /events calls that came in one batch from the gateway: those of one
+ * workspace, key and standing go to the ingestor as one call, as one POST
+ * of all their events would (each then gets its own 202): many clients
+ * posting one event each cost ingest about what one batch of them does.
+ * A call with trace context of its own goes alone (its spans are its own).
+ * If a shared call fails, each POST of it is tried alone, as it came.
+ */
+async function ingestTogether(ingestor: Ingestor, calls: ApiCall[]): Promise<PromiseSettledResult<ApiResult>[]> {
+  const out: PromiseSettledResult<ApiResult>[] = [];
+  const groups = new Map<string, { at: number[]; posts: ParsedPost[]; events: number }[]>();
+  calls.forEach((c, at) => {
+    let post: ParsedPost;
+    try {
+      post = parsePost(c.body);
+    } catch (reason) {
+      out[at] = { status: 'rejected', reason };
+      return;
+    }
+    const { caller } = c;
+    const key = caller.traceparent ? `alone ${at}` : [caller.workspaceId, caller.actor, caller.keyKind, caller.via, caller.suspended === true].join('\u001f');
+    const chunks = groups.get(key) ?? [];
+    groups.set(key, chunks);
+    const events = post.parsed.length;
+    let last = chunks[chunks.length - 1];
+    if (!last || last.events + events > TOGETHER_MAX_EVENTS) chunks.push((last = { at: [], posts: [], events: 0 }));
+    last.at.push(at);
+    last.posts.push(post);
+    last.events += events;
+  });
+  const alone = async (at: number, post: ParsedPost) => {
+    try {
+      out[at] = { status: 'fulfilled', value: answered(post, await ingestor.ingest(calls[at]!.caller, accepted(post))) };
+    } catch (reason) {
+      out[at] = { status: 'rejected', reason };
+    }
+  };
+  await Promise.all(
+    [...groups.values()].flat().map(async ({ at, posts }) => {
+      if (at.length === 1) return alone(at[0]!, posts[0]!);
+      let results: IngestResult[];
+      try {
+        results = await ingestor.ingest(calls[at[0]!]!.caller, posts.flatMap(accepted));
+      } catch (reason) {
+        // Stored already: each POST fails as it would have alone (its client retries).
+        if (reason instanceof RecordedUnsettled) return void at.forEach((i) => (out[i] = { status: 'rejected', reason }));
+        // Nothing stored: one POST's bad event must not fail the POSTs it shared the call with.
+        return void (await Promise.all(at.map((i, k) => alone(i, posts[k]!))));
+      }
+      let k = 0;
+      at.forEach((i, n) => {
+        const mine = accepted(posts[n]!).length;
+        out[i] = { status: 'fulfilled', value: answered(posts[n]!, results.slice(k, (k += mine))) };
+      });
+    }),
+  );
+  return out;
+}
+
+/** The calls of a batch that ingest takes together (serveApi's `together`). */
+export const ingestTogetherApi = (deps: { ingestor: Ingestor }): Record<string, ApiBatchHandler> => ({
+  'events.ingest': (calls) => ingestTogether(deps.ingestor, calls),
+});
+
 export function ingestApi(deps: { db: Database; ingestor: Ingestor }): Record<string, ApiHandler> {
   const { db, ingestor } = deps;
   return {
     /** POST /events: one event or an array of up to 100; each gets its own result. */
     async 'events.ingest'({ caller, body }) {
-      const { batch, items } = parseEventBody(body);
-      const parsed = items.map((item) => {
-        try {
-          return { ok: true as const, ev: parseEvent(item) };
-        } catch (err) {
-          if (!batch || !isServiceError(err)) throw err;
-          return { ok: false as const, error: { code: err.code, message: err.message } };
-        }
-      });
-      const ok = parsed.flatMap((p) => (p.ok ? [{ ev: p.ev, source: 'api' as const }] : []));
-      const accepted = await ingestor.ingest(caller, ok);
-      const results = parsed.map((p) => (p.ok ? accepted.shift()! : { error: p.error }));
-      return { status: 202, body: batch ? { results } : results[0] };
+      const post = parsePost(body);
+      return answered(post, await ingestor.ingest(caller, accepted(post)));
     },
 
     async 'events.get'({ caller, params }) {

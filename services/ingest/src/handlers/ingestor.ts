@@ -80,6 +80,18 @@ interface Job {
   reject(err: unknown): void;
 }
 
+/**
+ * The call's events are stored, but what they woke could not be: the call
+ * fails (no 202), and whoever tries it again does so as its client would
+ * (a retry records the events again), never as though nothing was written.
+ */
+export class RecordedUnsettled extends Error {
+  constructor(cause: unknown) {
+    super('the events were recorded but their wakes could not be settled', { cause });
+    this.name = 'RecordedUnsettled';
+  }
+}
+
 /** Transactions in flight at once; calls arriving meanwhile share the next one (group commit). */
 const MAX_PARALLEL_TX = 2;
 /** Events per shared transaction. */
@@ -202,7 +214,7 @@ export class Ingestor {
       if (plain) await this.settleWakes(group, results, stale);
     } catch (err) {
       // Recorded, but a wake may be neither done nor queued: no 202 (as after a crash here, see settleWakes).
-      group.forEach((j) => (stale.has(j) ? j.resolve('stale') : j.reject(err)));
+      group.forEach((j) => (stale.has(j) ? j.resolve('stale') : j.reject(new RecordedUnsettled(err))));
       return;
     }
     group.forEach((j, i) => j.resolve(stale.has(j) ? 'stale' : results[i]!));

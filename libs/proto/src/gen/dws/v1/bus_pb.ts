@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dws/v1/bus.proto.
  */
 export const file_dws_v1_bus: GenFile = /*@__PURE__*/
-  fileDesc("ChBkd3MvdjEvYnVzLnByb3RvEgZkd3MudjEikQEKCkFwaVJlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJEg0KBWFjdG9yGAIgASgJEgoKAm9wGAMgASgJEgwKBGJvZHkYBCABKAwSEAoIa2V5X2tpbmQYBSABKAkSEgoKcmVxdWVzdF9pZBgGIAEoCRIRCglzdXNwZW5kZWQYByABKAgSCwoDdmlhGAggASgJIrMBCghBcGlSZXBseRIOCgZzdGF0dXMYASABKA0SDAoEYm9keRgCIAEoDBISCgplcnJvcl9jb2RlGAMgASgJEhUKDWVycm9yX21lc3NhZ2UYBCABKAkSLgoHaGVhZGVycxgFIAMoCzIdLmR3cy52MS5BcGlSZXBseS5IZWFkZXJzRW50cnkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEigAMKCFN0YXJ0UnVuEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEAoId29ya2Zsb3cYAyABKAkSCwoDYXBwGAQgASgJEg4KBnJ1bm5lchgFIAEoCRIQCghldmVudF9pZBgGIAEoCRISCgpldmVudF9uYW1lGAcgASgJEg0KBWlucHV0GAggASgMEhQKDHRyaWdnZXJfa2luZBgJIAEoCRIVCg1jcmVhdGVkX2F0X21zGAogASgDEhEKCXJlcGxheV9vZhgLIAEoCRIVCg1ub3RfYmVmb3JlX21zGAwgASgDEhcKD2NvbmN1cnJlbmN5X2tleRgNIAEoCRIZChFjb25jdXJyZW5jeV9saW1pdBgOIAEoBRIQCghwcmlvcml0eRgPIAEoAxIVCg1zaW5nbGV0b25fa2V5GBAgASgJEhYKDnNpbmdsZXRvbl9tb2RlGBEgASgJEg0KBWJhdGNoGBIgASgIEg8KB3Nlc3Npb24YEyABKAkigAEKDUludm9rZVJlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRILCgNhcHAYAyABKAkSDgoGcnVubmVyGAQgASgJEhAKCHdvcmtmbG93GAUgASgJEgwKBHBhc3MYBiABKAQSDAoEYm9keRgHIAEoDCLoAQoMSW52b2tlUmVzdWx0Ei0KB291dGNvbWUYASABKA4yHC5kd3MudjEuSW52b2tlUmVzdWx0Lk91dGNvbWUSDgoGc3RhdHVzGAIgASgNEgwKBGJvZHkYAyABKAwSDQoFZXJyb3IYBCABKAkSEQoJcnVubmVyX2lkGAUgASgJImkKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhEKDU9VVENPTUVfUkVQTFkQARIVChFPVVRDT01FX05PX1JVTk5FUhACEhsKF09VVENPTUVfVFJBTlNQT1JUX0VSUk9SEAMiUwoMUm91dGVSZXF1ZXN0EhQKDHdvcmtzcGFjZV9pZBgBIAEoCRILCgNhcHAYAiABKAkSEAoId29ya2Zsb3cYAyABKAkSDgoGcnVubmVyGAQgASgJIiwKCkh0dHBUYXJnZXQSEQoJcnVubmVyX2lkGAEgASgJEgsKA3VybBgCIAEoCSJtCgpSb3V0ZVJlcGx5Eg4KBmRpcmVjdBgBIAEoCBIjCgd0YXJnZXRzGAIgAygLMhIuZHdzLnYxLkh0dHBUYXJnZXQSGgoSc2VhbGVkX3NpZ25pbmdfa2V5GAMgASgJEg4KBnR0bF9tcxgEIAEoDSKrAQoTV29ya2Zsb3dzUmVnaXN0ZXJlZBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSCwoDYXBwGAIgASgJEhEKCXJ1bm5lcl9pZBgDIAEoCRILCgN1cmwYBCABKAkSJgoJd29ya2Zsb3dzGAUgAygLMhMuZHdzLnYxLldvcmtmbG93RGVmEhgKEHJlZ2lzdGVyZWRfYXRfbXMYBiABKAMSDwoHdmVyc2lvbhgHIAEoAyIrCgtXb3JrZmxvd0RlZhIMCgRuYW1lGAEgASgJEg4KBmNvbmZpZxgCIAEoDCKKAQoRV29ya3NwYWNlVXBzZXJ0ZWQSFAoMd29ya3NwYWNlX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLc2lnbmluZ19rZXkYAyABKAkSEQoJc3VzcGVuZGVkGAQgASgIEhEKCXByb3ZpZGVycxgFIAEoDBIWCg5yZXRlbnRpb25fZGF5cxgGIAEoDSJ2ChBSdW5TdGF0dXNDaGFuZ2VkEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEhAKCHdvcmtmbG93GAQgASgJEgsKA2FwcBgFIAEoCRINCgVhdF9tcxgGIAEoA2IGcHJvdG8z");
+  fileDesc("ChBkd3MvdjEvYnVzLnByb3RvEgZkd3MudjEipgEKCkFwaVJlcXVlc3QSFAoMd29ya3NwYWNlX2lkGAEgASgJEg0KBWFjdG9yGAIgASgJEgoKAm9wGAMgASgJEgwKBGJvZHkYBCABKAwSEAoIa2V5X2tpbmQYBSABKAkSEgoKcmVxdWVzdF9pZBgGIAEoCRIRCglzdXNwZW5kZWQYByABKAgSCwoDdmlhGAggASgJEhMKC3RyYWNlcGFyZW50GAkgASgJIrMBCghBcGlSZXBseRIOCgZzdGF0dXMYASABKA0SDAoEYm9keRgCIAEoDBISCgplcnJvcl9jb2RlGAMgASgJEhUKDWVycm9yX21lc3NhZ2UYBCABKAkSLgoHaGVhZGVycxgFIAMoCzIdLmR3cy52MS5BcGlSZXBseS5IZWFkZXJzRW50cnkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiNAoPQXBpQmF0Y2hSZXF1ZXN0EiEKBWNhbGxzGAEgAygLMhIuZHdzLnYxLkFwaVJlcXVlc3QiMgoNQXBpQmF0Y2hSZXBseRIhCgdyZXBsaWVzGAEgAygLMhAuZHdzLnYxLkFwaVJlcGx5IoADCghTdGFydFJ1bhIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEhAKCHdvcmtmbG93GAMgASgJEgsKA2FwcBgEIAEoCRIOCgZydW5uZXIYBSABKAkSEAoIZXZlbnRfaWQYBiABKAkSEgoKZXZlbnRfbmFtZRgHIAEoCRINCgVpbnB1dBgIIAEoDBIUCgx0cmlnZ2VyX2tpbmQYCSABKAkSFQoNY3JlYXRlZF9hdF9tcxgKIAEoAxIRCglyZXBsYXlfb2YYCyABKAkSFQoNbm90X2JlZm9yZV9tcxgMIAEoAxIXCg9jb25jdXJyZW5jeV9rZXkYDSABKAkSGQoRY29uY3VycmVuY3lfbGltaXQYDiABKAUSEAoIcHJpb3JpdHkYDyABKAMSFQoNc2luZ2xldG9uX2tleRgQIAEoCRIWCg5zaW5nbGV0b25fbW9kZRgRIAEoCRINCgViYXRjaBgSIAEoCBIPCgdzZXNzaW9uGBMgASgJIoABCg1JbnZva2VSZXF1ZXN0EhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSCwoDYXBwGAMgASgJEg4KBnJ1bm5lchgEIAEoCRIQCgh3b3JrZmxvdxgFIAEoCRIMCgRwYXNzGAYgASgEEgwKBGJvZHkYByABKAwi6AEKDEludm9rZVJlc3VsdBItCgdvdXRjb21lGAEgASgOMhwuZHdzLnYxLkludm9rZVJlc3VsdC5PdXRjb21lEg4KBnN0YXR1cxgCIAEoDRIMCgRib2R5GAMgASgMEg0KBWVycm9yGAQgASgJEhEKCXJ1bm5lcl9pZBgFIAEoCSJpCgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABIRCg1PVVRDT01FX1JFUExZEAESFQoRT1VUQ09NRV9OT19SVU5ORVIQAhIbChdPVVRDT01FX1RSQU5TUE9SVF9FUlJPUhADIlMKDFJvdXRlUmVxdWVzdBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSCwoDYXBwGAIgASgJEhAKCHdvcmtmbG93GAMgASgJEg4KBnJ1bm5lchgEIAEoCSIsCgpIdHRwVGFyZ2V0EhEKCXJ1bm5lcl9pZBgBIAEoCRILCgN1cmwYAiABKAkibQoKUm91dGVSZXBseRIOCgZkaXJlY3QYASABKAgSIwoHdGFyZ2V0cxgCIAMoCzISLmR3cy52MS5IdHRwVGFyZ2V0EhoKEnNlYWxlZF9zaWduaW5nX2tleRgDIAEoCRIOCgZ0dGxfbXMYBCABKA0iqwEKE1dvcmtmbG93c1JlZ2lzdGVyZWQSFAoMd29ya3NwYWNlX2lkGAEgASgJEgsKA2FwcBgCIAEoCRIRCglydW5uZXJfaWQYAyABKAkSCwoDdXJsGAQgASgJEiYKCXdvcmtmbG93cxgFIAMoCzITLmR3cy52MS5Xb3JrZmxvd0RlZhIYChByZWdpc3RlcmVkX2F0X21zGAYgASgDEg8KB3ZlcnNpb24YByABKAMiKwoLV29ya2Zsb3dEZWYSDAoEbmFtZRgBIAEoCRIOCgZjb25maWcYAiABKAwiigEKEVdvcmtzcGFjZVVwc2VydGVkEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhMKC3NpZ25pbmdfa2V5GAMgASgJEhEKCXN1c3BlbmRlZBgEIAEoCBIRCglwcm92aWRlcnMYBSABKAwSFgoOcmV0ZW50aW9uX2RheXMYBiABKA0idgoQUnVuU3RhdHVzQ2hhbmdlZBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg4KBnN0YXR1cxgDIAEoCRIQCgh3b3JrZmxvdxgEIAEoCRILCgNhcHAYBSABKAkSDQoFYXRfbXMYBiABKANiBnByb3RvMw");
 
 /**
  * A public API call the gateway forwards to the service that owns it.
@@ -79,6 +79,14 @@ export type ApiRequest = Message<"dws.v1.ApiRequest"> & {
    * @generated from field: string via = 8;
    */
   via: string;
+
+  /**
+   * W3C trace context of the call inside an ApiBatchRequest (a lone call
+   * carries it as the message's traceparent header).
+   *
+   * @generated from field: string traceparent = 9;
+   */
+  traceparent: string;
 };
 
 /**
@@ -132,6 +140,47 @@ export type ApiReply = Message<"dws.v1.ApiReply"> & {
  */
 export const ApiReplySchema: GenMessage<ApiReply> = /*@__PURE__*/
   messageDesc(file_dws_v1_bus, 1);
+
+/**
+ * Calls the gateway forwards together (those of one event-loop turn, or
+ * those that arrived while its previous batches were in flight), on the
+ * owning service's batch subject. Publisher: gateway. Consumer: the owning
+ * service's queue group, which answers each call as it would alone.
+ *
+ * @generated from message dws.v1.ApiBatchRequest
+ */
+export type ApiBatchRequest = Message<"dws.v1.ApiBatchRequest"> & {
+  /**
+   * @generated from field: repeated dws.v1.ApiRequest calls = 1;
+   */
+  calls: ApiRequest[];
+};
+
+/**
+ * Describes the message dws.v1.ApiBatchRequest.
+ * Use `create(ApiBatchRequestSchema)` to create a new message.
+ */
+export const ApiBatchRequestSchema: GenMessage<ApiBatchRequest> = /*@__PURE__*/
+  messageDesc(file_dws_v1_bus, 2);
+
+/**
+ * The answers to an ApiBatchRequest, one per call, in order.
+ *
+ * @generated from message dws.v1.ApiBatchReply
+ */
+export type ApiBatchReply = Message<"dws.v1.ApiBatchReply"> & {
+  /**
+   * @generated from field: repeated dws.v1.ApiReply replies = 1;
+   */
+  replies: ApiReply[];
+};
+
+/**
+ * Describes the message dws.v1.ApiBatchReply.
+ * Use `create(ApiBatchReplySchema)` to create a new message.
+ */
+export const ApiBatchReplySchema: GenMessage<ApiBatchReply> = /*@__PURE__*/
+  messageDesc(file_dws_v1_bus, 3);
 
 /**
  * Admit a new run of a workflow.
@@ -274,7 +323,7 @@ export type StartRun = Message<"dws.v1.StartRun"> & {
  * Use `create(StartRunSchema)` to create a new message.
  */
 export const StartRunSchema: GenMessage<StartRun> = /*@__PURE__*/
-  messageDesc(file_dws_v1_bus, 2);
+  messageDesc(file_dws_v1_bus, 4);
 
 /**
  * One pass of a run: call the runner with this body.
@@ -329,7 +378,7 @@ export type InvokeRequest = Message<"dws.v1.InvokeRequest"> & {
  * Use `create(InvokeRequestSchema)` to create a new message.
  */
 export const InvokeRequestSchema: GenMessage<InvokeRequest> = /*@__PURE__*/
-  messageDesc(file_dws_v1_bus, 3);
+  messageDesc(file_dws_v1_bus, 5);
 
 /**
  * What came back from a runner for an InvokeRequest.
@@ -371,7 +420,7 @@ export type InvokeResult = Message<"dws.v1.InvokeResult"> & {
  * Use `create(InvokeResultSchema)` to create a new message.
  */
 export const InvokeResultSchema: GenMessage<InvokeResult> = /*@__PURE__*/
-  messageDesc(file_dws_v1_bus, 4);
+  messageDesc(file_dws_v1_bus, 6);
 
 /**
  * @generated from enum dws.v1.InvokeResult.Outcome
@@ -408,7 +457,7 @@ export enum InvokeResult_Outcome {
  * Describes the enum dws.v1.InvokeResult.Outcome.
  */
 export const InvokeResult_OutcomeSchema: GenEnum<InvokeResult_Outcome> = /*@__PURE__*/
-  enumDesc(file_dws_v1_bus, 4, 0);
+  enumDesc(file_dws_v1_bus, 6, 0);
 
 /**
  * Where a run's passes may go without the invoker's hop: the scheduler asks
@@ -446,7 +495,7 @@ export type RouteRequest = Message<"dws.v1.RouteRequest"> & {
  * Use `create(RouteRequestSchema)` to create a new message.
  */
 export const RouteRequestSchema: GenMessage<RouteRequest> = /*@__PURE__*/
-  messageDesc(file_dws_v1_bus, 5);
+  messageDesc(file_dws_v1_bus, 7);
 
 /**
  * A serve runner the scheduler may POST a pass to itself.
@@ -470,7 +519,7 @@ export type HttpTarget = Message<"dws.v1.HttpTarget"> & {
  * Use `create(HttpTargetSchema)` to create a new message.
  */
 export const HttpTargetSchema: GenMessage<HttpTarget> = /*@__PURE__*/
-  messageDesc(file_dws_v1_bus, 6);
+  messageDesc(file_dws_v1_bus, 8);
 
 /**
  * The invoker's answer to a RouteRequest. direct: every live runner able to
@@ -508,7 +557,7 @@ export type RouteReply = Message<"dws.v1.RouteReply"> & {
  * Use `create(RouteReplySchema)` to create a new message.
  */
 export const RouteReplySchema: GenMessage<RouteReply> = /*@__PURE__*/
-  messageDesc(file_dws_v1_bus, 7);
+  messageDesc(file_dws_v1_bus, 9);
 
 /**
  * A runner (re)registered its workflows.
@@ -569,7 +618,7 @@ export type WorkflowsRegistered = Message<"dws.v1.WorkflowsRegistered"> & {
  * Use `create(WorkflowsRegisteredSchema)` to create a new message.
  */
 export const WorkflowsRegisteredSchema: GenMessage<WorkflowsRegistered> = /*@__PURE__*/
-  messageDesc(file_dws_v1_bus, 8);
+  messageDesc(file_dws_v1_bus, 10);
 
 /**
  * One workflow as registered.
@@ -595,7 +644,7 @@ export type WorkflowDef = Message<"dws.v1.WorkflowDef"> & {
  * Use `create(WorkflowDefSchema)` to create a new message.
  */
 export const WorkflowDefSchema: GenMessage<WorkflowDef> = /*@__PURE__*/
-  messageDesc(file_dws_v1_bus, 9);
+  messageDesc(file_dws_v1_bus, 11);
 
 /**
  * A workspace was created or changed.
@@ -648,7 +697,7 @@ export type WorkspaceUpserted = Message<"dws.v1.WorkspaceUpserted"> & {
  * Use `create(WorkspaceUpsertedSchema)` to create a new message.
  */
 export const WorkspaceUpsertedSchema: GenMessage<WorkspaceUpserted> = /*@__PURE__*/
-  messageDesc(file_dws_v1_bus, 10);
+  messageDesc(file_dws_v1_bus, 12);
 
 /**
  * A run changed status.
@@ -694,5 +743,5 @@ export type RunStatusChanged = Message<"dws.v1.RunStatusChanged"> & {
  * Use `create(RunStatusChangedSchema)` to create a new message.
  */
 export const RunStatusChangedSchema: GenMessage<RunStatusChanged> = /*@__PURE__*/
-  messageDesc(file_dws_v1_bus, 11);
+  messageDesc(file_dws_v1_bus, 13);
 
