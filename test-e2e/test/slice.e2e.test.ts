@@ -99,6 +99,54 @@ describe.each(modes)('slice on %s', (mode) => {
     });
   }, 90_000);
 
+  it('answers POSTs sent at once by many clients each with its own 202 (the gateway forwards them to ingest together)', async () => {
+    // Sixty POSTs in flight at once: single events, bad ones, arrays, and two past the size one batch carries.
+    const bodies = Array.from({ length: 60 }, (_, i): unknown => {
+      if (i % 12 === 5) return { name: '  ' };
+      if (i % 12 === 7) return [{ name: 'user.signed_up', data: { name: `arr${i}` } }, { name: '' }];
+      if (i % 30 === 10) return { name: 'user.signed_up', data: { name: `big${i}`, pad: 'p'.repeat(300 * 1024) } };
+      return { name: 'user.signed_up', data: { name: `c${i}` } };
+    });
+    // The gateway's count of the calls it sent ingest and of the bus requests that carried them (docs/metrics.md).
+    const batches = async () => {
+      const text = await (await fetch(`${dep.base}/metrics`)).text();
+      const read = (part: string) => Number(new RegExp(`^dws_api_batch_calls_${part}\\{service="ingest"\\} (\\S+)`, 'm').exec(text)?.[1] ?? 0);
+      return { calls: read('sum'), requests: read('count') };
+    };
+    const before = await batches();
+    const sent = await Promise.all(bodies.map((body) => api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body })));
+    const after = await batches();
+    // The POSTs the gateway did not refuse itself went to ingest, some requests carrying several.
+    const calls = after.calls - before.calls;
+    expect(calls).toBeGreaterThanOrEqual(55);
+    expect(calls).toBeLessThanOrEqual(60);
+    // Over NATS calls overlap while in flight; embedded, ingest answers each within the turn that sent it, so they seldom do.
+    if (mode !== 'embedded') expect(after.requests - before.requests).toBeLessThan(calls);
+    const expected = new Map<string, string>();
+    sent.forEach((res, i) => {
+      const body = bodies[i] as { data?: { name: string } } | { data: { name: string } }[];
+      if (i % 12 === 5) {
+        expect([i, res.status, res.body.error?.code]).toEqual([i, 400, 'invalid_event']);
+      } else if (Array.isArray(body)) {
+        expect([i, res.status]).toEqual([i, 202]);
+        expect(res.body.results[1].error.code).toBe('invalid_event');
+        expected.set(res.body.results[0].runId, body[0]!.data.name);
+      } else {
+        expect([i, res.status]).toEqual([i, 202]);
+        expected.set(res.body.runId, (body as { data: { name: string } }).data.name);
+      }
+    });
+    expect(expected.size).toBe(55);
+    // Each run is the one its own POST started: its input is that POST's event.
+    for (const [runId, name] of expected) {
+      const run = await eventually(`run ${runId} to succeed`, async () => {
+        const r = await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.secretKey });
+        return r.status === 200 && runReached(r.body) ? r.body : undefined;
+      });
+      expect([run.input.name, run.result.greeting]).toEqual([name, `Hello, ${name.toUpperCase()}`]);
+    }
+  }, 120_000);
+
   it('carries payloads past the bus message size: a 1 MiB event, a 2.4 MB memo, a 600 KB result', async () => {
     const blob = 'b'.repeat(1024 * 1024 - 200);
     const sent = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'bulky', data: { blob } } });
