@@ -44,6 +44,33 @@ describe('TurnBatcher', () => {
     expect(calls.length - 1).toBeLessThanOrEqual(2);
   });
 
+  it('takes a call answered a moment ago as busy, however long ago it left (one process, answers worked out on the same thread)', async () => {
+    const sizes: number[] = [];
+    const b = new TurnBatcher<number, number>(
+      async (_k, items) => {
+        sizes.push(items.length);
+        // The answer worked out synchronously, as an in-process service on an embedded database does.
+        const t = performance.now();
+        while (performance.now() - t < 3);
+        return items;
+      },
+      { maxItems: 100 },
+    );
+    await b.add('k', 0);
+    sizes.length = 0;
+    await new Promise<unknown>((resolve) => {
+      const all: Promise<number>[] = [];
+      for (let i = 1; i <= 6; i++) {
+        setImmediate(() => {
+          all.push(b.add('k', i));
+          if (all.length === 6) resolve(Promise.all(all));
+        });
+      }
+    });
+    expect(sizes.reduce((a, n) => a + n, 0)).toBe(6);
+    expect(sizes.length).toBeLessThanOrEqual(2);
+  });
+
   it('keeps at most maxInFlight calls per key out; what arrives meanwhile goes in the next call', async () => {
     const { calls, send } = recorder(false);
     const b = new TurnBatcher(send, { maxItems: 100, maxInFlight: 2, slowCallMs: 60_000 });

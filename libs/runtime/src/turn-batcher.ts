@@ -7,10 +7,12 @@ export interface TurnBatcherOptions<T> {
   /** A call in flight longer than this no longer holds back the next one. @default 50 */
   slowCallMs?: number;
   /**
-   * When the last call (of any key) left longer ago than this, it is a quiet
-   * moment: the next item's call goes at once. Otherwise the items of a turn
-   * go together at its end. "No call in flight" alone is no sign of quiet in
-   * one process, where an answer comes back within the turn. @default 1
+   * When the last call (of any key) left, and the last answer came, longer
+   * ago than this, it is a quiet moment: the next item's call goes at once.
+   * Otherwise the items of a turn go together at its end. "No call in
+   * flight" alone is no sign of quiet in one process, where an answer comes
+   * back within the turn, nor is a call that left a while ago when its
+   * answer took that long to work out on the same thread. @default 1
    */
   quietAfterMs?: number;
   /** An item's weight (its bytes, say): a call holds at most `maxWeight`, or one item whatever it weighs. */
@@ -35,8 +37,8 @@ interface Pending<T, R> {
  */
 export class TurnBatcher<T, R> {
   private readonly queues = new Map<string, { items: Pending<T, R>[]; inFlight: number }>();
-  /** performance.now() of the last call: what tells a quiet moment. */
-  private lastCall = -Infinity;
+  /** performance.now() of the last call sent or answered: what tells a quiet moment. */
+  private lastBusy = -Infinity;
   private readonly maxInFlight: number;
   private readonly slowCallMs: number;
   private readonly quietAfterMs: number;
@@ -57,7 +59,7 @@ export class TurnBatcher<T, R> {
       q.items.push({ item, resolve, reject });
       // A drain is already due (items waiting) or will follow a call's answer (slots full).
       if (q.items.length > 1 || q.inFlight >= this.maxInFlight) return;
-      const quiet = q.inFlight === 0 && performance.now() - this.lastCall > this.quietAfterMs;
+      const quiet = q.inFlight === 0 && performance.now() - this.lastBusy > this.quietAfterMs;
       if (quiet) queueMicrotask(() => this.drain(key));
       else setImmediate(() => this.drain(key));
     });
@@ -69,7 +71,7 @@ export class TurnBatcher<T, R> {
     while (q.items.length > 0 && q.inFlight < this.maxInFlight) {
       const batch = q.items.splice(0, this.takeCount(q.items));
       q.inFlight++;
-      this.lastCall = performance.now();
+      this.lastBusy = performance.now();
       let released = false;
       const release = () => {
         if (released) return;
@@ -89,10 +91,12 @@ export class TurnBatcher<T, R> {
       }
       sent.then(
         (results) => {
+          this.lastBusy = performance.now();
           batch.forEach((p, i) => p.resolve(results[i]!));
           release();
         },
         (err: unknown) => {
+          this.lastBusy = performance.now();
           for (const p of batch) p.reject(err);
           release();
         },
