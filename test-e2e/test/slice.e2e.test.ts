@@ -120,8 +120,7 @@ describe.each(modes)('slice on %s', (mode) => {
     const calls = after.calls - before.calls;
     expect(calls).toBeGreaterThanOrEqual(55);
     expect(calls).toBeLessThanOrEqual(60);
-    // Over NATS calls overlap while in flight; embedded, ingest answers each within the turn that sent it, so they seldom do.
-    if (mode !== 'embedded') expect(after.requests - before.requests).toBeLessThan(calls);
+    expect(after.requests - before.requests).toBeLessThan(calls);
     const expected = new Map<string, string>();
     sent.forEach((res, i) => {
       const body = bodies[i] as { data?: { name: string } } | { data: { name: string } }[];
