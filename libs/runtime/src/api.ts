@@ -252,7 +252,7 @@ const batchCalls = histogram('dws_api_batch_calls', 'Calls per bus request of th
  */
 export class ApiBatcher {
   private readonly singleUntil = new Map<string, number>();
-  private readonly batches = new TurnBatcher<ApiRequest, ApiReply>((service, reqs) => this.send(service, reqs), {
+  private readonly batches = new TurnBatcher<ApiRequest, ApiReply | { failed: unknown }>((service, reqs) => this.send(service, reqs), {
     maxItems: BATCH_MAX_CALLS,
     weigh: (req) => req.body.length,
     maxWeight: BATCH_MAX_BYTES,
@@ -262,12 +262,15 @@ export class ApiBatcher {
 
   /** As callApi, in a batch when others are being called at the same time. */
   async call(service: string, op: string, caller: Caller, payload: ApiPayload): Promise<ApiResponse> {
-    return responseOf(await this.batches.add(service, requestOf(op, caller, payload)));
+    const reply = await this.batches.add(service, requestOf(op, caller, payload));
+    if ('failed' in reply) throw reply.failed;
+    return responseOf(reply);
   }
 
-  private async send(service: string, reqs: ApiRequest[]): Promise<ApiReply[]> {
+  private async send(service: string, reqs: ApiRequest[]): Promise<(ApiReply | { failed: unknown })[]> {
     batchCalls.observe(reqs.length, { service });
-    const alone = () => Promise.all(reqs.map((req) => requestOne(this.bus, service, req, BATCH_TIMEOUT_MS)));
+    // One at a time, each call's bus failure is its own.
+    const alone = () => Promise.all(reqs.map((req) => requestOne(this.bus, service, req, BATCH_TIMEOUT_MS).catch((failed: unknown) => ({ failed }))));
     if (reqs.length === 1 || Date.now() < (this.singleUntil.get(service) ?? 0)) return alone();
     let bytes: Uint8Array;
     try {

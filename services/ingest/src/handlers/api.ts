@@ -55,8 +55,10 @@ const TOGETHER_MAX_EVENTS = 500;
  * workspace, key and standing go to the ingestor as one call, as one POST
  * of all their events would (each then gets its own 202): many clients
  * posting one event each cost ingest about what one batch of them does.
- * A call with trace context of its own goes alone (its spans are its own).
- * If a shared call fails, each POST of it is tried alone, as it came.
+ * The shared call carries its first POST's request id (its log lines and
+ * wake); a call with trace context of its own goes alone (its spans are its
+ * own). If a shared call fails having stored nothing, each POST of it is
+ * tried alone, as it came; if it stored its events, each POST fails.
  */
 async function ingestTogether(ingestor: Ingestor, calls: ApiCall[]): Promise<PromiseSettledResult<ApiResult>[]> {
   const out: PromiseSettledResult<ApiResult>[] = [];
