@@ -30,6 +30,8 @@ export interface InvokerOptions {
   serveScheduler?: boolean;
   /** Infer retry backoff base (tests shorten it). */
   infer?: { backoffBaseMs?: number };
+  /** How long a pass waits for a workspace key not consumed yet. @default 5000 */
+  keyWaitMs?: number;
 }
 
 export interface InvokerHandle extends ServiceHandle {
@@ -54,7 +56,7 @@ export async function startInvoker(cfg: Config, infra: Infra, opts: InvokerOptio
   await bus.ensureStream(streams.schedulerCmds);
 
   const sealKey = sealKeyFor(cfg);
-  const directory = new RunnerDirectory(db, sealKey);
+  const directory = new RunnerDirectory(db, sealKey, undefined, opts.keyWaitMs);
   const outbox = new Outbox({ db, bus, schema: 'invoker', log });
   outbox.start();
 

@@ -60,7 +60,10 @@ export interface Harness {
   db: Database;
   bus: Bus;
   invoker: InvokerHandle;
-  workspace(signingKey?: string): Promise<Workspace>;
+  /** A workspace the gateway announced (WorkspaceUpserted) and the invoker stored; `announce` false: not announced yet. */
+  workspace(signingKey?: string, announce?: boolean): Promise<Workspace>;
+  /** Publish the workspace's WorkspaceUpserted as the gateway does, and wait until the invoker stored it. */
+  announce(ws: Workspace): Promise<void>;
   call(ws: Workspace, op: string, payload?: { query?: Record<string, unknown>; body?: unknown }): Promise<{ status: number; body: any }>;
   invoke(ws: Workspace, req: { app: string; workflow: string; runner?: string; runId?: string; steps?: InvokeRequestBody['steps']; data?: unknown }): Promise<InvokeOutcome>;
   /** A serve runner on a real HTTP port, registered through the invoker's API. */
@@ -111,17 +114,21 @@ export async function startHarness(mode: Mode, opts: InvokerOptions = {}, env: R
     db,
     bus,
     invoker,
-    async workspace(signingKey = `sk_sign_${uniqueName('k')}`) {
+    async workspace(signingKey = `sk_sign_${uniqueName('k')}`, announce = true) {
       const id = uniqueName('ws');
+      const ws = { id, signingKey, caller: { workspaceId: id, actor: 'tester', keyKind: 'secret', requestId: '' } };
+      if (announce) await h.announce(ws);
+      return ws;
+    },
+    async announce(ws) {
       await bus.ensureStream(streams.gatewayFacts);
-      const fact = create(WorkspaceUpsertedSchema, { workspaceId: id, name: id, signingKey, suspended: false });
-      await bus.publish(subjects.workspaceUpserted, toBinary(WorkspaceUpsertedSchema, fact), { msgId: `ws-${id}` });
+      const fact = create(WorkspaceUpsertedSchema, { workspaceId: ws.id, name: ws.id, signingKey: ws.signingKey, suspended: false });
+      await bus.publish(subjects.workspaceUpserted, toBinary(WorkspaceUpsertedSchema, fact), { msgId: `ws-${ws.id}` });
       const deadline = Date.now() + 10_000;
-      while ((await db.query('select 1 from invoker.workspaces where id = $1', [id])).length === 0) {
+      while ((await db.query('select 1 from invoker.workspaces where id = $1', [ws.id])).length === 0) {
         if (Date.now() > deadline) throw new Error('the invoker never stored the workspace');
         await new Promise((r) => setTimeout(r, 20));
       }
-      return { id, signingKey, caller: { workspaceId: id, actor: 'tester', keyKind: 'secret', requestId: '' } };
     },
     async call(ws, op, payload = {}) {
       const res = await callApi(bus, 'invoker', op, ws.caller, {

@@ -42,6 +42,7 @@ const MAX_TARGETS = 3;
  * keeps all of it. Same reasoning and value as the scheduler's INVOKER_SILENCE_MS.
  */
 const REPLICA_SILENCE_MS = 5000;
+const KEY_UNKNOWN = 'The workspace signing key is not known to the invoker yet.';
 type Result = Uint8Array;
 /** One attempt: `done` is the answer; `elsewhere` means the runner cannot have seen the invoke, try another. */
 type Attempt = { kind: 'done'; result: Result } | { kind: 'elsewhere'; result: Result };
@@ -93,8 +94,8 @@ export function serveInvokes(o: InvokeRouting): { subs: Subscription[]; close():
 
   /** `span`, `tp`: the `invoker.invoke` span and its traceparent, with tracing on. */
   async function route(req: InvokeRequest, span?: Span, tp?: string): Promise<Result> {
-    const key = await o.directory.signingKey(req.workspaceId);
-    if (!key) return result(InvokeResult_Outcome.TRANSPORT_ERROR, { error: 'The workspace signing key is not known to the invoker yet.' });
+    const key = await o.directory.signingKeyAwaited(req.workspaceId);
+    if (!key) return result(InvokeResult_Outcome.TRANSPORT_ERROR, { error: KEY_UNKNOWN });
     const tried = new Set<string>();
     const triedIds = new Set<string>();
     let last: Result | undefined;
@@ -215,8 +216,8 @@ export function serveInvokes(o: InvokeRouting): { subs: Subscription[]; close():
       if (!req) return result(InvokeResult_Outcome.TRANSPORT_ERROR, { error: 'ReplicaInvoke without a request' });
       const attributes = { ...invokeAttributes(req), 'dws.runner.id': msg.runnerId, 'dws.runner.transport': 'connect' };
       return traced('invoker.relay', { headers, runId: req.runId, attributes }, async (_span, tp) => {
-        const key = await o.directory.signingKey(req.workspaceId);
-        if (!key) return result(InvokeResult_Outcome.TRANSPORT_ERROR, { error: 'The workspace signing key is not known to the invoker yet.' });
+        const key = await o.directory.signingKeyAwaited(req.workspaceId);
+        if (!key) return result(InvokeResult_Outcome.TRANSPORT_ERROR, { error: KEY_UNKNOWN });
         return fromSocket(await local(req, msg.runnerId, key, tp), msg.runnerId).result;
       });
     }),
