@@ -96,6 +96,14 @@ describe.each(modes)('tracing on %s', (mode) => {
         r.workflow('direct', { triggers: [{ event: 'trace/direct' }] }, async ({ step }) => step.run('only', () => 'done'));
         r.workflow('parent', { triggers: [{ event: 'trace/parent' }] }, async ({ step }) => step.runWorkflow('kid', { workflow: 'child', data: { x: 1 } }));
         r.workflow<{ x: number }>('child', async ({ event, step }) => step.run('double', () => event.data.x * 2));
+        r.workflow(
+          'doomed',
+          { triggers: [{ event: 'trace/doomed' }], onFailure: async ({ step }) => step.run('mop', () => 'mopped') },
+          async ({ step }) =>
+            step.run('boom', () => {
+              throw new Error('doomed');
+            }),
+        );
         r.workflow('think', { triggers: [{ event: 'trace/think' }] }, async ({ step }) => (await step.ai.generate('ask', { model: 'claude-e2e', prompt: 'hello', maxTokens: 8 })).text);
       },
       { app: 'traced-serve' },
@@ -234,6 +242,45 @@ describe.each(modes)('tracing on %s', (mode) => {
     expect(parentPasses.find((s) => s.spanId === link?.spanId)).toMatchObject({ name: 'run.pass', traceId: runTraceIds(parentId).traceId });
     expect(spans.filter((s) => s.name === 'run.pass').every((s) => s.parentSpanId === child.rootSpanId)).toBe(true);
     expect(spans.find((s) => s.name === 'step.run')!.attributes['dws.step.name']).toBe('double');
+  }, 90_000);
+
+  it('roots the traces of an onFailure run and of a replay at the scheduler, which creates them', async () => {
+    const sent = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'trace/doomed', data: {} } });
+    const failedId = sent.body.runId as string;
+    await eventually('the doomed run to fail', async () => runReached((await api(dep.base, 'GET', `/v1/runs/${failedId}`, { key: dep.secretKey })).body, 'failed'));
+    const followOn = await eventually('its onFailure run to succeed', async () => {
+      const runs = (await api(dep.base, 'GET', '/v1/runs?q=doomed', { key: dep.secretKey })).body as { id: string; status: string }[];
+      return runs.find((r) => r.id !== failedId && r.status === 'succeeded');
+    });
+    const spans = await traceOf(followOn.id, (s) => s.some((x) => x.name === 'workflow.pass'));
+    const root = spans.find((s) => s.parentSpanId === '');
+    expect(root).toMatchObject({
+      name: 'run.start',
+      service: svc('scheduler'),
+      spanId: runTraceIds(followOn.id).rootSpanId,
+      attributes: expect.objectContaining({ 'dws.trigger': 'onFailure', 'dws.failed.run.id': failedId, 'dws.workflow': 'doomed' }),
+    });
+    expect(spans.filter((s) => s.name === 'run.pass').every((s) => s.parentSpanId === root!.spanId)).toBe(true);
+    // Linked to the failed run's pass whose reply failed it.
+    const [link] = root!.links;
+    expect(link?.traceId).toBe(runTraceIds(failedId).traceId);
+    const linked = await eventually('the failed run\'s pass span', async () => receiver.spans.find((s) => s.traceId === link!.traceId && s.spanId === link!.spanId));
+    expect(linked).toMatchObject({ name: 'run.pass', attributes: expect.objectContaining({ 'dws.decision': 'fail' }) });
+
+    const sourceId = await runToEnd({ name: 'trace/direct', data: {} });
+    const replay = await api(dep.base, 'POST', `/v1/runs/${sourceId}/replay`, { key: dep.secretKey });
+    expect(replay.status).toBe(201);
+    const replayId = replay.body.id as string;
+    await eventually('the replay to succeed', async () => runReached((await api(dep.base, 'GET', `/v1/runs/${replayId}`, { key: dep.secretKey })).body));
+    const replaySpans = await traceOf(replayId, (s) => s.some((x) => x.name === 'workflow.pass'));
+    expect(replaySpans.filter((s) => s.parentSpanId === '')).toEqual([
+      expect.objectContaining({
+        name: 'run.start',
+        service: svc('scheduler'),
+        spanId: runTraceIds(replayId).rootSpanId,
+        attributes: expect.objectContaining({ 'dws.trigger': 'replay', 'dws.replay.of': sourceId, 'dws.workflow': 'direct' }),
+      }),
+    ]);
   }, 90_000);
 
   it('puts the invoker\'s model call of an Infer step in the run\'s trace', async () => {

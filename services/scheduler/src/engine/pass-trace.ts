@@ -2,6 +2,9 @@ import { endSpan, headersOf, runContext, SpanKind, startRunRoot, trace, tracepar
 import type { Decision } from '../domain/reply.js';
 import type { HeldRun } from './held-run.js';
 
+type Attributes = Record<string, string>;
+type Link = { context: ReturnType<Span['spanContext']> };
+
 /**
  * The spans of one pass (docs/tracing.md), made only while tracing is on:
  * `run.pass` under the root of the run's trace (its ids come from the run
@@ -12,6 +15,8 @@ import type { HeldRun } from './held-run.js';
  */
 export class PassTrace {
   private apply: Span | undefined;
+  /** Runs the pass's commit started other than the decision's children: an onFailure run. */
+  private readonly started: { runId: string; attributes: Attributes }[] = [];
   /** The W3C traceparent a runner or the invoker continues: the `runner.invoke` span's. */
   readonly traceparent: string;
 
@@ -67,11 +72,16 @@ export class PassTrace {
     this.apply = this.t.startSpan('pass.apply', {}, this.ctx);
   }
 
+  /** The pass's commit started the onFailure run of the run it failed. */
+  onFailureRun(runId: string, workflow: string): void {
+    this.started.push({ runId, attributes: { 'dws.workflow': workflow, 'dws.trigger': 'onFailure', 'dws.failed.run.id': this.runId } });
+  }
+
   /**
    * Ends `pass.apply` and `run.pass` once `applied` settles, with what the
-   * reply decided. A child run the pass started (step.invoke) gets the root
-   * of its own trace here, `run.start`, linked to this pass: the scheduler
-   * creates it, so nobody else would.
+   * reply decided. A child run the pass started (step.invoke) and an
+   * onFailure run get the root of their own trace here, `run.start`, linked
+   * to this pass: the scheduler creates them, so nobody else would.
    */
   static async settle(pt: PassTrace | undefined, decision: Decision, applied: Promise<boolean>): Promise<boolean> {
     if (!pt) return applied;
@@ -90,15 +100,26 @@ export class PassTrace {
   }
 
   private childRoots(decision: Decision): void {
-    const parent = this.pass.spanContext();
+    const links = [{ context: this.pass.spanContext() }];
     for (const s of decision.steps) {
       if (!s.child) continue;
-      const root = startRunRoot(this.t, 'run.start', s.child.runId, {
-        kind: SpanKind.PRODUCER,
-        links: [{ context: parent }],
-        attributes: { 'dws.run.id': s.child.runId, 'dws.workflow': s.child.workflow, 'dws.trigger': 'invoke', 'dws.parent.run.id': this.runId },
-      });
-      root.end();
+      rootOf(this.t, s.child.runId, { 'dws.workflow': s.child.workflow, 'dws.trigger': 'invoke', 'dws.parent.run.id': this.runId }, links);
     }
+    for (const r of this.started) rootOf(this.t, r.runId, r.attributes, links);
   }
+}
+
+/**
+ * The root of a run's trace for a run the scheduler itself creates (a child,
+ * an onFailure run, a replay): ingest roots the runs an event or a schedule
+ * starts, and without this the passes of these would hang under a root
+ * nobody exports. A no-op with tracing off.
+ */
+export function traceRunStart(runId: string, attributes: Attributes): void {
+  const t = tracer();
+  if (t) rootOf(t, runId, attributes);
+}
+
+function rootOf(t: Tracer, runId: string, attributes: Attributes, links?: Link[]): void {
+  startRunRoot(t, 'run.start', runId, { kind: SpanKind.PRODUCER, ...(links && { links }), attributes: { 'dws.run.id': runId, ...attributes } }).end();
 }

@@ -7,6 +7,7 @@ import { cancelLockedRun, insertQueuedRun, type RunEffects } from '../store/effe
 import { singletonState } from '../store/flow.js';
 import { resolveStep, type NewFrame } from '../store/runs.js';
 import { liveRunOf, type LiveRun } from '../engine/live.js';
+import { traceRunStart } from '../engine/pass-trace.js';
 import {
   cancelPauseRequest,
   copySteps,
@@ -27,6 +28,14 @@ const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 const RUN_STATUSES = new Set(['queued', 'running', 'waiting', 'paused', 'succeeded', 'failed', 'cancelled']);
 /** Per-call ceiling of bulk replay (SPEC leaves the value open). */
 export const BULK_REPLAY_CEILING = 1000;
+/** A run forked from `of` (replay, retry-from-step), and its frame to go live once committed. */
+interface Forked {
+  id: string;
+  of: string;
+  workflow: string;
+  live: RunEffects['live'];
+}
+
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
 interface WakeEvent {
@@ -81,8 +90,8 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
     for (const [r, frames] of live) deps.live(r, frames);
   };
 
-  /** A new run from a finished one (replay, retry-from-step, bulk replay), with its queued frame to publish once `tx` commits. */
-  const fork = async (tx: Database, src: ControlRun, inputJson: string): Promise<{ id: string; live: RunEffects['live'] }> => {
+  /** A new run from a finished one (replay, retry-from-step, bulk replay), with its queued frame to publish once `tx` commits (`launch`). */
+  const fork = async (tx: Database, src: ControlRun, inputJson: string): Promise<Forked> => {
     const id = ids.run();
     const { live } = await insertQueuedRun(tx, {
       id,
@@ -96,7 +105,13 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
       replayOf: src.id,
       inputJson,
     });
-    return { id, live };
+    return { id, live, of: src.id, workflow: src.workflow };
+  };
+
+  /** A fork committed: its frame goes live and its trace gets its root (`run.start`). */
+  const launch = (f: Forked) => {
+    publish(f.live);
+    traceRunStart(f.id, { 'dws.workflow': f.workflow, 'dws.trigger': 'replay', 'dws.replay.of': f.of });
   };
 
   return {
@@ -152,33 +167,33 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
 
     async 'runs.replay'({ caller, params, body }) {
       const override = body !== undefined && body !== null && typeof body === 'object' && 'input' in (body as object);
-      const { id: newId, live } = await db.tx(async (tx) => {
+      const forked = await db.tx(async (tx) => {
         const run = await mustLock(tx, caller, params.id);
         if (!TERMINAL.has(run.status)) throw conflict('run_not_finished', `Run is ${run.status}; only a finished run can be replayed.`);
         return fork(tx, run, override ? JSON.stringify((body as { input: unknown }).input ?? null) : run.input);
       });
-      publish(live);
+      launch(forked);
       deps.nudge();
-      await audit(caller, 'replay', { runId: params.id, newRunId: newId, detail: override ? { inputOverridden: true } : undefined });
-      return { status: 201, body: await deps.runRecord(caller.workspaceId, newId) };
+      await audit(caller, 'replay', { runId: params.id, newRunId: forked.id, detail: override ? { inputOverridden: true } : undefined });
+      return { status: 201, body: await deps.runRecord(caller.workspaceId, forked.id) };
     },
 
     async 'runs.retryFromStep'({ caller, params, body }) {
       const step = str((body as { step?: unknown } | undefined)?.step);
       if (!step) throw invalid('step_required', 'Body must name the step to retry from: { "step": "<name>" }.');
-      const { id: newId, live } = await db.tx(async (tx) => {
+      const forked = await db.tx(async (tx) => {
         const run = await mustLock(tx, caller, params.id);
         if (!TERMINAL.has(run.status)) throw conflict('run_not_finished', `Run is ${run.status}; only a finished run can be retried.`);
         const carried = await stepsBefore(tx, run.id, step);
         if (!carried) throw notFound('step');
-        const forked = await fork(tx, run, run.input);
-        await copySteps(tx, forked.id, run.workspace_id, carried);
-        return forked;
+        const f = await fork(tx, run, run.input);
+        await copySteps(tx, f.id, run.workspace_id, carried);
+        return f;
       });
-      publish(live);
+      launch(forked);
       deps.nudge();
-      await audit(caller, 'retry_from_step', { runId: params.id, newRunId: newId, detail: { step } });
-      return { status: 201, body: await deps.runRecord(caller.workspaceId, newId) };
+      await audit(caller, 'retry_from_step', { runId: params.id, newRunId: forked.id, detail: { step } });
+      return { status: 201, body: await deps.runRecord(caller.workspaceId, forked.id) };
     },
 
     async 'runs.bulkReplay'({ caller, body }) {
@@ -207,7 +222,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
             return fork(tx, run, run.input);
           });
           if (forked) {
-            publish(forked.live);
+            launch(forked);
             replayed++;
           } else skipped++;
         } catch (err) {
