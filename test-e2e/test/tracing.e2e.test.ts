@@ -82,8 +82,8 @@ describe.each(modes)('tracing on %s', (mode) => {
     conn = runner.connect();
     await conn.ready;
     // A fresh fleet's invoker learns the workspace's signing key from the gateway's fact a moment after it
-    // starts; until then its invokes fail and are retried. This file is about each pass's spans: wait for it
-    // (the runner's keyMatch is the invoker's comparison with the key it knows).
+    // starts; until then its invokes wait for it, up to 5 s, and then fail and are retried. This file is about
+    // each pass's spans: wait for it (the runner's keyMatch is the invoker's comparison with the key it knows).
     await eventually(
       'the invoker to know the workspace signing key',
       async () => ((await api(dep.base, 'GET', '/v1/runners', { key: dep.secretKey })).body as { id: string; keyMatch?: boolean }[]).some((r) => r.id === 'traced-1' && r.keyMatch) || undefined,
