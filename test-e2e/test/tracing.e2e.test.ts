@@ -196,6 +196,18 @@ describe.each(modes)('tracing on %s', (mode) => {
     // Each step ran once, in a step.run span under the runner's pass span.
     expect(steps(spans).sort()).toEqual(['a', 'b', 'c']);
     for (const s of spans.filter((x) => x.name === 'step.run')) expect(parentOf(s)).toMatchObject({ name: 'workflow.pass', service: 'runner' });
+    // a was stored before b started (a checkpoint, relayed by the invoker over the bus): durable before the
+    // handler went past it. b and c rode their passes' replies.
+    const firstPass = [...passes].sort((x, y) => x.startMs - y.startMs)[0]!;
+    const stored = spans.filter((s) => s.name === 'pass.checkpoint');
+    expect(stored).toEqual([
+      expect.objectContaining({
+        service: svc('scheduler'),
+        parentSpanId: firstPass.spanId,
+        attributes: expect.objectContaining({ 'dws.checkpoint.path': 'bus', 'dws.checkpoint.steps': 1, 'dws.checkpoint.stored': true }),
+      }),
+    ]);
+    expect(spans.find((s) => s.attributes['dws.step.name'] === 'b')!.startMs).toBeGreaterThanOrEqual(stored[0]!.endMs - 2);
     // The later pass (after the sleep) joined the same trace: c ran in it.
     const lastPass = passes.sort((a, b) => a.startMs - b.startMs).at(-1)!;
     const cSpan = spans.find((s) => s.attributes['dws.step.name'] === 'c')!;

@@ -235,6 +235,7 @@ export class Engine {
       run.checkpointed = 0;
       // Tracing off: undefined, and nothing more is done for it.
       const trace = PassTrace.start(run);
+      run.trace = trace;
       let reply: PassOutcome;
       const t0 = performance.now();
       try {
@@ -255,6 +256,7 @@ export class Engine {
         infer && cfg?.aiSpend ? { ceilings: cfg.aiSpend, ...(await aiSpendOf(this.o.db, run, cfg.aiSpend.perWindow?.windowMs ?? 0)) } : undefined;
       const decision = decide(this.view(run, cfg?.maxAttempts ?? 1, aiSpend), outcome, Date.now(), NEW_IDS);
       const again = await PassTrace.settle(trace, decision, this.apply(run, decision, logsOf(outcome), trace));
+      run.trace = undefined;
       if (!again || this.stopping) return;
     }
   }
@@ -309,7 +311,7 @@ export class Engine {
     const logs = Array.isArray(body.logs) ? (body.logs as ReturnType<typeof logsOf>) : [];
     const stored = run.applying.then(() => this.storeCheckpoint(run, pass, steps, logs));
     run.applying = stored.catch(() => undefined);
-    const ok = await stored;
+    const ok = await (run.trace ? run.trace.checkpoint(path, steps.length, stored) : stored);
     checkpoints.inc({ path, outcome: ok ? 'stored' : 'refused' });
     return ok;
   }

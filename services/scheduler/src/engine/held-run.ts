@@ -1,6 +1,7 @@
 import type { StepError } from '@dws/protocol';
 import { memoEntry } from '../domain/invoke-body.js';
 import type { NewFrame, ClaimedRun, StoredStep } from '../store/runs.js';
+import type { PassTrace } from './pass-trace.js';
 
 /** A parked step: a sleep, a wait, a child run, a hand-off. */
 export interface PendingStep {
@@ -48,6 +49,8 @@ export interface HeldRun {
   checkpointed: number;
   /** The checkpoint being applied, if any: checkpoints and the pass's own reply apply one at a time. */
   applying: Promise<unknown>;
+  /** The spans of the pass in flight, with tracing on: its checkpoints' go under it. */
+  trace: PassTrace | undefined;
   /**
    * A new run's first frames, published again with its next ones: a client
    * follows a run it started once its POST's 202 names it, and the gateway's
@@ -58,7 +61,7 @@ export interface HeldRun {
   firstFramesAgain: NewFrame[] | undefined;
 }
 
-type Fresh = 'memo' | 'known' | 'stepAttempts' | 'pending' | 'logKeys' | 'pendingFrames' | 'invoking' | 'checkpointed' | 'applying' | 'firstFramesAgain';
+type Fresh = 'memo' | 'known' | 'stepAttempts' | 'pending' | 'logKeys' | 'pendingFrames' | 'invoking' | 'checkpointed' | 'applying' | 'trace' | 'firstFramesAgain';
 
 export function newHeldRun(fields: Omit<HeldRun, Fresh>): HeldRun {
   return {
@@ -72,6 +75,7 @@ export function newHeldRun(fields: Omit<HeldRun, Fresh>): HeldRun {
     invoking: false,
     checkpointed: 0,
     applying: Promise.resolve(),
+    trace: undefined,
     firstFramesAgain: undefined,
   };
 }

@@ -10,8 +10,9 @@ type Link = { context: ReturnType<Span['spanContext']> };
  * `run.pass` under the root of the run's trace (its ids come from the run
  * id, so every pass on any replica joins it with nothing stored), and under
  * it `runner.invoke` (client: the call that reaches the runner, directly or
- * through the invoker; its context is what the runner continues) then
- * `pass.apply` (deciding and writing the reply).
+ * through the invoker; its context is what the runner continues), a
+ * `pass.checkpoint` for each checkpoint stored meanwhile, then `pass.apply`
+ * (deciding and writing the reply).
  */
 export class PassTrace {
   private apply: Span | undefined;
@@ -70,6 +71,22 @@ export class PassTrace {
     this.invoke.setAttribute('dws.invoke.outcome', outcome);
     this.invoke.end();
     this.apply = this.t.startSpan('pass.apply', {}, this.ctx);
+  }
+
+  /** A checkpoint of this pass (steps stored mid-pass): `pass.checkpoint` under `run.pass`, ended when `stored` settles. */
+  async checkpoint(path: string, steps: number, stored: Promise<boolean>): Promise<boolean> {
+    const span = this.t.startSpan('pass.checkpoint', { attributes: { 'dws.run.id': this.runId, 'dws.checkpoint.path': path, 'dws.checkpoint.steps': steps } }, this.ctx);
+    let err: unknown;
+    try {
+      const ok = await stored;
+      span.setAttribute('dws.checkpoint.stored', ok);
+      return ok;
+    } catch (e) {
+      err = e;
+      throw e;
+    } finally {
+      endSpan(span, err);
+    }
   }
 
   /** The pass's commit started the onFailure run of the run it failed. */
