@@ -45,6 +45,9 @@ describe.each(modes)('tracing on %s', (mode) => {
   let conn: Connection;
   let served: TestRunner;
   let provider: Server;
+  /** Receives ctx.webhook.send deliveries: the traceparent of each. */
+  let hooks: Server;
+  const hookParents: string[] = [];
   const svc = (name: 'ingest' | 'scheduler' | 'invoker') => (mode === 'fleet' ? name : 'dws');
 
   beforeAll(async () => {
@@ -62,6 +65,12 @@ describe.each(modes)('tracing on %s', (mode) => {
     });
     await new Promise<void>((r) => provider.listen(0, '127.0.0.1', r));
     const providerUrl = `http://127.0.0.1:${(provider.address() as AddressInfo).port}`;
+    hooks = createServer((req, res) => {
+      hookParents.push(String(req.headers.traceparent ?? ''));
+      req.resume().on('end', () => res.writeHead(204).end());
+    });
+    await new Promise<void>((r) => hooks.listen(0, '127.0.0.1', r));
+    const hookUrl = `http://127.0.0.1:${(hooks.address() as AddressInfo).port}/hook`;
     // Every service process exports to the receiver; a short batch delay keeps the test quick.
     dep = await startDeployment(mode, {
       env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '100', SERVICE_ANTHROPIC_BASE_URL: providerUrl, SERVICE_ANTHROPIC_API_KEY: 'sk-ant-e2e' },
@@ -104,6 +113,10 @@ describe.each(modes)('tracing on %s', (mode) => {
               throw new Error('doomed');
             }),
         );
+        r.workflow('hook', { triggers: [{ event: 'trace/hook' }] }, async ({ ctx }) => {
+          await ctx.webhook.send('ping', { url: hookUrl, body: { hi: 1 } });
+          return 'sent';
+        });
         r.workflow('think', { triggers: [{ event: 'trace/think' }] }, async ({ step }) => (await step.ai.generate('ask', { model: 'claude-e2e', prompt: 'hello', maxTokens: 8 })).text);
       },
       { app: 'traced-serve' },
@@ -117,6 +130,7 @@ describe.each(modes)('tracing on %s', (mode) => {
     await runnerTracing?.shutdown();
     await receiver?.close();
     await new Promise((r) => provider?.close(r));
+    await new Promise((r) => hooks?.close(r));
   }, 60_000);
 
   const runToEnd = async (body: Record<string, unknown>, headers: Record<string, string> = {}) => {
@@ -293,6 +307,20 @@ describe.each(modes)('tracing on %s', (mode) => {
         attributes: expect.objectContaining({ 'dws.trigger': 'replay', 'dws.replay.of': sourceId, 'dws.workflow': 'direct' }),
       }),
     ]);
+  }, 90_000);
+
+  it('puts each webhook delivery attempt in the run\'s trace, and hands the receiver its context', async () => {
+    const runId = await runToEnd({ name: 'trace/hook', data: {} });
+    const ids = runTraceIds(runId);
+    const spans = await traceOf(runId, (s) => s.some((x) => x.name === 'webhook.deliver'));
+    const deliver = spans.find((s) => s.name === 'webhook.deliver')!;
+    expect(deliver).toMatchObject({
+      service: mode === 'fleet' ? 'webhook-dispatcher' : 'dws',
+      kind: KIND.client,
+      parentSpanId: ids.rootSpanId,
+      attributes: expect.objectContaining({ 'dws.run.id': runId, 'dws.webhook.attempt': 1, 'dws.webhook.outcome': 'succeeded', 'http.response.status_code': 204 }),
+    });
+    expect(hookParents).toContain(`00-${ids.traceId}-${deliver.spanId}-01`);
   }, 90_000);
 
   it('puts the invoker\'s model call of an Infer step in the run\'s trace', async () => {

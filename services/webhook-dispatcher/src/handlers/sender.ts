@@ -5,6 +5,7 @@ import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { signInvoke } from '@dws/protocol';
 import { ids, PollLoop } from '@dws/runtime';
+import { endSpan, headersOf, runContext, SpanKind, tracer, type Span } from '@dws/telemetry';
 import { checkUrl, isPrivateAddress } from '../domain/address.js';
 import { afterAttempt, ATTEMPT_TIMEOUT_MS, BACKOFF_BASE_MS, SNIPPET_BYTES, type AttemptOutcome } from '../domain/attempts.js';
 import type { SealKeyring } from '@dws/protocol';
@@ -24,6 +25,7 @@ interface DueDelivery {
   id: string;
   url: string;
   endpoint_id: string | null;
+  source_run_id: string | null;
   payload: unknown;
   attempt_count: number;
   max_attempts: number;
@@ -101,7 +103,7 @@ export class Sender {
           where d.id in (select id from webhook_dispatcher.deliveries
                           where status in ('pending', 'failed', 'delivering') and next_attempt_at <= now()
                           order by next_attempt_at limit 20 for update skip locked)
-          returning d.id, d.url, d.endpoint_id, d.payload, d.attempt_count, d.max_attempts`,
+          returning d.id, d.url, d.endpoint_id, d.source_run_id, d.payload, d.attempt_count, d.max_attempts`,
         [claim, this.leaseMs],
       );
       if (due.length === 0) return;
@@ -111,15 +113,21 @@ export class Sender {
 
   private async deliver(dv: DueDelivery, claim: string): Promise<void> {
     const started = Date.now();
+    const attempt = dv.attempt_count + 1;
+    const span = attemptSpan(dv, attempt);
     let result: Attempt;
     try {
-      result = await this.attempt(dv);
+      result = await this.attempt(dv, span);
     } catch (err) {
       // A secret that cannot be unsealed is the operator's to fix; the delivery retries meanwhile.
       this.d.log.error({ err, deliveryId: dv.id }, 'webhook attempt could not be prepared');
       result = { outcome: 'connection_error', error: 'the endpoint secret could not be unsealed' };
     }
-    const attempt = dv.attempt_count + 1;
+    if (span) {
+      span.setAttribute('dws.webhook.outcome', result.outcome);
+      if (result.statusCode !== undefined) span.setAttribute('http.response.status_code', result.statusCode);
+      endSpan(span, result.outcome === 'succeeded' || result.outcome === 'skipped' ? undefined : (result.error ?? `HTTP ${result.statusCode}`));
+    }
     const next = afterAttempt(result.outcome, result.statusCode, attempt, dv.max_attempts, Math.random, this.opts.backoffBaseMs ?? BACKOFF_BASE_MS);
     await this.d.db.tx(async (tx) => {
       const held = await tx.query(
@@ -138,8 +146,12 @@ export class Sender {
     });
   }
 
-  /** One POST: signed when the delivery belongs to an endpoint, bounded in time and in what it reads back. */
-  private async attempt(dv: DueDelivery): Promise<Attempt> {
+  /**
+   * One POST: signed when the delivery belongs to an endpoint, bounded in
+   * time and in what it reads back; with tracing on, carrying the attempt's
+   * span as `traceparent` (the receiver's spans join the run's trace).
+   */
+  private async attempt(dv: DueDelivery, span: Span | undefined): Promise<Attempt> {
     let url = dv.url;
     let secret: string | undefined;
     if (dv.endpoint_id) {
@@ -157,6 +169,7 @@ export class Sender {
     // Only what the partner needs: no credential of the service rides along.
     const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'dws-webhooks/1', 'x-service-delivery-id': dv.id };
     if (secret !== undefined) headers['x-service-signature'] = signInvoke(secret, body);
+    if (span) Object.assign(headers, headersOf(span));
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(new Error(`no complete answer within ${this.timeoutMs} ms`)), this.timeoutMs);
     try {
@@ -181,4 +194,33 @@ export class Sender {
       clearTimeout(timer);
     }
   }
+}
+
+/**
+ * The span of one delivery attempt (tracing on): a client span in the trace
+ * of the run the delivery came from (a ctx.webhook.send step, a lifecycle
+ * event), or of its own when it has none.
+ */
+function attemptSpan(dv: DueDelivery, attempt: number): Span | undefined {
+  const t = tracer();
+  if (!t) return undefined;
+  let host = '';
+  try {
+    host = new URL(dv.url).host;
+  } catch {
+    /* checkUrl reports it */
+  }
+  return t.startSpan(
+    'webhook.deliver',
+    {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        'dws.webhook.delivery.id': dv.id,
+        'dws.webhook.attempt': attempt,
+        'server.address': host,
+        ...(dv.source_run_id ? { 'dws.run.id': dv.source_run_id } : {}),
+      },
+    },
+    dv.source_run_id ? runContext(dv.source_run_id) : undefined,
+  );
 }
