@@ -113,6 +113,11 @@ describe.each(modes)('tracing on %s', (mode) => {
               throw new Error('doomed');
             }),
         );
+        r.workflow('gated', { triggers: [{ event: 'trace/gated' }] }, async ({ step }) => {
+          const asked = await step.approval('ask', { tool: 'refund', args: { amount: 5 }, risk: 'high' });
+          const timed = await step.approval('timed', { tool: 'deploy', args: { v: 1 }, risk: 'high', timeout: '1s', onTimeout: 'approve' });
+          return [asked.status, timed.status];
+        });
         r.workflow('hook', { triggers: [{ event: 'trace/hook' }] }, async ({ ctx }) => {
           await ctx.webhook.send('ping', { url: hookUrl, body: { hi: 1 } });
           return 'sent';
@@ -306,6 +311,42 @@ describe.each(modes)('tracing on %s', (mode) => {
         spanId: runTraceIds(replayId).rootSpanId,
         attributes: expect.objectContaining({ 'dws.trigger': 'replay', 'dws.replay.of': sourceId, 'dws.workflow': 'direct' }),
       }),
+    ]);
+  }, 90_000);
+
+  it('shows in the run\'s trace what it waited on: the approval requested, a human\'s decision, a timeout', async () => {
+    const sent = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'trace/gated', data: {} } });
+    const runId = sent.body.runId as string;
+    const listed = await eventually('the approval to be listed', async () => {
+      const r = await api(dep.base, 'GET', `/v1/approvals?runId=${runId}`, { key: dep.secretKey });
+      return (r.body as { id: string; status: string }[])?.find((a) => a.status === 'pending');
+    });
+    const decided = await api(dep.base, 'POST', `/v1/approvals/${listed.id}/decision`, {
+      key: dep.secretKey,
+      body: { status: 'approved' },
+      headers: { traceparent: `00-${CLIENT_TRACE}-${CLIENT_SPAN}-01` },
+    });
+    expect(decided.status).toBe(200);
+    await eventually(`run ${runId} to succeed`, async () => runReached((await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.secretKey })).body), 60_000);
+    const ids = runTraceIds(runId);
+    const spans = await traceOf(runId, (s) => s.filter((x) => x.name === 'approval.request').length === 2 && s.some((x) => x.name === 'approval.timeout'));
+    const svcName = mode === 'fleet' ? 'approvals' : 'dws';
+    const of = (name: string) => spans.filter((s) => s.name === name).sort((a, b) => a.startMs - b.startMs);
+    expect(of('approval.request').map((s) => [s.service, s.parentSpanId, s.attributes['dws.step.name'], s.attributes['dws.approval.status']])).toEqual([
+      [svcName, ids.rootSpanId, 'ask', 'pending'],
+      [svcName, ids.rootSpanId, 'timed', 'pending'],
+    ]);
+    expect(of('approval.decide')).toEqual([
+      expect.objectContaining({
+        service: svcName,
+        kind: KIND.server,
+        parentSpanId: ids.rootSpanId,
+        links: [{ traceId: CLIENT_TRACE, spanId: CLIENT_SPAN }],
+        attributes: expect.objectContaining({ 'dws.approval.id': listed.id, 'dws.step.name': 'ask', 'dws.approval.status': 'approved', 'dws.approval.via': 'api' }),
+      }),
+    ]);
+    expect(of('approval.timeout')).toEqual([
+      expect.objectContaining({ service: svcName, parentSpanId: ids.rootSpanId, attributes: expect.objectContaining({ 'dws.step.name': 'timed', 'dws.approval.status': 'approved' }) }),
     ]);
   }, 90_000);
 

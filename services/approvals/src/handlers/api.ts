@@ -1,10 +1,12 @@
 import type { Database } from '@dws/db';
 import { invalid, notFound } from '@dws/protocol';
 import { resolveStepMessage, type ApiHandler, type Outbox } from '@dws/runtime';
+import { nowMs } from '@dws/telemetry';
 import { checkDecision, decidedResult, STATUSES, type DecidedVia } from '../domain/decision.js';
 import { approvalRecord } from '../domain/record.js';
 import type { AllowEntry, OnTimeout } from '../domain/request.js';
 import { approvalById, listApprovals, recordDecision } from '../store/approvals.js';
+import { traceApproval } from './approval-trace.js';
 
 /** SPEC Limits: approval pages 1-1000, default 100; out of range is clamped. */
 const LIMIT = { def: 100, min: 1, max: 1000 };
@@ -47,6 +49,7 @@ export function approvalsApi(d: { db: Database; outbox: Outbox }): Record<string
     },
 
     async 'approvals.decide'({ caller, params, body }) {
+      const startMs = nowMs();
       const { row, pending } = await d.db.tx(async (tx) => {
         // The row lock orders this decision against the timeout and the run's end: one wins, the other sees it closed.
         const a = params.id ? await approvalById(tx, caller.workspaceId, params.id, true) : undefined;
@@ -59,6 +62,13 @@ export function approvalsApi(d: { db: Database; outbox: Outbox }): Record<string
         return { row: decided, pending: await d.outbox.enqueue(tx, [resolveStepMessage(target, { data: decidedResult(a, verdict, by, via) })]) };
       });
       await d.outbox.afterCommit(pending);
+      traceApproval(
+        'approval.decide',
+        row.run_id,
+        startMs,
+        { 'dws.step.name': row.step, 'dws.approval.id': row.id, 'dws.approval.tool': row.tool, 'dws.approval.status': row.status, 'dws.approval.via': row.decided_via ?? '' },
+        caller.traceparent,
+      );
       return { body: approvalRecord(row) };
     },
   };

@@ -2,10 +2,12 @@ import type { Bus, Subscription } from '@dws/bus';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { fromBinary, StepHandoffSchema } from '@dws/proto';
+import { nowMs } from '@dws/telemetry';
 import { approvalListedMessage, COMMAND_ACK_WAIT_MS, ids, resolveStepMessage, streams, subjects, type Outbox, type OutboxMessage } from '@dws/runtime';
 import { notGatedResult } from '../domain/decision.js';
 import { evaluateGate, parseApprovalRequest } from '../domain/request.js';
 import { insertApproval } from '../store/approvals.js';
+import { traceApproval } from './approval-trace.js';
 
 const dec = new TextDecoder();
 
@@ -20,6 +22,7 @@ export function consumeHandoffs(d: { bus: Bus; db: Database; log: Logger; outbox
   return d.bus.consume(
     { stream: streams.approvalsCmds.name, durable: 'approvals-requests', filterSubject: subjects.requestApproval, concurrency: 16, ackWaitMs: COMMAND_ACK_WAIT_MS },
     async (msg) => {
+      const startMs = nowMs();
       const h = fromBinary(StepHandoffSchema, msg.data);
       const target = { workspaceId: h.workspaceId, runId: h.runId, stepId: h.stepId };
       let raw: unknown;
@@ -30,18 +33,22 @@ export function consumeHandoffs(d: { bus: Bus; db: Database; log: Logger; outbox
       }
       const parsed = parseApprovalRequest(raw);
       const gate = parsed.ok ? evaluateGate(parsed.request) : parsed;
+      // What the span of this request says, when there is one to make (not for a redelivery of a listed approval).
+      let traced: Record<string, string> | undefined = { 'dws.step.name': h.stepName, 'dws.approval.status': gate.ok ? 'not_gated' : 'refused' };
       const pending = await d.db.tx(async (tx) => {
         const out: OutboxMessage[] = [];
         if (!gate.ok) out.push(resolveStepMessage(target, { error: gate.error }));
         else if (!gate.gated) out.push(resolveStepMessage(target, { data: notGatedResult(parsed.ok ? parsed.request.args : null) }));
         else if (parsed.ok) {
-          const { row } = await insertApproval(tx, { id: ids.generic('apr'), ...target, step: h.stepName, workflow: h.workflow, app: h.app, request: parsed.request });
+          const { row, created } = await insertApproval(tx, { id: ids.generic('apr'), ...target, step: h.stepName, workflow: h.workflow, app: h.app, request: parsed.request });
           // A redelivered hand-off of an approval decided meanwhile tells the scheduler nothing.
           if (row.status === 'pending' || row.status === 'escalated') out.push(approvalListedMessage(target, row.id));
+          traced = created ? { 'dws.step.name': h.stepName, 'dws.approval.id': row.id, 'dws.approval.tool': row.tool, 'dws.approval.status': row.status } : undefined;
         }
         return d.outbox.enqueue(tx, out);
       });
       await d.outbox.afterCommit(pending);
+      if (traced) traceApproval('approval.request', h.runId, startMs, traced);
       if (parsed.ok && parsed.request.timeoutMs !== undefined) d.onArmed();
       if (!gate.ok) d.log.info({ runId: h.runId, stepId: h.stepId, error: gate.error }, 'approval refused; the step fails');
     },
