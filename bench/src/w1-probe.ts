@@ -1,7 +1,9 @@
 /**
  * `npx tsx bench/src/w1-probe.ts [fleet|embedded] [runs]`: where W1's time goes.
  * For each 1-step run: the 202, then each frame of the run stream as the client
- * receives it, against the ts the scheduler stamped it with. Prints medians.
+ * receives it, against the ts the scheduler stamped it with. Prints medians,
+ * and what one run cost each process (CPU, read and write system calls,
+ * wake-ups; Postgres and nats-server included) over the measured runs.
  * W1_WARMUP_RUNS (default 3,000) runs go first, unrecorded.
  * `W1_SPANS=1` also collects the services' OpenTelemetry spans (a receiver in
  * this process) and prints when each span starts and ends, from the POST.
@@ -12,6 +14,8 @@ import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { createRunner } from '@dws/sdk';
 import { api, eventually, startDeployment, type Mode } from '@dws/test-e2e';
+import postgres from 'postgres';
+import { cpuNow, cpuSpent, logSplit } from './machine-cpu.js';
 import { benchEnv, boundedLoad, runStreamsBegun } from './measure.js';
 import { vacuumDueNow, vacuumLikeAutovacuum } from './vacuum.js';
 
@@ -111,7 +115,12 @@ if (dep.databaseUrl) await vacuumDueNow(dep.databaseUrl);
 for (const k of Object.keys(marks)) delete marks[k];
 postedAt.clear();
 const begunBefore = await runStreamsBegun(dep);
+const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
+const cpu0 = await cpuNow(dep, sql);
 for (let i = 0; i < RUNS; i++) await one();
+// What one run cost each process, one run at a time (each hop wakes a process that slept).
+logSplit(cpuSpent(cpu0, await cpuNow(dep, sql)), RUNS, 'run');
+await sql?.end();
 const begun = Object.entries(await runStreamsBegun(dep)).map(([k, v]) => `${k} ${v - (begunBefore[k] ?? 0)}`);
 // The two reads the stream's open is made of, on a run that has ended: how long each takes alone.
 for (let i = 0; i < RUNS; i++) {
