@@ -310,6 +310,8 @@ describe.each(modes)('tracing on %s', (mode) => {
         service: svc('scheduler'),
         spanId: runTraceIds(replayId).rootSpanId,
         attributes: expect.objectContaining({ 'dws.trigger': 'replay', 'dws.replay.of': sourceId, 'dws.workflow': 'direct' }),
+        // Linked to the root of the run it replays.
+        links: [{ traceId: runTraceIds(sourceId).traceId, spanId: runTraceIds(sourceId).rootSpanId }],
       }),
     ]);
   }, 90_000);

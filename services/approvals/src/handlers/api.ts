@@ -6,7 +6,7 @@ import { checkDecision, decidedResult, STATUSES, type DecidedVia } from '../doma
 import { approvalRecord } from '../domain/record.js';
 import type { AllowEntry, OnTimeout } from '../domain/request.js';
 import { approvalById, listApprovals, recordDecision } from '../store/approvals.js';
-import { traceApproval } from './approval-trace.js';
+import { approvalAttributes, traceApproval } from './approval-trace.js';
 
 /** SPEC Limits: approval pages 1-1000, default 100; out of range is clamped. */
 const LIMIT = { def: 100, min: 1, max: 1000 };
@@ -62,13 +62,7 @@ export function approvalsApi(d: { db: Database; outbox: Outbox }): Record<string
         return { row: decided, pending: await d.outbox.enqueue(tx, [resolveStepMessage(target, { data: decidedResult(a, verdict, by, via) })]) };
       });
       await d.outbox.afterCommit(pending);
-      traceApproval(
-        'approval.decide',
-        row.run_id,
-        startMs,
-        { 'dws.step.name': row.step, 'dws.approval.id': row.id, 'dws.approval.tool': row.tool, 'dws.approval.status': row.status, 'dws.approval.via': row.decided_via ?? '' },
-        caller.traceparent,
-      );
+      traceApproval('approval.decide', row.run_id, startMs, { ...approvalAttributes(row, row.status), 'dws.approval.via': row.decided_via ?? '' }, caller.traceparent);
       return { body: approvalRecord(row) };
     },
   };

@@ -1,4 +1,5 @@
 import { contextOf, linkTo, nowMs, runContext, SpanKind, tracer } from '@dws/telemetry';
+import type { ApprovalRow } from '../domain/record.js';
 
 export type ApprovalSpan = 'approval.request' | 'approval.decide' | 'approval.timeout';
 
@@ -25,3 +26,11 @@ export function traceApproval(name: ApprovalSpan, runId: string, startMs: number
     runContext(runId),
   ).end(nowMs());
 }
+
+/** What the spans say of an approval record, with the status the traced work left it in. */
+export const approvalAttributes = (a: ApprovalRow, status: string): Record<string, string> => ({
+  'dws.step.name': a.step,
+  'dws.approval.id': a.id,
+  'dws.approval.tool': a.tool,
+  'dws.approval.status': status,
+});

@@ -7,7 +7,7 @@ import { approvalListedMessage, COMMAND_ACK_WAIT_MS, ids, resolveStepMessage, st
 import { notGatedResult } from '../domain/decision.js';
 import { evaluateGate, parseApprovalRequest } from '../domain/request.js';
 import { insertApproval } from '../store/approvals.js';
-import { traceApproval } from './approval-trace.js';
+import { approvalAttributes, traceApproval } from './approval-trace.js';
 
 const dec = new TextDecoder();
 
@@ -43,7 +43,7 @@ export function consumeHandoffs(d: { bus: Bus; db: Database; log: Logger; outbox
           const { row, created } = await insertApproval(tx, { id: ids.generic('apr'), ...target, step: h.stepName, workflow: h.workflow, app: h.app, request: parsed.request });
           // A redelivered hand-off of an approval decided meanwhile tells the scheduler nothing.
           if (row.status === 'pending' || row.status === 'escalated') out.push(approvalListedMessage(target, row.id));
-          traced = created ? { 'dws.step.name': h.stepName, 'dws.approval.id': row.id, 'dws.approval.tool': row.tool, 'dws.approval.status': row.status } : undefined;
+          traced = created ? approvalAttributes(row, row.status) : undefined;
         }
         return d.outbox.enqueue(tx, out);
       });

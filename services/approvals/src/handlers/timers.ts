@@ -6,7 +6,7 @@ import { decidedResult, onExpiry, TIMEOUT_ACTOR } from '../domain/decision.js';
 import type { OnTimeout } from '../domain/request.js';
 import { anyDueTimer, closeTimer, lockDueTimers, recordDecision } from '../store/approvals.js';
 import type { ApprovalRow } from '../domain/record.js';
-import { traceApproval } from './approval-trace.js';
+import { approvalAttributes, traceApproval } from './approval-trace.js';
 
 /** Rows taken per transaction: a backlog drains over several rounds instead of one long transaction. */
 const BATCH = 100;
@@ -55,7 +55,7 @@ export class Timers {
     if (!(await anyDueTimer(this.d.db))) return 0;
     for (;;) {
       const startMs = nowMs();
-      const fired: ApprovalRow[] = [];
+      const fired: { a: ApprovalRow; status: string }[] = [];
       const { n, pending } = await this.d.db.tx(async (tx) => {
         fired.length = 0;
         const due = await lockDueTimers(tx, BATCH);
@@ -72,12 +72,12 @@ export class Timers {
             await recordDecision(tx, a.id, e.verdict, TIMEOUT_ACTOR, 'timeout');
             out.push(resolveStepMessage(target, { data: decidedResult(a, e.verdict, TIMEOUT_ACTOR, 'timeout') }));
           }
-          fired.push({ ...a, status: e.kind === 'escalate' ? 'escalated' : e.kind === 'fail' ? 'cancelled' : e.verdict.status });
+          fired.push({ a, status: e.kind === 'escalate' ? 'escalated' : e.kind === 'fail' ? 'cancelled' : e.verdict.status });
         }
         return { n: due.length, pending: await this.d.outbox.enqueue(tx, out) };
       });
       await this.d.outbox.afterCommit(pending);
-      for (const a of fired) traceApproval('approval.timeout', a.run_id, startMs, { 'dws.step.name': a.step, 'dws.approval.id': a.id, 'dws.approval.tool': a.tool, 'dws.approval.status': a.status });
+      for (const { a, status } of fired) traceApproval('approval.timeout', a.run_id, startMs, approvalAttributes(a, status));
       total += n;
       if (n < BATCH || this.loop.stopping) return total;
     }

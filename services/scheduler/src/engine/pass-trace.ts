@@ -130,11 +130,14 @@ export class PassTrace {
  * The root of a run's trace for a run the scheduler itself creates (a child,
  * an onFailure run, a replay): ingest roots the runs an event or a schedule
  * starts, and without this the passes of these would hang under a root
- * nobody exports. A no-op with tracing off.
+ * nobody exports; `linkedRun`: a run whose root it links to (a replay's
+ * source). A no-op with tracing off.
  */
-export function traceRunStart(runId: string, attributes: Attributes): void {
+export function traceRunStart(runId: string, attributes: Attributes, linkedRun?: string): void {
   const t = tracer();
-  if (t) rootOf(t, runId, attributes);
+  if (!t) return;
+  const linked = linkedRun ? trace.getSpanContext(runContext(linkedRun)) : undefined;
+  rootOf(t, runId, attributes, linked && [{ context: linked }]);
 }
 
 function rootOf(t: Tracer, runId: string, attributes: Attributes, links?: Link[]): void {

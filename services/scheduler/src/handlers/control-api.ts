@@ -111,7 +111,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
   /** A fork committed: its frame goes live and its trace gets its root (`run.start`). */
   const launch = (f: Forked) => {
     publish(f.live);
-    traceRunStart(f.id, { 'dws.workflow': f.workflow, 'dws.trigger': 'replay', 'dws.replay.of': f.of });
+    traceRunStart(f.id, { 'dws.workflow': f.workflow, 'dws.trigger': 'replay', 'dws.replay.of': f.of }, f.of);
   };
 
   return {
