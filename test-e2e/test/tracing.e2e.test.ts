@@ -48,7 +48,7 @@ describe.each(modes)('tracing on %s', (mode) => {
   /** Receives ctx.webhook.send deliveries: the traceparent of each. */
   let hooks: Server;
   const hookParents: string[] = [];
-  const svc = (name: 'ingest' | 'scheduler' | 'invoker') => (mode === 'fleet' ? name : 'dws');
+  const svc = (name: 'gateway' | 'ingest' | 'scheduler' | 'invoker') => (mode === 'fleet' ? name : 'dws');
 
   beforeAll(async () => {
     receiver = await startOtlpReceiver();
@@ -168,6 +168,10 @@ describe.each(modes)('tracing on %s', (mode) => {
     });
   };
 
+  /** The gateway's span of a request the client sent with CLIENT_TRACE's traceparent (one per route in this file). */
+  const requestSpan = (name: string) =>
+    eventually(`the gateway's span of ${name}`, async () => receiver.spans.find((s) => s.traceId === CLIENT_TRACE && s.name === name));
+
   it('puts one run relayed by the invoker under one trace id: ingest -> scheduler -> invoker -> runner -> apply, every pass', async () => {
     const runId = await runToEnd({ name: 'trace/relayed', data: { n: 1 } }, { traceparent: `00-${CLIENT_TRACE}-${CLIENT_SPAN}-01` });
     const ids = runTraceIds(runId);
@@ -181,11 +185,15 @@ describe.each(modes)('tracing on %s', (mode) => {
     const byId = new Map(spans.map((s) => [s.spanId, s]));
     const parentOf = (s: ReceivedSpan) => byId.get(s.parentSpanId);
 
-    // The root: ingest's event.ingest, with the run's own ids, linked to the client's request.
+    // In the client's own trace: the gateway's span of the POST, under the client's span; ingest continued it.
+    const gateway = await requestSpan('POST /v1/events');
+    expect(gateway).toMatchObject({ service: svc('gateway'), kind: KIND.server, parentSpanId: CLIENT_SPAN, attributes: expect.objectContaining({ 'http.response.status_code': 202 }) });
+
+    // The root: ingest's event.ingest, with the run's own ids, linked to the request.
     const root = spans.find((s) => s.parentSpanId === '');
     expect(root).toMatchObject({ name: 'event.ingest', service: svc('ingest'), spanId: ids.rootSpanId, kind: KIND.producer });
     expect(root!.attributes).toMatchObject({ 'dws.run.id': runId, 'dws.workflow': 'relayed', 'dws.event.name': 'trace/relayed' });
-    expect(root!.links).toEqual([{ traceId: CLIENT_TRACE, spanId: CLIENT_SPAN }]);
+    expect(root!.links).toEqual([{ traceId: CLIENT_TRACE, spanId: gateway.spanId }]);
     expect(spans.filter((s) => s.parentSpanId === '')).toHaveLength(1);
 
     // Every pass: run.pass under the root; runner.invoke (client) -> invoker.invoke (server) -> workflow.pass (the runner).
@@ -232,10 +240,11 @@ describe.each(modes)('tracing on %s', (mode) => {
     const cSpan = spans.find((s) => s.attributes['dws.step.name'] === 'c')!;
     expect(parentOf(parentOf(parentOf(parentOf(cSpan)!)!)!)).toBe(lastPass);
 
-    // In the client's own trace: ingest continued its request, linked to the run's root.
-    const inClient = receiver.spans.filter((s) => s.traceId === CLIENT_TRACE);
+    // In the client's own trace: the gateway's span, and under it ingest's, linked to the run's root.
+    const inClient = receiver.spans.filter((s) => s.traceId === CLIENT_TRACE).sort((a, b) => a.startMs - b.startMs);
     expect(inClient).toEqual([
-      expect.objectContaining({ name: 'event.ingest', service: svc('ingest'), parentSpanId: CLIENT_SPAN, links: [{ traceId: ids.traceId, spanId: ids.rootSpanId }] }),
+      expect.objectContaining({ name: 'POST /v1/events', spanId: gateway.spanId }),
+      expect.objectContaining({ name: 'event.ingest', service: svc('ingest'), parentSpanId: gateway.spanId, links: [{ traceId: ids.traceId, spanId: ids.rootSpanId }] }),
     ]);
   }, 90_000);
 
@@ -338,12 +347,15 @@ describe.each(modes)('tracing on %s', (mode) => {
       [svcName, ids.rootSpanId, 'ask', 'pending'],
       [svcName, ids.rootSpanId, 'timed', 'pending'],
     ]);
+    // The decision's request: the gateway's span under the client's; the decision links to it.
+    const gateway = await requestSpan('POST /v1/approvals/:id/decision');
+    expect(gateway).toMatchObject({ service: svc('gateway'), parentSpanId: CLIENT_SPAN, attributes: expect.objectContaining({ 'http.response.status_code': 200 }) });
     expect(of('approval.decide')).toEqual([
       expect.objectContaining({
         service: svcName,
         kind: KIND.server,
         parentSpanId: ids.rootSpanId,
-        links: [{ traceId: CLIENT_TRACE, spanId: CLIENT_SPAN }],
+        links: [{ traceId: CLIENT_TRACE, spanId: gateway.spanId }],
         attributes: expect.objectContaining({ 'dws.approval.id': listed.id, 'dws.step.name': 'ask', 'dws.approval.status': 'approved', 'dws.approval.via': 'api' }),
       }),
     ]);

@@ -5,6 +5,7 @@ import { forbidden, invalid, isServiceError, notFound, ServiceError } from '@dws
 import { callApi, type ApiBatcher, type ApiResponse } from '@dws/runtime';
 import type { AuthedCaller } from './auth.js';
 import { awaitNewRun } from './new-run.js';
+import { endRequestSpan, startRequestSpan } from './request-trace.js';
 import type { RouteSpec } from './route-table.js';
 
 /**
@@ -91,12 +92,17 @@ export interface Forwarding {
 export async function forwardRoute(to: Forwarding, r: RouteSpec, caller: AuthedCaller, v: ValidInput): Promise<ApiResponse> {
   if (r.target.kind !== 'forward') throw new Error(`route ${r.method} ${r.path} is not forwarded`);
   const { service, op } = r.target;
+  const traced = startRequestSpan(r, caller);
+  const as = traced?.caller ?? caller;
   const payload = { params: v.params, query: v.query, rawBody: v.rawBody };
-  const call = () => (r.batched ? to.batcher.call(service, op, caller, payload) : callApi(to.bus, service, op, caller, payload));
+  const call = () => (r.batched ? to.batcher.call(service, op, as, payload) : callApi(to.bus, service, op, as, payload));
   try {
-    return r.readsRun ? await awaitNewRun(v.params.id ?? '', call, { waitMs: 1_000 }) : await call();
+    const res = r.readsRun ? await awaitNewRun(v.params.id ?? '', call, { waitMs: 1_000 }) : await call();
+    if (traced) endRequestSpan(traced.span, res);
+    return res;
   } catch (err) {
-    if (isServiceError(err)) throw err;
-    throw unavailable(service, err);
+    const failed = isServiceError(err) ? err : unavailable(service, err);
+    if (traced) endRequestSpan(traced.span, { error: failed });
+    throw failed;
   }
 }
