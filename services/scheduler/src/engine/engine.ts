@@ -255,7 +255,7 @@ export class Engine {
       const aiSpend: AiSpendView | undefined =
         infer && cfg?.aiSpend ? { ceilings: cfg.aiSpend, ...(await aiSpendOf(this.o.db, run, cfg.aiSpend.perWindow?.windowMs ?? 0)) } : undefined;
       const decision = decide(this.view(run, cfg?.maxAttempts ?? 1, aiSpend), outcome, Date.now(), NEW_IDS);
-      const again = await PassTrace.settle(trace, decision, this.apply(run, decision, logsOf(outcome), trace));
+      const again = await PassTrace.settle(trace, decision, this.apply(run, decision, logsOf(outcome)));
       run.trace = undefined;
       if (!again || this.stopping) return;
     }
@@ -467,7 +467,7 @@ export class Engine {
   }
 
   /** Persist a decision; true when the run should be invoked again right away. */
-  private async apply(run: HeldRun, d: Decision, logs: ReturnType<typeof logsOf>, trace?: PassTrace): Promise<boolean> {
+  private async apply(run: HeldRun, d: Decision, logs: ReturnType<typeof logsOf>): Promise<boolean> {
     const frames: NewFrame[] = run.pendingFrames.splice(0);
     frames.push(...this.logFrames(run, logs, run.nextSeq + frames.length));
     const steps: (StepOutcome & { idx: number })[] = [];
@@ -574,7 +574,7 @@ export class Engine {
     if (others) {
       for (const [r, f] of others.effects.live) publishFrames(this.o.bus, r, f);
       await this.o.outbox.afterCommit(others.pending);
-      if (spawnOnFailure) trace?.onFailureRun(spawnOnFailure, run.workflow);
+      if (spawnOnFailure) run.trace?.onFailureRun(spawnOnFailure, run.workflow);
     }
     if (!result.applied) {
       this.o.log.info({ runId: run.id, pass: run.pass }, 'pass no longer current; reply dropped');
