@@ -48,14 +48,18 @@ describe.each(modes())('run control (%s)', (mode) => {
       h.bus.subscribe(subjects.workspaceRuns(WS), (data) => workspace.push(JSON.parse(dec.decode(data)))),
     ];
     try {
-      const stored = async () => (await h.db.query<{ seq: number; payload: any }>(`select seq, payload from scheduler.frames where run_id = $1 order by seq`, [id])).at(-1)!;
+      // The action's own frame, not the run's last: resumed, the run may already have parked again.
+      const lastSeq = async () => (await h.db.query<{ seq: number }>(`select max(seq) as seq from scheduler.frames where run_id = $1`, [id]))[0]!.seq;
+      const stored = async (status: string, after: number) => (await h.db.query<{ seq: number }>(
+        `select seq from scheduler.frames where run_id = $1 and seq > $2 and kind = 'run_status' and payload->>'status' = $3 order by seq limit 1`, [id, after, status]))[0];
       for (const [action, status] of [['runs.pause', 'paused'], ['runs.resume', 'queued'], ['runs.cancel', 'cancelled']] as const) {
         if (action === 'runs.cancel') await h.waitFor(id, ['waiting']); // resumed, it parks on its sleep again
+        const before = await lastSeq();
         await h.call(action, { params: { id } });
-        const last = await stored();
-        expect(last.payload.status).toBe(status);
+        const last = await stored(status, before);
+        expect(last).toBeDefined();
         // Well within the run stream's 5 s resync, which is all that told a stream of it before.
-        await until(() => timeline.some((f) => f.seq === last.seq && f.status === status), 1000, `the live ${status} frame`);
+        await until(() => timeline.some((f) => f.seq === last!.seq && f.status === status), 1000, `the live ${status} frame`);
         await until(() => workspace.some((f) => f.runId === id && f.status === status), 1000, `the workspace's ${status}`);
       }
     } finally {
