@@ -1,8 +1,15 @@
+/** An item still due right after `work()` is held by another replica: look again after this, not at once. */
+const HELD_RECHECK_MS = 250;
+
 /**
- * A replica's due-time work (timeouts, deliveries): `work()` runs every
- * `pollMs`, and at once on `kick()` (a local write or a bus nudge made
- * something due), never twice at a time: a kick while it runs asks for one
- * more run right after, so nothing made due meanwhile waits for the next poll.
+ * A replica's due-time work (timeouts, deliveries): `work()` runs at once on
+ * `kick()` (a local write made something due), never twice at a time: a
+ * kick while it runs asks for one more run right after, so nothing made due
+ * meanwhile waits. Otherwise it runs every `pollMs`; or, given `nextDueInMs`
+ * (when the earliest item is due: one cheap statement), the loop sleeps until
+ * then instead of asking the database several times a second for nothing,
+ * runs `work()` only when something is due, and `pollMs` only bounds how late
+ * it notices what another replica armed and left (it crashed).
  */
 export class PollLoop {
   private timer: NodeJS.Timeout | undefined;
@@ -14,10 +21,12 @@ export class PollLoop {
   constructor(
     private readonly work: () => Promise<unknown>,
     private readonly opts: {
-      /** Time between polls. */
+      /** The longest time between runs. */
       pollMs: number;
       /** Told of a failed run (the next poll retries). */
       onError: (err: unknown) => void;
+      /** Milliseconds until the earliest item is due (0 or less: now), undefined when there is none. */
+      nextDueInMs?: () => Promise<number | undefined>;
     },
   ) {}
 
@@ -27,12 +36,7 @@ export class PollLoop {
   }
 
   start(): void {
-    const tick = () => {
-      if (this.stopped) return;
-      this.kick();
-      this.timer = setTimeout(tick, this.opts.pollMs);
-    };
-    tick();
+    this.kick();
   }
 
   kick(): void {
@@ -42,15 +46,14 @@ export class PollLoop {
       return;
     }
     this.running = true;
-    this.inflight = this.work()
-      .then(() => undefined, this.opts.onError)
-      .finally(() => {
-        this.running = false;
-        if (this.again && !this.stopped) {
-          this.again = false;
-          this.kick();
-        }
-      });
+    clearTimeout(this.timer);
+    this.inflight = this.round().then(
+      (sleepMs) => this.ended(sleepMs),
+      (err: unknown) => {
+        this.opts.onError(err);
+        this.ended(this.opts.pollMs);
+      },
+    );
   }
 
   /** No new run starts; resolves once the one in flight ended. */
@@ -58,5 +61,32 @@ export class PollLoop {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.inflight;
+  }
+
+  /** Run the work if it is due; the time to sleep after. */
+  private async round(): Promise<number> {
+    const next = this.opts.nextDueInMs;
+    if (!next) {
+      await this.work();
+      return this.opts.pollMs;
+    }
+    let inMs = await next();
+    if (inMs !== undefined && inMs <= 0) {
+      await this.work();
+      inMs = await next();
+    }
+    if (inMs === undefined) return this.opts.pollMs;
+    return Math.min(this.opts.pollMs, inMs > 0 ? inMs : HELD_RECHECK_MS);
+  }
+
+  private ended(sleepMs: number): void {
+    this.running = false;
+    if (this.stopped) return;
+    if (this.again) {
+      this.again = false;
+      this.kick();
+      return;
+    }
+    this.timer = setTimeout(() => this.kick(), sleepMs);
   }
 }

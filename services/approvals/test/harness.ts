@@ -33,6 +33,8 @@ export interface Replica {
 export interface ReplicaOptions {
   /** Called instead of publishing a ResolveStep; the publish then never completes (a process stuck there until it dies). */
   holdResolve?: () => void;
+  /** Its timers' longest sleep. @default 20 */
+  pollMs?: number;
 }
 
 export interface Harness {
@@ -159,7 +161,7 @@ export async function startHarness(mode: 'real' | 'embedded'): Promise<Harness> 
     const published = new Map<string, number>();
     const handled = new Map<string, number>();
     const sw: CrashSwitch = { crashed: false, held: [] };
-    const handle = await startApprovals(cfg, mkInfra(d, instrumented(b, published, handled, opts, sw)), { pollMs: 20 });
+    const handle = await startApprovals(cfg, mkInfra(d, instrumented(b, published, handled, opts, sw)), { pollMs: opts.pollMs ?? 20 });
     let gone = false;
     const own = d !== db;
     const r: Replica = {

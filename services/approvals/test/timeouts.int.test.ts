@@ -21,12 +21,18 @@ describe.each(modes())('approvals: timeouts, races and crashes (%s)', (mode) => 
   const publishes = (replicas: Replica[], runId: string, stepId: string) =>
     replicas.reduce((n, r) => n + (r.published.get(`resolve:${runId}:${stepId}`) ?? 0), 0);
 
-  it('polls with one statement, outside any transaction, while no timeout is due', async () => {
+  it('with no timer armed, looks once (one statement, outside any transaction) and sleeps', async () => {
     // First in the file: no timer is armed yet.
     const { db, calls } = recordingDb(h.db);
-    const timers = new Timers({ db, log: createLogger({ level: 'silent' }), outbox: {} as Outbox });
-    expect(await timers.fireDue()).toBe(0);
-    expect(calls).toEqual(['query']);
+    const timers = new Timers({ db, log: createLogger({ level: 'silent' }), outbox: {} as Outbox }); // the default longest sleep
+    timers.start();
+    try {
+      await until(async () => calls.length > 0, 5_000, 'the first look');
+      await new Promise((r) => setTimeout(r, 1000)); // it looked every 250 ms before
+      expect(calls).toEqual(['query']);
+    } finally {
+      await timers.stop();
+    }
   });
 
   it('onTimeout escalate: escalated at expiresAt, escalatesTo kept, no step resolved, still decidable', async () => {
@@ -148,5 +154,18 @@ describe.each(modes())('approvals: timeouts, races and crashes (%s)', (mode) => 
     expect(restarted.published.get(`resolve:${runId}:${stepId}`)).toBe(1);
     // The harness's primary is gone: let the restarted replica stand in for the rest of the file.
     h.primary = restarted;
+  });
+
+  it('a replica that arms a timer sleeps until it is due, not until its next poll', async () => {
+    // The only replica left polls once a minute: the timer fires on time only if arming it set its sleep.
+    await h.primary.stop();
+    const slow = await h.replica({ pollMs: 60_000 });
+    h.primary = slow;
+    await new Promise((r) => setTimeout(r, 300)); // its first look is over: it sleeps for a minute
+    const { runId, stepId } = await h.handoff({ tool: 'wire', data: ARGS, timeoutMs: 700, onTimeout: 'approve' });
+    const armedAt = Date.now();
+    await h.resolved(runId, stepId);
+    expect(Date.now() - armedAt).toBeLessThan(10_000);
+    expect(await h.approvalOf(runId)).toMatchObject({ status: 'approved', decidedVia: 'timeout' });
   });
 });

@@ -296,3 +296,27 @@ describe.each(modes())('webhook deliveries (%s)', (mode) => {
     expect(read.body.endpointId).toBeUndefined();
   });
 });
+
+describe.each(modes())('webhook sender between deliveries (%s)', (mode) => {
+  let h: Harness;
+  beforeAll(async () => {
+    // Looks once a minute at most: anything sent on time was sent because the sender slept until it was due.
+    h = await harness(mode, { attemptTimeoutMs: 800, backoffBaseMs: 300, pollMs: 60_000 });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it('sends a new delivery at once and its retry when the backoff ends, not at the next poll', async () => {
+    const url = h.receiver.script('/once-flaky', [503, 200]);
+    expect((await h.call('endpoints.create', { body: { url, eventKinds: ['run.succeeded'] } })).status).toBe(201);
+    const id = runId();
+    const t0 = Date.now();
+    await h.runFinished({ runId: id });
+    const [d] = await h.deliveriesOf(id, 1);
+    await h.delivery(d.id, ['succeeded'], 15_000);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    const { body } = await h.call('deliveries.get', { params: { id: d.id } });
+    expect(body.attempts.map((a: any) => [a.attempt, a.statusCode])).toEqual([[1, 503], [2, 200]]);
+  });
+});

@@ -4,7 +4,7 @@ import { PollLoop, resolveStepMessage, type Outbox, type OutboxMessage } from '@
 import { nowMs } from '@dws/telemetry';
 import { decidedResult, onExpiry, TIMEOUT_ACTOR } from '../domain/decision.js';
 import type { OnTimeout } from '../domain/request.js';
-import { anyDueTimer, closeTimer, lockDueTimers, recordDecision } from '../store/approvals.js';
+import { closeTimer, lockDueTimers, nextTimerInMs, recordDecision } from '../store/approvals.js';
 import type { ApprovalRow } from '../domain/record.js';
 import { approvalAttributes, traceApproval } from './approval-trace.js';
 
@@ -12,7 +12,11 @@ import { approvalAttributes, traceApproval } from './approval-trace.js';
 const BATCH = 100;
 
 export interface TimersOptions {
-  /** How often due timeouts are looked for when nothing kicks. @default 250 */
+  /**
+   * The longest sleep between looks. A replica sleeps until its next armed
+   * timer and is woken when it arms one; this bounds how late it fires a
+   * timer another replica armed and did not fire (it crashed). @default 5000
+   */
   pollMs?: number;
 }
 
@@ -31,7 +35,8 @@ export class Timers {
     opts: TimersOptions = {},
   ) {
     this.loop = new PollLoop(() => this.fireDue(), {
-      pollMs: opts.pollMs ?? 250,
+      pollMs: opts.pollMs ?? 5000,
+      nextDueInMs: () => nextTimerInMs(this.d.db),
       onError: (err) => this.d.log.warn({ err }, 'approval timeouts failed; retried at the next poll'),
     });
   }
@@ -52,7 +57,6 @@ export class Timers {
   /** Fire every due timeout; returns how many fired. */
   async fireDue(): Promise<number> {
     let total = 0;
-    if (!(await anyDueTimer(this.d.db))) return 0;
     for (;;) {
       const startMs = nowMs();
       const fired: { a: ApprovalRow; status: string }[] = [];

@@ -108,16 +108,14 @@ export async function lockDueTimers(tx: Database, limit: number): Promise<Approv
   );
 }
 
-/** Whether a timer is due (lockDueTimers' condition): one statement outside a transaction, what an idle poll costs. */
-export async function anyDueTimer(db: Database): Promise<boolean> {
-  const rows = await db.query<{ due: boolean }>(`select exists (select 1 from approvals.approvals where timer_at <= now() and status = 'pending') as due`);
-  return rows[0]?.due === true;
-}
-
-/** Milliseconds until the next armed timer, or undefined when none is armed. */
+/**
+ * Milliseconds until the next timer lockDueTimers would take (0 or less: due
+ * now), or undefined when none is armed: one statement outside a
+ * transaction, what an idle look costs.
+ */
 export async function nextTimerInMs(db: Database): Promise<number | undefined> {
   const rows = await db.query<{ ms: string | number | null }>(
-    `select (extract(epoch from (min(timer_at) - now())) * 1000)::bigint as ms from approvals.approvals where timer_at is not null`,
+    `select (extract(epoch from (min(timer_at) - now())) * 1000)::bigint as ms from approvals.approvals where timer_at is not null and status = 'pending'`,
   );
   const ms = rows[0]?.ms;
   return ms === null || ms === undefined ? undefined : Math.max(0, Number(ms));

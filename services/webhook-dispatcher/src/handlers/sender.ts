@@ -9,6 +9,7 @@ import { endSpan, headersOf, runContext, SpanKind, tracer, type Span } from '@dw
 import { checkUrl, isPrivateAddress } from '../domain/address.js';
 import { afterAttempt, ATTEMPT_TIMEOUT_MS, BACKOFF_BASE_MS, SNIPPET_BYTES, type AttemptOutcome } from '../domain/attempts.js';
 import type { SealKeyring } from '@dws/protocol';
+import { nextDeliveryInMs } from '../store/deliveries.js';
 
 export interface SenderOptions {
   /** Total budget of one attempt: connect, headers and body. @default 10 s (SPEC Limits) */
@@ -17,7 +18,12 @@ export interface SenderOptions {
   backoffBaseMs?: number;
   /** How long a claim holds a delivery; a crashed sender's deliveries are retried after it. @default the attempt timeout + 30 s */
   leaseMs?: number;
-  /** Poll for due retries. @default 500 ms */
+  /**
+   * The longest sleep between looks for due deliveries. A sender sleeps until
+   * its next due retry or lease end and is woken when a delivery is queued
+   * here; this bounds how late it sends one another replica queued and left
+   * (it crashed). @default 5 s
+   */
   pollMs?: number;
 }
 
@@ -76,7 +82,8 @@ export class Sender {
     // No redirects are followed (undici's request never does without an interceptor).
     this.agent = new Agent({ connect: d.allowPrivate ? {} : { lookup: guardedLookup } });
     this.loop = new PollLoop(() => this.sendDue(), {
-      pollMs: opts.pollMs ?? 500,
+      pollMs: opts.pollMs ?? 5000,
+      nextDueInMs: () => nextDeliveryInMs(this.d.db),
       onError: (err) => this.d.log.warn({ err }, 'sending webhooks failed'),
     });
   }

@@ -101,3 +101,17 @@ export function endpointStats(db: Database, workspaceId: string, since: Date): P
     [workspaceId, since.toISOString()],
   );
 }
+
+/**
+ * Milliseconds until the next delivery a sender would claim (0 or less: due
+ * now; a claimed one comes due again when its lease ends), or undefined when
+ * none is open: one statement, what an idle sender's look costs.
+ */
+export async function nextDeliveryInMs(db: Database): Promise<number | undefined> {
+  const rows = await db.query<{ ms: string | number | null }>(
+    `select (extract(epoch from (min(next_attempt_at) - now())) * 1000)::bigint as ms from webhook_dispatcher.deliveries
+      where status in ('pending', 'failed', 'delivering')`,
+  );
+  const ms = rows[0]?.ms;
+  return ms === null || ms === undefined ? undefined : Number(ms);
+}
