@@ -28,14 +28,15 @@ export async function startIngest(cfg: Config, infra: Infra, opts: IngestOptions
   // StartRuns go straight to a scheduler replica when one answers; the stream otherwise.
   const outbox = new Outbox({ db, bus, schema: 'ingest', log, direct: { [subjects.startRun]: subjects.startRunNow } });
   outbox.start();
-  const index = new WorkflowIndex(db, log);
-  const facts = await index.follow(bus);
-  const workspaces = await index.followWorkspaces(bus);
   const admission = new Admission({ db, bus, log });
-  const ingestor = new Ingestor({ db, bus, log, outbox, index, admission, wakes: new Wakes({ bus, log }) });
-  const emits = await consumeEmits(bus, ingestor);
   const timers = new Timers({ db, log, outbox, admission }, opts);
   timers.start();
+  const armed = () => timers.kick();
+  const index = new WorkflowIndex(db, log);
+  const facts = await index.follow(bus, armed);
+  const workspaces = await index.followWorkspaces(bus);
+  const ingestor = new Ingestor({ db, bus, log, outbox, index, admission, wakes: new Wakes({ bus, log }), onArmed: armed });
+  const emits = await consumeEmits(bus, ingestor);
   // Events and receiver deliveries past each workspace's window go, in small batches, on every replica (docs/retention.md).
   const retentionFacts = await followRetention({ bus, db, schema: 'ingest', durable: 'ingest-retention' });
   const retention = new Retention({ db, log, schema: 'ingest', targets: ingestRetention });

@@ -110,7 +110,11 @@ export class Ingestor {
   private active = 0;
 
   constructor(
-    private readonly d: { db: Database; bus: Bus; log: Logger; outbox: Outbox; index: WorkflowIndex; admission: Admission; wakes: Wakes },
+    private readonly d: {
+      db: Database; bus: Bus; log: Logger; outbox: Outbox; index: WorkflowIndex; admission: Admission; wakes: Wakes;
+      /** A committed call debounced or batched an event: its timeout is armed (the timers sleep until it). */
+      onArmed?: () => void;
+    },
   ) {}
 
   async ingest(caller: Caller, items: Incoming[]): Promise<IngestResult[]> {
@@ -210,6 +214,7 @@ export class Ingestor {
     }
     // The outbox rows are the durable copy: publish now (the relay covers a crash).
     void this.d.outbox.afterCommit(pending);
+    if (!plain && results.some((rs) => rs.some((r) => r.debounced || r.batched))) this.d.onArmed?.();
     try {
       if (plain) await this.settleWakes(group, results, stale);
     } catch (err) {

@@ -1,11 +1,11 @@
 import { nextCronTick } from '@dws/cel';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
-import { ids, type Outbox, type OutboxMessage } from '@dws/runtime';
+import { ids, PollLoop, type Outbox, type OutboxMessage } from '@dws/runtime';
 import type { WorkflowPolicy } from '@dws/cel';
 import { closeBatch, dueBatches, firstBatchEvent, takeDueDebounces } from '../store/buffers.js';
 import { advanceSchedule, claimTick, dueSchedules, pruneTicks } from '../store/cron.js';
-import { dueKinds } from '../store/due.js';
+import { dueKinds, nextDueInMs } from '../store/due.js';
 import { lockAll, pruneGates } from '../store/gates.js';
 import { withTxRetry } from '../store/retry.js';
 import { isSuspended, policyOf } from '../store/workflows.js';
@@ -18,7 +18,13 @@ const BATCH = 100;
 const PRUNE_EVERY_MS = 10 * 60_000;
 
 export interface TimersOptions {
-  /** How often due cron ticks, debounces and batch timeouts are looked for. @default 250 */
+  /**
+   * The longest sleep between looks. A replica sleeps until the earliest
+   * cron tick, debounce or batch timeout and is woken when it arms one (an
+   * event it debounced or batched, a registration it stored); this bounds how
+   * late it fires one another replica armed and did not fire (it crashed).
+   * @default 5000
+   */
   pollMs?: number;
 }
 
@@ -30,33 +36,32 @@ export interface TimersOptions {
  * replicas, and a crash before commit leaves it due for the next poll.
  */
 export class Timers {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> = Promise.resolve();
-  private stopped = false;
+  private readonly loop: PollLoop;
   private lastPrune = 0;
 
   constructor(
     private readonly d: { db: Database; log: Logger; outbox: Outbox; admission: Admission },
-    private readonly opts: TimersOptions = {},
-  ) {}
-
-  start(): void {
-    const loop = () => {
-      if (this.stopped) return;
-      this.running = this.poll()
-        .then(() => undefined)
-        .catch((err: unknown) => this.d.log.warn({ err }, 'ingest timers poll failed'))
-        .finally(() => {
-          if (!this.stopped) this.timer = setTimeout(loop, this.opts.pollMs ?? 250);
-        });
-    };
-    this.timer = setTimeout(loop, 0);
+    opts: TimersOptions = {},
+  ) {
+    this.loop = new PollLoop(() => this.poll(), {
+      pollMs: opts.pollMs ?? 5000,
+      onError: (err) => this.d.log.warn({ err }, 'ingest timers poll failed'),
+      // The prune is due-time work too: an idle replica wakes for it.
+      nextDueInMs: async () => Math.min((await nextDueInMs(this.d.db)) ?? Infinity, this.lastPrune + PRUNE_EVERY_MS - Date.now()),
+    });
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running;
+  start(): void {
+    this.loop.start();
+  }
+
+  /** Look now (this replica armed a debounce, a batch or a schedule), not at the next poll. */
+  kick(): void {
+    this.loop.kick();
+  }
+
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** One round of every kind; returns how many items fired. */

@@ -93,13 +93,16 @@ export class WorkflowIndex {
   /**
    * WorkflowsRegistered into the projection (and its cron schedules): as the
    * invoker's request before it answers a registration, and from the stream
-   * (the durable path, for a registration whose request failed).
+   * (the durable path, for a registration whose request failed). `onStored`:
+   * the registration changed what is stored, its cron schedules perhaps.
    */
-  async follow(bus: Bus): Promise<Subscription[]> {
-    const apply = (data: Uint8Array) => {
+  async follow(bus: Bus, onStored: () => void = () => undefined): Promise<Subscription[]> {
+    const apply = async (data: Uint8Array) => {
       const fact = fromBinary(WorkflowsRegisteredSchema, data);
       const defs = fact.workflows.map((w) => ({ name: w.name, configJson: dec.decode(w.config) }));
-      return saveRegistration(this.db, fact.workspaceId, fact.app, defs, Number(fact.version));
+      const stored = await saveRegistration(this.db, fact.workspaceId, fact.app, defs, Number(fact.version));
+      if (stored) onStored();
+      return stored;
     };
     const stream = await bus.consume(
       { stream: streams.invokerFacts.name, durable: 'ingest-triggers', filterSubject: subjects.workflowsRegistered },

@@ -22,3 +22,17 @@ export async function dueKinds(db: Database): Promise<DueKinds> {
   );
   return rows[0] ?? { cron: false, debounces: false, batches: false };
 }
+
+/**
+ * Milliseconds until the earliest cron tick, debounce or batch timeout (0 or
+ * less: one is due), undefined when none is armed: what an idle replica asks
+ * before it sleeps until then.
+ */
+export async function nextDueInMs(db: Database): Promise<number | undefined> {
+  const rows = await db.query<{ ms: string | number | null }>(
+    `select (extract(epoch from (least((select min(next_at) from ingest.cron_schedules), (select min(due_at) from ingest.debounces),
+                                       (select min(due_at) from ingest.batches)) - now())) * 1000)::bigint as ms`,
+  );
+  const ms = rows[0]?.ms;
+  return ms === null || ms === undefined ? undefined : Number(ms);
+}
