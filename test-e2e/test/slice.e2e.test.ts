@@ -113,29 +113,38 @@ describe.each(modes)('slice on %s', (mode) => {
       const read = (part: string) => Number(new RegExp(`^dws_api_batch_calls_${part}\\{service="ingest"\\} (\\S+)`, 'm').exec(text)?.[1] ?? 0);
       return { calls: read('sum'), requests: read('count') };
     };
-    const before = await batches();
-    const sent = await Promise.all(bodies.map((body) => api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body })));
-    const after = await batches();
-    // The POSTs the gateway did not refuse itself went to ingest, some requests carrying several.
-    const calls = after.calls - before.calls;
-    expect(calls).toBeGreaterThanOrEqual(55);
-    expect(calls).toBeLessThanOrEqual(60);
-    expect(after.requests - before.requests).toBeLessThan(calls);
+    // Sixty connections open first, as sixty busy clients' would be: POSTs that each waited for a TCP handshake
+    // arrive one by one, and a service that answers each before the next arrives has nothing to put together.
+    await Promise.all(bodies.map(() => api(dep.base, 'GET', '/v1/events?limit=1', { key: dep.secretKey })));
     const expected = new Map<string, string>();
-    sent.forEach((res, i) => {
-      const body = bodies[i] as { data?: { name: string } } | { data: { name: string } }[];
-      if (i % 12 === 5) {
-        expect([i, res.status, res.body.error?.code]).toEqual([i, 400, 'invalid_event']);
-      } else if (Array.isArray(body)) {
-        expect([i, res.status]).toEqual([i, 202]);
-        expect(res.body.results[1].error.code).toBe('invalid_event');
-        expected.set(res.body.results[0].runId, body[0]!.data.name);
-      } else {
-        expect([i, res.status]).toEqual([i, 202]);
-        expected.set(res.body.runId, (body as { data: { name: string } }).data.name);
-      }
-    });
-    expect(expected.size).toBe(55);
+    // Whether POSTs overlap at the gateway is the machine's timing: a burst or two may each arrive one by one,
+    // so up to five bursts, each POST answered as its own either way, until one went to ingest in fewer requests.
+    let together = false;
+    for (let burst = 0; burst < 5 && !together; burst++) {
+      const before = await batches();
+      const sent = await Promise.all(bodies.map((body) => api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body })));
+      const after = await batches();
+      // The POSTs the gateway did not refuse itself went to ingest.
+      const calls = after.calls - before.calls;
+      expect(calls).toBeGreaterThanOrEqual(55);
+      expect(calls).toBeLessThanOrEqual(60);
+      together = after.requests - before.requests < calls;
+      sent.forEach((res, i) => {
+        const body = bodies[i] as { data?: { name: string } } | { data: { name: string } }[];
+        if (i % 12 === 5) {
+          expect([i, res.status, res.body.error?.code]).toEqual([i, 400, 'invalid_event']);
+        } else if (Array.isArray(body)) {
+          expect([i, res.status]).toEqual([i, 202]);
+          expect(res.body.results[1].error.code).toBe('invalid_event');
+          expected.set(res.body.results[0].runId, body[0]!.data.name);
+        } else {
+          expect([i, res.status]).toEqual([i, 202]);
+          expected.set(res.body.runId, (body as { data: { name: string } }).data.name);
+        }
+      });
+      expect(expected.size).toBe(55 * (burst + 1));
+    }
+    expect(together).toBe(true);
     // Each run is the one its own POST started: its input is that POST's event.
     for (const [runId, name] of expected) {
       const run = await eventually(`run ${runId} to succeed`, async () => {
