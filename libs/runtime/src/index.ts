@@ -1,7 +1,7 @@
 export { openInfra, sealKeyFor, sealKeyringFor, type Infra } from './infra.js';
 export { runStandalone, onShutdown, type ServiceHandle, type StartService } from './service.js';
 export { serveApi, callApi, apiSubject, apiBatchSubject, ApiBatcher, type ApiBatchHandler, type ApiCall, type ApiPayload, type ApiHandler, type ApiResult, type ApiResponse, type Caller } from './api.js';
-export { PollLoop } from './poll-loop.js';
+export { msUntil, PollLoop } from './poll-loop.js';
 export { TurnBatcher, type TurnBatcherOptions } from './turn-batcher.js';
 export { Outbox, outboxTable, type OutboxMessage, type PendingPublish } from './outbox.js';
 export { ids, randomPooled } from './ids.js';

@@ -1,3 +1,5 @@
+import type { Database } from '@dws/db';
+
 /** An item still due right after `work()` is held by another replica: look again after this, not at once. */
 const HELD_RECHECK_MS = 250;
 
@@ -89,4 +91,15 @@ export class PollLoop {
     }
     this.timer = setTimeout(() => this.kick(), sleepMs);
   }
+}
+
+/**
+ * Milliseconds from now until `at`, a SQL query of one timestamp (the
+ * earliest due time of a table, say), undefined when it is null: one
+ * statement, what a PollLoop's `nextDueInMs` asks.
+ */
+export async function msUntil(db: Database, at: string): Promise<number | undefined> {
+  const rows = await db.query<{ ms: string | number | null }>(`select (extract(epoch from ((${at}) - now())) * 1000)::bigint as ms`);
+  const ms = rows[0]?.ms;
+  return ms === null || ms === undefined ? undefined : Number(ms);
 }

@@ -1,4 +1,5 @@
 import type { Database } from '@dws/db';
+import { msUntil } from '@dws/runtime';
 import type { DecidedVia, Verdict } from '../domain/decision.js';
 import type { ApprovalRow } from '../domain/record.js';
 import type { ApprovalRequest } from '../domain/request.js';
@@ -113,12 +114,8 @@ export async function lockDueTimers(tx: Database, limit: number): Promise<Approv
  * now), or undefined when none is armed: one statement outside a
  * transaction, what an idle look costs.
  */
-export async function nextTimerInMs(db: Database): Promise<number | undefined> {
-  const rows = await db.query<{ ms: string | number | null }>(
-    `select (extract(epoch from (min(timer_at) - now())) * 1000)::bigint as ms from approvals.approvals where timer_at is not null and status = 'pending'`,
-  );
-  const ms = rows[0]?.ms;
-  return ms === null || ms === undefined ? undefined : Math.max(0, Number(ms));
+export function nextTimerInMs(db: Database): Promise<number | undefined> {
+  return msUntil(db, `select min(timer_at) from approvals.approvals where timer_at is not null and status = 'pending'`);
 }
 
 /** A run ended: its open approvals are cancelled with no decision on record. Returns how many. */

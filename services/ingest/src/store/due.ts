@@ -1,4 +1,5 @@
 import type { Database } from '@dws/db';
+import { msUntil } from '@dws/runtime';
 
 /** Which kinds of ingest's due-time work have a row due now. */
 export interface DueKinds {
@@ -28,11 +29,9 @@ export async function dueKinds(db: Database): Promise<DueKinds> {
  * less: one is due), undefined when none is armed: what an idle replica asks
  * before it sleeps until then.
  */
-export async function nextDueInMs(db: Database): Promise<number | undefined> {
-  const rows = await db.query<{ ms: string | number | null }>(
-    `select (extract(epoch from (least((select min(next_at) from ingest.cron_schedules), (select min(due_at) from ingest.debounces),
-                                       (select min(due_at) from ingest.batches)) - now())) * 1000)::bigint as ms`,
+export function nextDueInMs(db: Database): Promise<number | undefined> {
+  return msUntil(
+    db,
+    `select least((select min(next_at) from ingest.cron_schedules), (select min(due_at) from ingest.debounces), (select min(due_at) from ingest.batches))`,
   );
-  const ms = rows[0]?.ms;
-  return ms === null || ms === undefined ? undefined : Number(ms);
 }

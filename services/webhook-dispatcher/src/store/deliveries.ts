@@ -1,4 +1,5 @@
 import type { Database } from '@dws/db';
+import { msUntil } from '@dws/runtime';
 
 /** A delivery row as the reads return it. */
 export interface DeliveryRow {
@@ -107,11 +108,6 @@ export function endpointStats(db: Database, workspaceId: string, since: Date): P
  * now; a claimed one comes due again when its lease ends), or undefined when
  * none is open: one statement, what an idle sender's look costs.
  */
-export async function nextDeliveryInMs(db: Database): Promise<number | undefined> {
-  const rows = await db.query<{ ms: string | number | null }>(
-    `select (extract(epoch from (min(next_attempt_at) - now())) * 1000)::bigint as ms from webhook_dispatcher.deliveries
-      where status in ('pending', 'failed', 'delivering')`,
-  );
-  const ms = rows[0]?.ms;
-  return ms === null || ms === undefined ? undefined : Number(ms);
+export function nextDeliveryInMs(db: Database): Promise<number | undefined> {
+  return msUntil(db, `select min(next_attempt_at) from webhook_dispatcher.deliveries where status in ('pending', 'failed', 'delivering')`);
 }
