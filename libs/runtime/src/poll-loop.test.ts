@@ -103,4 +103,60 @@ describe('PollLoop', () => {
     await jest.advanceTimersByTimeAsync(5000);
     expect(runs).toBe(3);
   });
+
+  it('kick(true) runs the work without a look first; within(ms) looks by then without a statement now', async () => {
+    let dueAt: number | undefined;
+    let looks = 0;
+    let runs = 0;
+    const loop = new PollLoop(
+      async () => {
+        runs++;
+        dueAt = undefined;
+      },
+      { pollMs: 60_000, onError: () => undefined, nextDueInMs: async () => (looks++, dueAt === undefined ? undefined : dueAt - Date.now()) },
+    );
+    loop.start();
+    await settle();
+    expect([looks, runs]).toEqual([1, 0]);
+
+    loop.kick(true); // the caller made an item due: straight to the work, then one look for the next
+    await settle();
+    expect([looks, runs]).toEqual([2, 1]);
+
+    dueAt = Date.now() + 3000;
+    loop.within(3000); // armed for later: nothing asked now
+    await settle();
+    expect(looks).toBe(2);
+    loop.within(10_000); // later than the look already planned: no change
+    await jest.advanceTimersByTimeAsync(2999);
+    expect([looks, runs]).toEqual([2, 1]);
+    await jest.advanceTimersByTimeAsync(1);
+    expect(runs).toBe(2);
+    await loop.stop();
+  });
+
+  it('within() while the work runs shortens the sleep that follows it', async () => {
+    let release!: () => void;
+    let looks = 0;
+    let runs = 0;
+    const loop = new PollLoop(
+      async () => {
+        runs++;
+        if (runs === 1) await new Promise<void>((r) => (release = r));
+      },
+      { pollMs: 60_000, onError: () => undefined, nextDueInMs: async () => (looks++ === 0 ? 0 : undefined) },
+    );
+    loop.start();
+    await settle();
+    expect(runs).toBe(1);
+    loop.within(500); // armed while the round runs: its closing look may have missed it
+    release();
+    await settle();
+    expect(looks).toBe(2);
+    await jest.advanceTimersByTimeAsync(499);
+    expect(looks).toBe(2);
+    await jest.advanceTimersByTimeAsync(1);
+    expect(looks).toBe(3);
+    await loop.stop();
+  });
 });

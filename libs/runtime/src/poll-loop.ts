@@ -4,19 +4,27 @@ import type { Database } from '@dws/db';
 const HELD_RECHECK_MS = 250;
 
 /**
- * A replica's due-time work (timeouts, deliveries): `work()` runs at once on
- * `kick()` (a local write made something due), never twice at a time: a
- * kick while it runs asks for one more run right after, so nothing made due
- * meanwhile waits. Otherwise it runs every `pollMs`; or, given `nextDueInMs`
- * (when the earliest item is due: one cheap statement), the loop sleeps until
- * then instead of asking the database several times a second for nothing,
- * runs `work()` only when something is due, and `pollMs` only bounds how late
- * it notices what another replica armed and left (it crashed).
+ * A replica's due-time work (timeouts, deliveries, due runs): `work()` runs
+ * at once on `kick()` (a local write made something due), never twice at a
+ * time: a kick while it runs asks for one more run right after, so nothing
+ * made due meanwhile waits. Otherwise it runs every `pollMs`; or, given
+ * `nextDueInMs` (when the earliest item is due: one cheap statement), the
+ * loop sleeps until then instead of asking the database several times a
+ * second for nothing, runs `work()` only when something is due, and `pollMs`
+ * only bounds how late it notices what another replica armed and left (it
+ * crashed). `within(ms)` is the kick of an item armed for later: the loop
+ * looks by then, without a statement now.
  */
 export class PollLoop {
   private timer: NodeJS.Timeout | undefined;
+  /** When the sleeping loop's timer fires (epoch ms); Infinity while it runs or is stopped. */
+  private timerAt = Infinity;
+  /** Asked by within() while the loop ran: look again by then (epoch ms). */
+  private lookBy = Infinity;
   private running = false;
   private again = false;
+  /** The run asked for next is known to be due: no look first. */
+  private againDue = false;
   private stopped = false;
   private inflight: Promise<void> = Promise.resolve();
 
@@ -41,21 +49,35 @@ export class PollLoop {
     this.kick();
   }
 
-  kick(): void {
+  /** Look now; `due`: the caller knows an item is due now, so the work runs without a look first. */
+  kick(due = false): void {
     if (this.stopped) return;
     if (this.running) {
       this.again = true;
+      this.againDue ||= due;
       return;
     }
     this.running = true;
     clearTimeout(this.timer);
-    this.inflight = this.round().then(
+    this.timerAt = Infinity;
+    this.inflight = this.round(due).then(
       (sleepMs) => this.ended(sleepMs),
       (err: unknown) => {
         this.opts.onError(err);
         this.ended(this.opts.pollMs);
       },
     );
+  }
+
+  /** An item is due in `ms`: look by then (sooner than the loop would have). */
+  within(ms: number): void {
+    if (this.stopped) return;
+    const at = Date.now() + Math.max(0, ms);
+    if (this.running) {
+      this.lookBy = Math.min(this.lookBy, at);
+      return;
+    }
+    if (at < this.timerAt) this.sleep(at - Date.now());
   }
 
   /** No new run starts; resolves once the one in flight ended. */
@@ -66,13 +88,13 @@ export class PollLoop {
   }
 
   /** Run the work if it is due; the time to sleep after. */
-  private async round(): Promise<number> {
+  private async round(due: boolean): Promise<number> {
     const next = this.opts.nextDueInMs;
     if (!next) {
       await this.work();
       return this.opts.pollMs;
     }
-    let inMs = await next();
+    let inMs = due ? 0 : await next();
     if (inMs !== undefined && inMs <= 0) {
       await this.work();
       inMs = await next();
@@ -83,13 +105,23 @@ export class PollLoop {
 
   private ended(sleepMs: number): void {
     this.running = false;
+    const by = this.lookBy;
+    this.lookBy = Infinity;
     if (this.stopped) return;
     if (this.again) {
-      this.again = false;
-      this.kick();
+      const due = this.againDue;
+      this.again = this.againDue = false;
+      this.kick(due);
       return;
     }
-    this.timer = setTimeout(() => this.kick(), sleepMs);
+    this.sleep(Math.min(sleepMs, by - Date.now()));
+  }
+
+  private sleep(ms: number): void {
+    clearTimeout(this.timer);
+    const wait = Math.max(0, ms);
+    this.timerAt = Date.now() + wait;
+    this.timer = setTimeout(() => this.kick(), wait);
   }
 }
 

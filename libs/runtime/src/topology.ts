@@ -72,6 +72,8 @@ export const subjects = {
   invoke: 'invoker.invoke',
   /** Core request: where a run's passes may go directly (RouteRequest -> RouteReply). */
   route: 'invoker.route',
+  /** A scheduler replica handed its runs back (it is stopping): every replica claims what is due now (ephemeral). */
+  runsDue: 'scheduler.runs.due',
   /** Live timeline frames of one run (ephemeral). */
   runTimeline: (workspaceId: string, runId: string) => `live.run.${workspaceId}.${runId}`,
   /** Live run_status frames of a workspace (ephemeral). */

@@ -19,7 +19,12 @@ import { schedulerRetention } from './store/retention.js';
 const MIGRATIONS = fileURLToPath(new URL('./store/migrations', import.meta.url));
 
 /** Composition root of the scheduler: the run state machine, its timers and its reads. */
-export async function startScheduler(cfg: Config, infra: Infra): Promise<ServiceHandle> {
+export interface SchedulerOptions {
+  /** The longest the claim loop sleeps (tests set a long one to show it is woken). @default 2000 */
+  claimPollMs?: number;
+}
+
+export async function startScheduler(cfg: Config, infra: Infra, opts: SchedulerOptions = {}): Promise<ServiceHandle> {
   const log = infra.log.child({ service: 'scheduler' });
   const { db, bus } = infra;
   await migrate(db, { schema: 'scheduler', migrationsDir: MIGRATIONS });
@@ -44,6 +49,7 @@ export async function startScheduler(cfg: Config, infra: Infra): Promise<Service
     leaseMs: cfg.SERVICE_RUN_LEASE_MS,
     maxConcurrent: cfg.SERVICE_MAX_ACTIVE_RUNS,
     invokeTimeoutMs: cfg.SERVICE_INVOKE_TIMEOUT_MS,
+    ...(opts.claimPollMs ? { pollMs: opts.claimPollMs } : {}),
   });
   const facts = await consumeWorkflowFacts({ bus, workflows });
   const starts = await consumeStartRuns({ bus, db, engine, outbox });

@@ -19,7 +19,7 @@ import {
 import { hashStepId, PROTOCOL_HEADER, PROTOCOL_VERSION, seal, SIGNATURE_HEADER, verifyInvokeSignature } from '@dws/protocol';
 import { callApi, ids, streams, subjects, type Infra, type ServiceHandle } from '@dws/runtime';
 import { openTestDb, testInfra, uniqueName } from '@dws/testing';
-import { startScheduler } from '../src/main.js';
+import { startScheduler, type SchedulerOptions } from '../src/main.js';
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -185,13 +185,20 @@ export interface Harness {
   register(app: string, workflows: Record<string, unknown>[]): Promise<void>;
   call(op: string, payload?: { params?: Record<string, string>; query?: Record<string, unknown>; body?: unknown }): Promise<any>;
   waitFor(runId: string, statuses: string[], timeoutMs?: number): Promise<any>;
+  /** Stop the harness's own scheduler (gracefully: it drains and hands its runs back); close() then skips it. */
+  stopScheduler(): Promise<void>;
   /** Another scheduler replica on the same database and bus; `crash()` cuts its connections without a graceful stop. */
-  replica(): Promise<{ handle: ServiceHandle; db: Database; bus: Bus; crash(): Promise<void> }>;
+  replica(opts?: SchedulerOptions): Promise<{ handle: ServiceHandle; db: Database; bus: Bus; crash(): Promise<void> }>;
   close(): Promise<void>;
 }
 
 /** A scheduler on real Postgres + NATS (`real`) or PGlite + the embedded bus, with its own database and bus namespace. */
-export async function startHarness(mode: 'real' | 'embedded', invoker: ScriptedInvoker, env: Record<string, string> = {}): Promise<Harness> {
+export async function startHarness(
+  mode: 'real' | 'embedded',
+  invoker: ScriptedInvoker,
+  env: Record<string, string> = {},
+  opts: SchedulerOptions = {},
+): Promise<Harness> {
   const cfg = loadConfig({ SERVICE_RUN_LEASE_MS: '1000', LOG_LEVEL: 'silent', ...env });
   const log = createLogger({ level: 'silent' });
   const infra = testInfra();
@@ -218,9 +225,10 @@ export async function startHarness(mode: 'real' | 'embedded', invoker: ScriptedI
   }
   bus = await openBus();
   const mkInfra = (d: Database, b: Bus): Infra => ({ db: d, bus: b, log, mode: { db: d.kind, bus: b.kind }, close: async () => {} });
-  const scheduler = await startScheduler(cfg, mkInfra(db, bus));
+  const scheduler = await startScheduler(cfg, mkInfra(db, bus), opts);
   const invokerSub = invoker.serve(bus);
   const replicas: { handle: ServiceHandle; db: Database; bus: Bus; crashed: boolean }[] = [];
+  let schedulerStopped: Promise<void> | undefined;
   const h: Harness = {
     bus,
     db,
@@ -278,10 +286,14 @@ export async function startHarness(mode: 'real' | 'embedded', invoker: ScriptedI
         await new Promise((r) => setTimeout(r, 25));
       }
     },
-    async replica() {
+    stopScheduler() {
+      schedulerStopped ??= scheduler.stop();
+      return schedulerStopped;
+    },
+    async replica(replicaOpts = opts) {
       const d = mode === 'real' ? await openDatabase({ url: url! }) : db;
       const b = await openBus();
-      const handle = await startScheduler(cfg, mkInfra(d, b));
+      const handle = await startScheduler(cfg, mkInfra(d, b), replicaOpts);
       const r = { handle, db: d, bus: b, crashed: false };
       replicas.push(r);
       return {
@@ -304,7 +316,7 @@ export async function startHarness(mode: 'real' | 'embedded', invoker: ScriptedI
         if (r.db !== db) await r.db.close().catch(() => undefined);
       }
       await invokerSub.stop();
-      await scheduler.stop().catch(() => undefined);
+      await (schedulerStopped ?? scheduler.stop()).catch(() => undefined);
       await bus.close();
       for (const c of cleanups) await c();
     },

@@ -32,8 +32,11 @@ describe.each(modes())('scheduler leases (%s)', (mode) => {
     await until(() => held, 10_000, 'a pass in flight');
     invoker.hold = undefined;
     await h.db.query(`update scheduler.runs set lease_until = now() - interval '1 second' where id = $1`, [id]);
-    // Several claim polls (every 250 ms) go by with the run due.
-    await new Promise((r) => setTimeout(r, 1_500));
+    // Several claims go by with the run due: each throttled start makes the replica claim at once.
+    for (let i = 0; i < 5; i++) {
+      await h.start('two', {}, { flow: { notBeforeMs: BigInt(Date.now() + 3_600_000) }, direct: true });
+      await new Promise((r) => setTimeout(r, 100));
+    }
     expect(invoker.bodies.filter((b) => b.ctx.runId === id)).toHaveLength(1);
     release();
     const run = await h.waitFor(id, ['succeeded']);

@@ -1,16 +1,16 @@
-import type { Bus } from '@dws/bus';
+import type { Bus, Subscription } from '@dws/bus';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { GroupCommit, invalid, redact, type StepError } from '@dws/protocol';
 import { create, fromBinary, InvokeRequestSchema, InvokeResult_Outcome, InvokeResultSchema, toBinary } from '@dws/proto';
-import { counter, histogram, ids, subjects, type Outbox, type OutboxMessage, type PendingPublish, type RunnerHttp } from '@dws/runtime';
+import { counter, histogram, ids, PollLoop, subjects, type Outbox, type OutboxMessage, type PendingPublish, type RunnerHttp } from '@dws/runtime';
 import { checkpointSteps, decide, logsOf, withParsedBody, type Decision, type PassOutcome, type RunView, type StepOutcome } from '../domain/reply.js';
 import { invokeBody, memoEntry } from '../domain/invoke-body.js';
 import { hasInfer, hasStepError } from '../domain/step-errors.js';
 import type { AiSpendView } from '../domain/ai-spend.js';
 import { aiSpendOf } from '../store/ai-spend.js';
 import { handoffMessage, runEndMessages, stepFailedMessage } from '../domain/handoffs.js';
-import { appendFrames, applyCheckpoints, applyPass, applyPasses, claimDueRuns, insertHeldRuns, loadClaimedSteps, releaseLeases, renewLeases, type Applied, type ApplyCheckpoint, type ApplyPass, type NewFrame, type NewRun } from '../store/runs.js';
+import { appendFrames, applyCheckpoints, applyPass, applyPasses, claimDueRuns, insertHeldRuns, loadClaimedSteps, nextClaimInMs, releaseLeases, renewLeases, type Applied, type ApplyCheckpoint, type ApplyPass, type NewFrame, type NewRun } from '../store/runs.js';
 import { checkpointPath, type CheckpointTokens } from '../domain/checkpoint-token.js';
 import { addEffects, finishRun, parkSteps, type RunEffects } from '../store/effects.js';
 import { admitToSlots } from '../store/flow.js';
@@ -35,6 +35,15 @@ const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
  * again, as after any lost reply; the pass guard drops the late reply).
  */
 export const INVOKER_SILENCE_MS = 5000;
+
+/**
+ * The longest the claim loop sleeps: it wakes when the next run is due and
+ * when this replica makes one due, so this bounds only what it learns from
+ * no one (a run armed by a path that does not kick).
+ */
+const CLAIM_POLL_MS = 2000;
+/** Runs claimed per statement. */
+const CLAIM_BATCH = 100;
 
 /** How long stop() waits for passes in flight: within a 30 s termination grace period, with room for the rest of shutdown. */
 export const STOP_DRAIN_MS = 20_000;
@@ -68,7 +77,7 @@ export interface EngineOptions {
   workflows: WorkflowConfigs;
   /** Runs driven at once by this replica. @default 512 */
   maxConcurrent?: number;
-  /** How often due runs are claimed when nothing nudges. @default 250 */
+  /** The longest the claim loop sleeps (it wakes when the next run is due, and when this replica makes one due). @default 2000 */
   pollMs?: number;
   /** Serve runners this replica calls itself (no invoker hop); without them every pass goes through the invoker. */
   direct?: { routes: DirectRoutes; http: RunnerHttp };
@@ -84,11 +93,11 @@ export interface EngineOptions {
 export class Engine {
   private readonly held = new Map<string, HeldRun>();
   private readonly active = new Set<Promise<void>>();
-  private pollTimer: NodeJS.Timeout | undefined;
+  /** Claims due runs: sleeps until the next one is due, kicked by what this replica makes due. */
+  private readonly claims: PollLoop;
   private renewTimer: NodeJS.Timeout | undefined;
+  private due: Subscription | undefined;
   private stopping = false;
-  private claiming = false;
-  private claimAgain = false;
   /** Checkpoints of all held runs, written together when they queue up. */
   private readonly checkpointWrites: GroupCommit<ApplyCheckpoint, boolean>;
   /** Passes that need no transaction (most of them), likewise. */
@@ -97,6 +106,11 @@ export class Engine {
   private readonly startWrites: GroupCommit<{ run: NewRun; frames: NewFrame[] }, boolean>;
 
   constructor(private readonly o: EngineOptions) {
+    this.claims = new PollLoop(() => this.claimDue(), {
+      pollMs: o.pollMs ?? CLAIM_POLL_MS,
+      onError: (err) => o.log.warn({ err }, 'claiming due runs failed'),
+      nextDueInMs: () => nextClaimInMs(o.db, [...this.held.keys()]),
+    });
     this.checkpointWrites = new GroupCommit(
       async (batch) => {
         checkpointBatch.observe(batch.length);
@@ -132,13 +146,9 @@ export class Engine {
   }
 
   start(): void {
-    const poll = () => {
-      if (this.stopping) return;
-      void this.claimDue().finally(() => {
-        if (!this.stopping) this.pollTimer = setTimeout(poll, this.o.pollMs ?? 250);
-      });
-    };
-    this.pollTimer = setTimeout(poll, 0);
+    // Another replica handed runs back (it is stopping): they are due now, here too.
+    this.due = this.o.bus.subscribe(subjects.runsDue, () => this.claims.kick(true));
+    this.claims.start();
     this.renewTimer = setInterval(() => {
       renewLeases(this.o.db, this.o.owner, [...this.held.keys()], this.o.leaseMs).catch((err: unknown) =>
         this.o.log.warn({ err }, 'lease renewal failed'),
@@ -154,12 +164,18 @@ export class Engine {
    */
   async stop(drainMs = STOP_DRAIN_MS): Promise<void> {
     this.stopping = true;
-    clearTimeout(this.pollTimer);
+    await this.due?.stop();
+    await this.claims.stop();
     clearInterval(this.renewTimer);
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([Promise.allSettled([...this.active]), new Promise((r) => (timer = setTimeout(r, drainMs)))]);
     clearTimeout(timer);
-    await releaseLeases(this.o.db, this.o.owner).catch((err: unknown) => this.o.log.warn({ err }, 'handing back leases failed; they lapse'));
+    try {
+      await releaseLeases(this.o.db, this.o.owner);
+      this.o.bus.emit(subjects.runsDue, new Uint8Array());
+    } catch (err) {
+      this.o.log.warn({ err }, 'handing back leases failed; they lapse');
+    }
   }
 
   /**
@@ -179,40 +195,25 @@ export class Engine {
     });
   }
 
-  /** Claim soon: something just became due (a child started, a waiter woke). */
+  /** Claim now: something just became due (a child started, a waiter woke). */
   nudge(): void {
-    void this.claimDue();
+    this.claims.kick(true);
   }
 
   /** Claim due runs (expired leases, finished sleeps and backoffs, woken waits) up to capacity. */
-  async claimDue(): Promise<number> {
-    if (this.claiming) {
-      this.claimAgain = true;
-      return 0;
-    }
-    if (this.stopping || this.capacity <= 0) return 0;
-    this.claiming = true;
-    let total = 0;
-    try {
-      do {
-        this.claimAgain = false;
-        await admitToSlots(this.o.db);
-        const claimed = await claimDueRuns(this.o.db, this.o.owner, this.o.leaseMs, Math.min(100, this.capacity), [...this.held.keys()]);
-        const memos = await loadClaimedSteps(this.o.db, claimed.map((c) => c.id));
-        for (const c of claimed) {
-          const { steps, logKeys } = memos.get(c.id)!;
-          this.spawn(heldFromClaim(c, steps, logKeys));
-        }
-        total += claimed.length;
-        if (claimed.length === 100) this.claimAgain = true;
-      } while (this.claimAgain && !this.stopping && this.capacity > 0);
-      return total;
-    } catch (err) {
-      this.o.log.warn({ err }, 'claiming due runs failed');
-      return total;
-    } finally {
-      this.claiming = false;
-    }
+  private async claimDue(): Promise<void> {
+    let claimed: number;
+    do {
+      if (this.stopping || this.capacity <= 0) return;
+      await admitToSlots(this.o.db);
+      const runs = await claimDueRuns(this.o.db, this.o.owner, this.o.leaseMs, Math.min(CLAIM_BATCH, this.capacity), [...this.held.keys()]);
+      const memos = await loadClaimedSteps(this.o.db, runs.map((c) => c.id));
+      for (const c of runs) {
+        const { steps, logKeys } = memos.get(c.id)!;
+        this.spawn(heldFromClaim(c, steps, logKeys));
+      }
+      claimed = runs.length;
+    } while (claimed === CLAIM_BATCH);
   }
 
   private spawn(run: HeldRun): void {
@@ -606,7 +607,11 @@ export class Engine {
         run.memo.set(s.id, memoEntry(s.id, { pending: true }));
       }
     }
-    if (steps.some((s) => s.status === 'child') || spawnOnFailure) this.nudge();
+    // Due now: a child started, a parent woken by this end, an onFailure run, a park resolved meanwhile.
+    if (steps.some((s) => s.status === 'child') || (terminal && run.parentRunId !== null) || spawnOnFailure || result.dueNow) this.nudge();
+    // Released until a time (a sleep, a backoff): the claim loop looks by then.
+    else if (lease.kind === 'at') this.claims.within(lease.atMs - Date.now());
+    else if (lease.kind === 'delay') this.claims.within(lease.ms);
     if (result.status === 'paused' && status !== 'paused') {
       // The pause requested while this pass ran took effect at its boundary.
       const paused: NewFrame = { seq: run.nextSeq, kind: 'run_status', fields: { status: 'paused', attempt } };

@@ -123,6 +123,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
         return { pending: await deps.outbox.enqueue(tx, cancelled.messages), live: cancelled.live };
       });
       publish(live);
+      deps.nudge(); // a cancelled child fails its parent's step: the parent is due now
       await deps.outbox.afterCommit(pending);
       await audit(caller, 'cancel', { runId: params.id });
       return { body: await deps.runRecord(caller.workspaceId, params.id!) };

@@ -202,8 +202,12 @@ export interface ApplyPass {
   outbox?: OutboxMessage[];
 }
 
-/** What applyPass found: not applied (stale pass), or the status the run now has (a pending pause wins). */
-export type Applied = { applied: false } | { applied: true; status: string; outboxIds: number[] };
+/**
+ * What applyPass found: not applied (stale pass), or the status the run now
+ * has (a pending pause wins), and whether it left the run due at once (a
+ * park whose step was resolved from outside meanwhile).
+ */
+export type Applied = { applied: false } | { applied: true; status: string; outboxIds: number[]; dueNow: boolean };
 
 /**
  * Apply one pass in ONE statement (data-modifying CTEs): advance the run
@@ -227,7 +231,7 @@ export async function applyPass(db: Database, a: ApplyPass): Promise<Applied> {
  */
 export async function applyPasses(db: Database, owner: string, batch: ApplyPass[]): Promise<Map<string, Applied>> {
   // `runs.id = any($3)`: the primary key finds the rows (see applyCheckpoints).
-  const rows = await db.query<{ id: string | null; status: string | null; outbox_id: number | string | null; msg_id: string | null }>(
+  const rows = await db.query<{ id: string | null; status: string | null; due: boolean | null; outbox_id: number | string | null; msg_id: string | null }>(
     `with x as (
        select * from jsonb_to_recordset($2::jsonb)
          as x(run_id text, pass bigint, status text, result text, error jsonb, attempt int, transport_failures int,
@@ -253,7 +257,7 @@ export async function applyPasses(db: Database, owner: string, batch: ApplyPass[
          ended_at = case when x.terminal then now() else null end, updated_at = now()
          from x
         where runs.id = any($3::text[]) and runs.id = x.run_id and runs.pass = x.pass and runs.lease_owner = $1
-        returning runs.id, runs.status, x.workspace_id, x.steps, x.frames, x.outbox
+        returning runs.id, runs.status, runs.lease_owner is null and runs.lease_until <= now() as due, x.workspace_id, x.steps, x.frames, x.outbox
      ), s as (${upsertSteps('r.workspace_id', 'r.steps')}
      ), sc as (${insertScores('r.workspace_id', 'r.steps')}
      ), f as (${insertFrames('r.workspace_id', 'r.frames')}
@@ -263,9 +267,9 @@ export async function applyPasses(db: Database, owner: string, batch: ApplyPass[
               jsonb_to_recordset(r.outbox) as y(subject text, msg_id text, payload text)
        returning id, msg_id
      )
-     select id, status, null::bigint as outbox_id, null::text as msg_id from r
+     select id, status, due, null::bigint as outbox_id, null::text as msg_id from r
      union all
-     select null, null, id, msg_id from o`,
+     select null, null, null, id, msg_id from o`,
     [
       owner,
       `[${batch
@@ -295,7 +299,7 @@ export async function applyPasses(db: Database, owner: string, batch: ApplyPass[
   for (const r of rows) {
     if (r.id === null) continue;
     const messages = byRun.get(r.id)!.outbox ?? [];
-    out.set(r.id, { applied: true, status: r.status!, outboxIds: messages.map((m) => outboxIds.get(m.msgId!)!) });
+    out.set(r.id, { applied: true, status: r.status!, outboxIds: messages.map((m) => outboxIds.get(m.msgId!)!), dueNow: r.due === true });
   }
   return out;
 }
@@ -358,6 +362,25 @@ export async function claimDueRuns(db: Database, owner: string, leaseMs: number,
     pass: Number(r.pass),
     no_runner_since_ms: r.no_runner_since_ms === null ? null : Number(r.no_runner_since_ms),
   }));
+}
+
+/**
+ * Milliseconds until the claim loop has work (0 or less: now), undefined when
+ * nothing is armed: the earliest lease_until of the runs claimDueRuns would
+ * take (sleeps, backoffs, the leases of a replica that died), and now while
+ * runs wait for a concurrency slot (admission is asked each round while they do).
+ */
+export async function nextClaimInMs(db: Database, held: string[]): Promise<number | undefined> {
+  const rows = await db.query<{ ms: string | number | null }>(
+    `select (extract(epoch from (
+              case when exists (select 1 from scheduler.runs where status = 'queued' and not admitted) then now()
+                   else (select min(lease_until) from scheduler.runs
+                          where status in ('queued', 'running', 'waiting') and not (id = any($1::text[]))) end
+            ) - now()) * 1000)::bigint as ms`,
+    [held],
+  );
+  const ms = rows[0]?.ms;
+  return ms === null || ms === undefined ? undefined : Number(ms);
 }
 
 export interface StoredStep {
