@@ -1,4 +1,5 @@
 import { counter } from './metrics.js';
+import { msUntil, PollLoop } from './poll-loop.js';
 import { bigserial, customType, text, timestamp, type PgSchema } from 'drizzle-orm/pg-core';
 import type { Bus } from '@dws/bus';
 import type { Database } from '@dws/db';
@@ -29,13 +30,15 @@ export interface OutboxMessage {
  * state that implies them, published after commit, and deleted once the bus
  * has stored them. A crash between commit and publish leaves the row; the
  * relay publishes it later (consumers dedupe on msgId), so a lost message
- * only delays.
+ * only delays. The relay does not poll: it sleeps until the oldest row is
+ * `staleMs` old (or `pollMs`, for rows another replica writes), woken by a
+ * publish of its own that failed.
  */
 export class Outbox {
   private readonly table: string;
   private readonly doneIds: number[] = [];
   private flushTimer: NodeJS.Timeout | undefined;
-  private pollTimer: NodeJS.Timeout | undefined;
+  private readonly relay: PollLoop;
   private deleting: Promise<void> = Promise.resolve();
   private stopped = false;
 
@@ -45,7 +48,9 @@ export class Outbox {
       bus: Bus;
       schema: string;
       log: Logger;
+      /** The longest the relay sleeps: how late it sees a row a replica that died left. @default 3000 */
       pollMs?: number;
+      /** Rows this old are the relay's (the eager path had its chance). @default 3000 */
       staleMs?: number;
       /**
        * Stream subject -> a core request subject its consumer also answers once it
@@ -58,6 +63,17 @@ export class Outbox {
     },
   ) {
     this.table = `"${opts.schema}".outbox`;
+    const staleMs = this.staleMs;
+    this.relay = new PollLoop(() => this.relayOnce(), {
+      pollMs: opts.pollMs ?? STALE_MS,
+      onError: (err) => opts.log.warn({ err }, 'outbox relay failed'),
+      // A row is the relay's once stale, or once another replica's claim on it lapsed.
+      nextDueInMs: () => msUntil(opts.db, `select min(greatest(created_at + interval '${staleMs} milliseconds', coalesce(claimed_until, created_at))) from ${this.table}`),
+    });
+  }
+
+  private get staleMs(): number {
+    return this.opts.staleMs ?? STALE_MS;
   }
 
   /** Write messages inside `tx`; returns what `afterCommit` needs to publish them. */
@@ -96,6 +112,7 @@ export class Outbox {
         published.inc({ schema: this.opts.schema, path: 'stream' });
       } catch (err) {
         this.opts.log.warn({ err, subject: m.subject }, 'outbox publish failed; the relay will retry');
+        this.relay.within(this.staleMs);
         break;
       }
     }
@@ -115,6 +132,7 @@ export class Outbox {
         await this.opts.bus.publish(m.subject, m.payload, { msgId: m.msgId });
       } catch (err) {
         this.opts.log.warn({ err, subject: m.subject }, 'outbox publish failed; the relay will retry');
+        this.relay.within(this.staleMs);
         return;
       }
     }
@@ -124,20 +142,12 @@ export class Outbox {
 
   /** Start the fallback relay for rows a crash or a bus outage left behind. */
   start(): void {
-    const tick = () => {
-      if (this.stopped) return;
-      this.relayOnce()
-        .catch((err: unknown) => this.opts.log.warn({ err }, 'outbox relay failed'))
-        .finally(() => {
-          if (!this.stopped) this.pollTimer = setTimeout(tick, this.opts.pollMs ?? 1000);
-        });
-    };
-    this.pollTimer = setTimeout(tick, 0);
+    this.relay.start();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.pollTimer);
+    await this.relay.stop();
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
     await this.deleteDone();
@@ -145,7 +155,7 @@ export class Outbox {
 
   /** Publish rows older than staleMs (the eager path had its chance) and delete them. */
   async relayOnce(): Promise<number> {
-    const staleMs = this.opts.staleMs ?? 3000;
+    const staleMs = this.staleMs;
     const rows = await this.opts.db.query<{ id: number; subject: string; msg_id: string; payload: Uint8Array }>(
       `update ${this.table} set claimed_until = now() + interval '10 seconds'
         where id in (select id from ${this.table}
@@ -190,6 +200,9 @@ export class Outbox {
 }
 
 const published = counter('dws_outbox_published_total', 'Outbox messages handed on, by service schema and path (direct request, stream publish, relay after a crash or outage).');
+
+/** How old a row is before the relay publishes it, and the longest the relay sleeps. */
+const STALE_MS = 3000;
 
 /** How long a direct hand-over may take before the message goes to the stream instead. */
 const DIRECT_TIMEOUT_MS = 2000;
