@@ -126,12 +126,12 @@ export class PollLoop {
 }
 
 /**
- * Milliseconds from now until `at`, a SQL query of one timestamp (the
- * earliest due time of a table, say), undefined when it is null: one
- * statement, what a PollLoop's `nextDueInMs` asks.
+ * Milliseconds from now until `at`, a SQL expression of one timestamp (a
+ * query of the earliest due time of a table, say; `params` its $1..$n),
+ * undefined when it is null: one statement, what a PollLoop's `nextDueInMs` asks.
  */
-export async function msUntil(db: Database, at: string): Promise<number | undefined> {
-  const rows = await db.query<{ ms: string | number | null }>(`select (extract(epoch from ((${at}) - now())) * 1000)::bigint as ms`);
+export async function msUntil(db: Database, at: string, params?: unknown[]): Promise<number | undefined> {
+  const rows = await db.query<{ ms: string | number | null }>(`select (extract(epoch from ((${at}) - now())) * 1000)::bigint as ms`, params);
   const ms = rows[0]?.ms;
   return ms === null || ms === undefined ? undefined : Number(ms);
 }

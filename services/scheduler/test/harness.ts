@@ -187,8 +187,8 @@ export interface Harness {
   waitFor(runId: string, statuses: string[], timeoutMs?: number): Promise<any>;
   /** Stop the harness's own scheduler (gracefully: it drains and hands its runs back); close() then skips it. */
   stopScheduler(): Promise<void>;
-  /** Another scheduler replica on the same database and bus; `crash()` cuts its connections without a graceful stop. */
-  replica(opts?: SchedulerOptions): Promise<{ handle: ServiceHandle; db: Database; bus: Bus; crash(): Promise<void> }>;
+  /** Another scheduler replica on the same database and bus (the harness's options); `crash()` cuts its connections without a graceful stop. */
+  replica(): Promise<{ handle: ServiceHandle; db: Database; bus: Bus; crash(): Promise<void> }>;
   close(): Promise<void>;
 }
 
@@ -290,10 +290,10 @@ export async function startHarness(
       schedulerStopped ??= scheduler.stop();
       return schedulerStopped;
     },
-    async replica(replicaOpts = opts) {
+    async replica() {
       const d = mode === 'real' ? await openDatabase({ url: url! }) : db;
       const b = await openBus();
-      const handle = await startScheduler(cfg, mkInfra(d, b), replicaOpts);
+      const handle = await startScheduler(cfg, mkInfra(d, b), opts);
       const r = { handle, db: d, bus: b, crashed: false };
       replicas.push(r);
       return {

@@ -1,6 +1,6 @@
 import type { Database } from '@dws/db';
 import type { StepError } from '@dws/protocol';
-import type { OutboxMessage } from '@dws/runtime';
+import { msUntil, type OutboxMessage } from '@dws/runtime';
 import type { StepOutcome } from '../domain/reply.js';
 
 /** A timeline frame before it gets its ts from the database. */
@@ -370,17 +370,14 @@ export async function claimDueRuns(db: Database, owner: string, leaseMs: number,
  * take (sleeps, backoffs, the leases of a replica that died), and now while
  * runs wait for a concurrency slot (admission is asked each round while they do).
  */
-export async function nextClaimInMs(db: Database, held: string[]): Promise<number | undefined> {
-  const rows = await db.query<{ ms: string | number | null }>(
-    `select (extract(epoch from (
-              case when exists (select 1 from scheduler.runs where status = 'queued' and not admitted) then now()
-                   else (select min(lease_until) from scheduler.runs
-                          where status in ('queued', 'running', 'waiting') and not (id = any($1::text[]))) end
-            ) - now()) * 1000)::bigint as ms`,
+export function nextClaimInMs(db: Database, held: string[]): Promise<number | undefined> {
+  return msUntil(
+    db,
+    `case when exists (select 1 from scheduler.runs where status = 'queued' and not admitted) then now()
+          else (select min(lease_until) from scheduler.runs
+                 where status in ('queued', 'running', 'waiting') and not (id = any($1::text[]))) end`,
     [held],
   );
-  const ms = rows[0]?.ms;
-  return ms === null || ms === undefined ? undefined : Number(ms);
 }
 
 export interface StoredStep {
