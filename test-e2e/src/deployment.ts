@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { deleteNamespace } from '@dws/bus';
 import { freePort, startService, waitReady, type Proc } from './processes.js';
 import { freshDatabase, realInfra, uniquePrefix } from './infra.js';
 
@@ -74,7 +75,10 @@ export async function startDeployment(
     const db = await freshDatabase(infra.databaseUrl, mode === 'fleet' ? 'fleet' : 'dev');
     cleanups.push(db.drop);
     databaseUrl = db.url;
-    shared = { ...shared, DATABASE_URL: db.url, NATS_URL: infra.natsUrl, SERVICE_BUS_PREFIX: uniquePrefix('e2e') };
+    const prefix = uniquePrefix('e2e');
+    // After the processes stopped (cleanups run then): its streams would stay on the shared nats-server.
+    cleanups.push(async () => void (await deleteNamespace(infra.natsUrl, prefix)));
+    shared = { ...shared, DATABASE_URL: db.url, NATS_URL: infra.natsUrl, SERVICE_BUS_PREFIX: prefix };
   }
 
   const launch = (name: string, entry: string, env: Record<string, string>, p: number) => {

@@ -1,5 +1,5 @@
 export * from './types.js';
-export { connectJetStreamBus, type JetStreamBusOptions } from './jetstream.js';
+export { connectJetStreamBus, deleteNamespace, type JetStreamBusOptions } from './jetstream.js';
 export {
   createEmbeddedBus,
   type EmbeddedBusOptions,
@@ -9,4 +9,4 @@ export {
 } from './embedded.js';
 export { createSqlBusStore, type SqlClient } from './sql-store.js';
 export { DLQ_HEADERS, DLQ_STREAM, type BusLogger } from './policy.js';
-export { prefixedBus } from './prefixed.js';
+export { namespaceStreams, prefixedBus } from './prefixed.js';

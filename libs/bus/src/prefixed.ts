@@ -9,10 +9,10 @@ import type { Bus, ConsumerSpec, StreamSpec } from './types.js';
  */
 export function prefixedBus(bus: Bus, prefix: string): Bus {
   if (!prefix) return bus;
-  if (!/^[A-Za-z0-9_-]+$/.test(prefix)) throw new Error(`bus prefix must be letters, digits, _ or -: ${prefix}`);
   const subj = (s: string) => `${prefix}.${s}`;
   const strip = (s: string) => (s.startsWith(`${prefix}.`) ? s.slice(prefix.length + 1) : s);
-  const stream = (n: string) => `${prefix.toUpperCase().replace(/-/g, '_')}_${n}`;
+  const streams = namespaceStreams(prefix);
+  const stream = (n: string) => `${streams}${n}`;
   return {
     kind: bus.kind,
     ensureStream: (spec: StreamSpec) => bus.ensureStream({ ...spec, name: stream(spec.name), subjects: spec.subjects.map(subj) }),
@@ -45,7 +45,13 @@ export function prefixedBus(bus: Bus, prefix: string): Bus {
     healthy: () => bus.healthy(),
     // Another prefix's durables on a shared bus are not ours: only this prefix's, named as given.
     backlog: async () =>
-      (await bus.backlog()).filter((b) => b.stream.startsWith(stream(''))).map((b) => ({ ...b, stream: b.stream.slice(stream('').length) })),
+      (await bus.backlog()).filter((b) => b.stream.startsWith(streams)).map((b) => ({ ...b, stream: b.stream.slice(streams.length) })),
     close: () => bus.close(),
   };
+}
+
+/** What the names of a namespace's streams begin with: `t1` -> `T1_`. */
+export function namespaceStreams(prefix: string): string {
+  if (!/^[A-Za-z0-9_-]+$/.test(prefix)) throw new Error(`bus prefix must be letters, digits, _ or -: ${prefix}`);
+  return `${prefix.toUpperCase().replace(/-/g, '_')}_`;
 }

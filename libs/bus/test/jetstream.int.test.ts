@@ -3,9 +3,9 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { connectJetStreamBus, type Bus } from '../src/index.js';
+import { connectJetStreamBus, deleteNamespace, DLQ_STREAM, namespaceStreams, prefixedBus, type Bus } from '../src/index.js';
 import { writesPerLoopTurn } from '../src/jetstream.js';
 import { runBusContract, type DoomedResponder } from './bus-contract.js';
 
@@ -101,6 +101,38 @@ if (await reachable()) {
       while (order.length < 12 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
       expect(order).toEqual([0, 1, 2].flatMap((i) => [`frame ${i}`, `fact ${i}`, `frame ${i}b`, `ask ${i}`]));
       for (const s of subs) await s.stop();
+    });
+  });
+
+  describe('jetstream bus: deleteNamespace', () => {
+    it("deletes a namespace's streams and its dead letters, and nothing of another namespace", async () => {
+      const id = Math.random().toString(36).slice(2, 10);
+      const [mine, other] = [`nsa${id}`, `nsb${id}`];
+      const bus = await connectJetStreamBus({ servers: url, name: 'bus-namespace' });
+      const nc = await connect({ servers: url });
+      try {
+        for (const p of [mine, other]) {
+          await prefixedBus(bus, p).ensureStream({ name: 'CMDS', subjects: ['cmd.>'] });
+          await prefixedBus(bus, p).ensureStream({ name: 'FACTS', subjects: ['fact.>'] });
+        }
+        await bus.ensureStream({ name: DLQ_STREAM, subjects: ['dlq.>'] });
+        const deadLetter = (p: string) => `dlq.${namespaceStreams(p)}CMDS.worker`;
+        for (const p of [mine, other]) await jetstream(nc).publish(deadLetter(p), 'dead');
+
+        expect(await deleteNamespace(url, mine)).toBe(2);
+
+        const jsm = await jetstreamManager(nc);
+        const names: string[] = [];
+        for await (const si of jsm.streams.list()) names.push(si.config.name);
+        expect(names.filter((n) => n.includes(id.toUpperCase())).sort()).toEqual([`${namespaceStreams(other)}CMDS`, `${namespaceStreams(other)}FACTS`]);
+        const lastOf = (subject: string) => jsm.streams.getMessage(DLQ_STREAM, { last_by_subj: subject }).then((m) => m !== null, () => false);
+        expect(await lastOf(deadLetter(mine))).toBe(false);
+        expect(await lastOf(deadLetter(other))).toBe(true);
+      } finally {
+        await deleteNamespace(url, other);
+        await bus.close();
+        await nc.close();
+      }
     });
   });
 

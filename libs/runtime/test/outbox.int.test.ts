@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import { connectJetStreamBus, createEmbeddedBus, prefixedBus, type Bus } from '@dws/bus';
+import { connectJetStreamBus, createEmbeddedBus, deleteNamespace, prefixedBus, type Bus } from '@dws/bus';
 import type { Database } from '@dws/db';
 import { createLogger } from '@dws/log';
 import { openEmbeddedTestDb, openTestDb, recordingDb, testInfra, uniqueName, type TestDb } from '@dws/testing';
@@ -63,6 +63,7 @@ describe.each([['Postgres and NATS'], ['PGlite and the embedded bus']] as const)
   });
   afterAll(async () => {
     await bus?.close();
+    if (real && infra) await deleteNamespace(infra.natsUrl, prefix);
     await tdb?.close();
   });
 

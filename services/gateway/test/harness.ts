@@ -1,5 +1,5 @@
 import { request } from 'undici';
-import { connectJetStreamBus, prefixedBus, type Bus } from '@dws/bus';
+import { connectJetStreamBus, deleteNamespace, prefixedBus, type Bus } from '@dws/bus';
 import { loadConfig } from '@dws/config';
 import { createLogger } from '@dws/log';
 import { serveApi, type ApiHandler, type Infra } from '@dws/runtime';
@@ -32,7 +32,8 @@ export async function startTestGateway(opts: { env?: Record<string, string>; gat
   if (!infra) throw new Error('real Postgres and NATS are required');
   const log = createLogger({ level: (process.env.TEST_LOG_LEVEL as 'silent' | undefined) ?? 'silent' });
   const tdb = await openTestDb('gw');
-  const bus = prefixedBus(await connectJetStreamBus({ servers: infra.natsUrl, name: 'gateway-test' }), uniqueName('gwt'));
+  const busPrefix = uniqueName('gwt');
+  const bus = prefixedBus(await connectJetStreamBus({ servers: infra.natsUrl, name: 'gateway-test' }), busPrefix);
   const keys = { secret: `sk_${uniqueName('t')}`, public: `pk_${uniqueName('t')}` };
   const adminToken = uniqueName('admin');
   const cfg = loadConfig({
@@ -70,6 +71,7 @@ export async function startTestGateway(opts: { env?: Record<string, string>; gat
       await gw.stop().catch(() => undefined); // a test may have stopped it already
       for (const s of stubs) await s.stop();
       await bus.close();
+      await deleteNamespace(infra.natsUrl, busPrefix);
       await tdb.close();
     },
   };

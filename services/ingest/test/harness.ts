@@ -1,4 +1,4 @@
-import { connectJetStreamBus, createEmbeddedBus, prefixedBus, type Bus, type Subscription } from '@dws/bus';
+import { connectJetStreamBus, createEmbeddedBus, deleteNamespace, prefixedBus, type Bus, type Subscription } from '@dws/bus';
 import { loadConfig } from '@dws/config';
 import { openDatabase, type Database } from '@dws/db';
 import { createLogger } from '@dws/log';
@@ -214,6 +214,7 @@ export async function startHarness(mode: 'real' | 'embedded', opts: IngestOption
       await consumer.stop();
       await api.stop();
       await bus.close();
+      if (mode === 'real') await deleteNamespace(infra!.natsUrl, prefix);
       await closeDb();
     },
   };

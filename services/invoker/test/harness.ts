@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { connectJetStreamBus, createEmbeddedBus, prefixedBus, type Bus } from '@dws/bus';
+import { connectJetStreamBus, createEmbeddedBus, deleteNamespace, prefixedBus, type Bus } from '@dws/bus';
 import { loadConfig, type Config } from '@dws/config';
 import { openDatabase, type Database } from '@dws/db';
 import { createLogger } from '@dws/log';
@@ -221,6 +221,7 @@ export async function startHarness(mode: Mode, opts: InvokerOptions = {}, env: R
       }
       await invoker.stop().catch(() => undefined);
       await bus.close();
+      if (mode === 'real') await deleteNamespace(testInfra()!.natsUrl, prefix);
       for (const c of cleanups) await c();
     },
   };

@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { connectJetStreamBus, createEmbeddedBus, prefixedBus, type Bus } from '@dws/bus';
+import { connectJetStreamBus, createEmbeddedBus, deleteNamespace, prefixedBus, type Bus } from '@dws/bus';
 import { loadConfig } from '@dws/config';
 import { openDatabase, type Database } from '@dws/db';
 import { createLogger } from '@dws/log';
@@ -318,6 +318,7 @@ export async function startHarness(
       await invokerSub.stop();
       await (schedulerStopped ?? scheduler.stop()).catch(() => undefined);
       await bus.close();
+      if (mode === 'real') await deleteNamespace(infra!.natsUrl, prefix);
       for (const c of cleanups) await c();
     },
   };

@@ -1,5 +1,5 @@
 import http from 'node:http';
-import { connectJetStreamBus, createEmbeddedBus, prefixedBus, type Bus } from '@dws/bus';
+import { connectJetStreamBus, createEmbeddedBus, deleteNamespace, prefixedBus, type Bus } from '@dws/bus';
 import { loadConfig } from '@dws/config';
 import { openDatabase, type Database } from '@dws/db';
 import { createLogger } from '@dws/log';
@@ -237,6 +237,7 @@ export async function harness(
       for (const s of started.reverse()) await s.stop().catch(() => undefined);
       await receiver.stop();
       await bus.close();
+      if (mode === 'real') await deleteNamespace(testInfra()!.natsUrl, busPrefix);
       await closeDb();
     },
   };

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import http from 'node:http';
-import { connectJetStreamBus, createEmbeddedBus, prefixedBus, type Bus } from '@dws/bus';
+import { connectJetStreamBus, createEmbeddedBus, deleteNamespace, prefixedBus, type Bus } from '@dws/bus';
 import { loadConfig } from '@dws/config';
 import { openDatabase, type Database } from '@dws/db';
 import { createLogger } from '@dws/log';
@@ -16,6 +16,7 @@ const modes: ('real' | 'embedded')[] = testInfra() ? ['real', 'embedded'] : ['em
 describe.each(modes)('custom webhook sends (%s)', (mode) => {
   let db: Database;
   let bus: Bus;
+  const busPrefix = uniqueName('dsp').replace(/[^A-Za-z0-9_-]/g, '');
   let svc: ServiceHandle;
   let server: http.Server;
   let base = '';
@@ -38,7 +39,7 @@ describe.each(modes)('custom webhook sends (%s)', (mode) => {
       const t = await openTestDb('dispatch');
       db = t.db;
       closeDb = t.close;
-      bus = prefixedBus(await connectJetStreamBus({ servers: testInfra()!.natsUrl }), uniqueName('dsp').replace(/[^A-Za-z0-9_-]/g, ''));
+      bus = prefixedBus(await connectJetStreamBus({ servers: testInfra()!.natsUrl }), busPrefix);
     } else {
       db = await openDatabase({});
       closeDb = () => db.close();
@@ -51,6 +52,7 @@ describe.each(modes)('custom webhook sends (%s)', (mode) => {
   afterAll(async () => {
     await svc?.stop();
     await bus?.close();
+    if (mode === 'real') await deleteNamespace(testInfra()!.natsUrl, busPrefix);
     await closeDb?.();
     server?.close();
   });
