@@ -63,8 +63,8 @@ describe.each([['Postgres and NATS'], ['PGlite and the embedded bus']] as const)
   });
   afterAll(async () => {
     await bus?.close();
-    if (real && infra) await deleteNamespace(infra.natsUrl, prefix);
     await tdb?.close();
+    if (real && infra) await deleteNamespace(infra.natsUrl, prefix);
   });
 
   /** Write one message as a service does: in a transaction, then (if `publish`) after commit. */

@@ -271,8 +271,8 @@ export async function startHarness(mode: 'real' | 'embedded'): Promise<Harness> 
       await consumer.stop();
       await listings.stop();
       await bus.close();
-      if (mode === 'real') await deleteNamespace(infra!.natsUrl, prefix);
       await closeDb();
+      if (mode === 'real') await deleteNamespace(infra!.natsUrl, prefix);
     },
   };
   return h;

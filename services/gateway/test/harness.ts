@@ -71,8 +71,8 @@ export async function startTestGateway(opts: { env?: Record<string, string>; gat
       await gw.stop().catch(() => undefined); // a test may have stopped it already
       for (const s of stubs) await s.stop();
       await bus.close();
-      await deleteNamespace(infra.natsUrl, busPrefix);
       await tdb.close();
+      await deleteNamespace(infra.natsUrl, busPrefix);
     },
   };
 }

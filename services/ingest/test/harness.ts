@@ -214,8 +214,8 @@ export async function startHarness(mode: 'real' | 'embedded', opts: IngestOption
       await consumer.stop();
       await api.stop();
       await bus.close();
-      if (mode === 'real') await deleteNamespace(infra!.natsUrl, prefix);
       await closeDb();
+      if (mode === 'real') await deleteNamespace(infra!.natsUrl, prefix);
     },
   };
   const consumer: Subscription = await bus.consume(

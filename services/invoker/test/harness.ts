@@ -221,8 +221,8 @@ export async function startHarness(mode: Mode, opts: InvokerOptions = {}, env: R
       }
       await invoker.stop().catch(() => undefined);
       await bus.close();
-      if (mode === 'real') await deleteNamespace(testInfra()!.natsUrl, prefix);
       for (const c of cleanups) await c();
+      if (mode === 'real') await deleteNamespace(testInfra()!.natsUrl, prefix);
     },
   };
   return h;

@@ -318,8 +318,8 @@ export async function startHarness(
       await invokerSub.stop();
       await (schedulerStopped ?? scheduler.stop()).catch(() => undefined);
       await bus.close();
-      if (mode === 'real') await deleteNamespace(infra!.natsUrl, prefix);
       for (const c of cleanups) await c();
+      if (mode === 'real') await deleteNamespace(infra!.natsUrl, prefix);
     },
   };
   return h;

@@ -237,8 +237,8 @@ export async function harness(
       for (const s of started.reverse()) await s.stop().catch(() => undefined);
       await receiver.stop();
       await bus.close();
-      if (mode === 'real') await deleteNamespace(testInfra()!.natsUrl, busPrefix);
       await closeDb();
+      if (mode === 'real') await deleteNamespace(testInfra()!.natsUrl, busPrefix);
     },
   };
   await bus.ensureStream(streams.dispatcherCmds);

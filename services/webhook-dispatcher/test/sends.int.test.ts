@@ -52,9 +52,9 @@ describe.each(modes)('custom webhook sends (%s)', (mode) => {
   afterAll(async () => {
     await svc?.stop();
     await bus?.close();
-    if (mode === 'real') await deleteNamespace(testInfra()!.natsUrl, busPrefix);
     await closeDb?.();
     server?.close();
+    if (mode === 'real') await deleteNamespace(testInfra()!.natsUrl, busPrefix);
   });
 
   const send = (deliveryId: string, url: string, runId = 'run_x', stepId = 'a'.repeat(64)) =>
