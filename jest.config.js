@@ -13,7 +13,11 @@ const base = {
 
 export default {
   projects: [
-    { ...base, displayName: 'unit', testMatch: ['<rootDir>/{libs,services,apps,examples}/*/src/**/*.test.ts', '<rootDir>/libs/*/test/**/*.unit.test.ts'] },
+    {
+      ...base,
+      displayName: 'unit',
+      testMatch: ['<rootDir>/{libs,services,apps,examples}/*/src/**/*.test.ts', '<rootDir>/libs/*/test/**/*.unit.test.ts', '<rootDir>/scripts/*.test.ts'],
+    },
     {
       ...base,
       displayName: 'int',

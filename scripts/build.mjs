@@ -18,6 +18,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
+import { latin1Comments } from './latin1.mjs';
 
 export const ROOT = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 export const DIST = path.join(ROOT, 'dist');
@@ -153,7 +154,17 @@ export async function build({ ifStale = false, quiet = false } = {}) {
         process.stderr.write(`build: ${e.location ? `${e.location.file}:${e.location.line}: ` : ''}${e.text}\n`);
       throw new Error('build: esbuild failed');
     });
-  for (const f of result.outputFiles) writeAtomically(f.path, f.contents);
+  for (const f of result.outputFiles) {
+    if (!f.path.endsWith('.js')) {
+      writeAtomically(f.path, f.contents);
+      continue;
+    }
+    const { code, outside } = latin1Comments(f.text);
+    if (outside > 0) {
+      process.stderr.write(`build: ${path.relative(ROOT, f.path)}: ${outside} characters past Latin-1 outside comments: V8 keeps its source two bytes a character\n`);
+    }
+    writeAtomically(f.path, code);
+  }
   pruneChunks(new Set(result.outputFiles.map((f) => f.path)));
   const inputs = {};
   for (const file of [...Object.keys(result.metafile.inputs), ...EXTRA_INPUTS]) {
