@@ -1,9 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { deleteNamespace } from '@dws/bus';
 import { freePort, startService, waitReady, type Proc } from './processes.js';
-import { freshDatabase, realInfra, uniquePrefix } from './infra.js';
+import { freshDatabase, freshNamespace, realInfra, uniquePrefix } from './infra.js';
 
 export type Mode = 'embedded' | 'dev-real' | 'fleet';
 
@@ -75,16 +74,9 @@ export async function startDeployment(
     const db = await freshDatabase(infra.databaseUrl, mode === 'fleet' ? 'fleet' : 'dev');
     cleanups.push(db.drop);
     databaseUrl = db.url;
-    const prefix = uniquePrefix('e2e');
-    // After the processes stopped (cleanups run then): its streams would stay on the shared nats-server.
-    // A server that is down now (a chaos run's) costs a warning, not the database's drop.
-    cleanups.push(() =>
-      deleteNamespace(infra.natsUrl, prefix).then(
-        () => undefined,
-        (err: unknown) => void process.stderr.write(`deployment: deleting bus namespace ${prefix} failed: ${String(err)}\n`),
-      ),
-    );
-    shared = { ...shared, DATABASE_URL: db.url, NATS_URL: infra.natsUrl, SERVICE_BUS_PREFIX: prefix };
+    const bus = freshNamespace(infra.natsUrl);
+    cleanups.push(bus.drop);
+    shared = { ...shared, DATABASE_URL: db.url, NATS_URL: infra.natsUrl, SERVICE_BUS_PREFIX: bus.prefix };
   }
 
   const launch = (name: string, entry: string, env: Record<string, string>, p: number) => {

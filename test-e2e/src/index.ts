@@ -2,6 +2,6 @@
 export { startDeployment, SERVICES, type Deployment, type Mode } from './deployment.js';
 export { startRunner, type TestRunner } from './runner.js';
 export { api, eventually, runReached, Terminal, TERMINAL_STATUSES, type ApiReply } from './api.js';
-export { realInfra, freshDatabase } from './infra.js';
+export { realInfra, freshDatabase, freshNamespace } from './infra.js';
 export { bundleOf, ensureBuilt, freePort, nodeFlagsOf } from './processes.js';
 export { startNatsServer, type NatsServer } from './private-infra.js';

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
+import { deleteNamespace } from '@dws/bus';
 
 export interface RealInfra {
   databaseUrl: string;
@@ -32,3 +33,21 @@ export async function freshDatabase(adminUrl: string, prefix: string): Promise<{
 }
 
 export const uniquePrefix = (p: string): string => `${p}${randomBytes(3).toString('hex')}`;
+
+/**
+ * A bus namespace of its own on the real NATS (its SERVICE_BUS_PREFIX), whose
+ * streams the returned cleanup deletes once its processes stopped: they would
+ * stay on the shared nats-server. A server that is down by then (a chaos
+ * run's) costs a warning, not the rest of the cleanup.
+ */
+export function freshNamespace(natsUrl: string, prefix = 'e2e'): { prefix: string; drop(): Promise<void> } {
+  const name = uniquePrefix(prefix);
+  return {
+    prefix: name,
+    drop: () =>
+      deleteNamespace(natsUrl, name).then(
+        () => undefined,
+        (err: unknown) => void process.stderr.write(`deleting bus namespace ${name} failed: ${String(err)}\n`),
+      ),
+  };
+}

@@ -1,5 +1,5 @@
 import { SERVICES, type Deployment } from './deployment.js';
-import { freshDatabase, realInfra, uniquePrefix } from './infra.js';
+import { freshDatabase, freshNamespace, realInfra, uniquePrefix } from './infra.js';
 import { freePort, startService, waitReady, type Proc } from './processes.js';
 
 export interface RunnersFleet extends Deployment {
@@ -24,6 +24,7 @@ export async function startRunnersFleet(opts: { invokers?: number; env?: Record<
     SERVICE_SIGNING_KEY: `signing-${uniquePrefix('')}`,
   };
   const db = await freshDatabase(infra.databaseUrl, 'runners');
+  const bus = freshNamespace(infra.natsUrl);
   const invokerPorts = await Promise.all(Array.from({ length: opts.invokers ?? 2 }, () => freePort()));
   const gatewayPort = await freePort();
   const shared: Record<string, string> = {
@@ -32,7 +33,7 @@ export async function startRunnersFleet(opts: { invokers?: number; env?: Record<
     SERVICE_RUN_LEASE_MS: '2000',
     DATABASE_URL: db.url,
     NATS_URL: infra.natsUrl,
-    SERVICE_BUS_PREFIX: uniquePrefix('e2e'),
+    SERVICE_BUS_PREFIX: bus.prefix,
     SERVICE_INVOKER_URL: invokerPorts.map((p) => `http://127.0.0.1:${p}`).join(','),
     ...opts.env,
   };
@@ -44,6 +45,7 @@ export async function startRunnersFleet(opts: { invokers?: number; env?: Record<
   };
   const stop = async () => {
     for (const p of [...procs].reverse()) await p.proc.kill('SIGTERM');
+    await bus.drop();
     await db.drop();
   };
   try {
