@@ -66,10 +66,10 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 ensureBuilt();
 const db = await freshDatabase(databaseUrl, 'startup');
-const bus = freshNamespace(natsUrl, 'startup');
+const ns = freshNamespace(natsUrl, 'startup');
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dws-startup-'));
 try {
-  const fleetEnv = { DATABASE_URL: db.url, NATS_URL: natsUrl, SERVICE_BUS_PREFIX: bus.prefix };
+  const fleetEnv = { DATABASE_URL: db.url, NATS_URL: natsUrl, SERVICE_BUS_PREFIX: ns.prefix };
   const embeddedEnv = { DATABASE_URL: '', NATS_URL: '', SERVICE_DATA_DIR: dataDir };
   const envOf = (s: string) => (s === 'embedded' ? embeddedEnv : fleetEnv);
   // One start of each first: migrations, streams and the PGlite directory are made once, not in the timed starts.
@@ -88,7 +88,7 @@ try {
   }
   process.stdout.write(`\n| service | ${variants.join(' | ')} |\n|---|${variants.map(() => '---|').join('')}\n${rows.join('\n')}\n`);
 } finally {
-  await bus.drop();
+  await ns.drop();
   await db.drop();
   rmSync(dataDir, { recursive: true, force: true });
 }

@@ -74,9 +74,9 @@ export async function startDeployment(
     const db = await freshDatabase(infra.databaseUrl, mode === 'fleet' ? 'fleet' : 'dev');
     cleanups.push(db.drop);
     databaseUrl = db.url;
-    const bus = freshNamespace(infra.natsUrl);
-    cleanups.push(bus.drop);
-    shared = { ...shared, DATABASE_URL: db.url, NATS_URL: infra.natsUrl, SERVICE_BUS_PREFIX: bus.prefix };
+    const ns = freshNamespace(infra.natsUrl);
+    cleanups.push(ns.drop);
+    shared = { ...shared, DATABASE_URL: db.url, NATS_URL: infra.natsUrl, SERVICE_BUS_PREFIX: ns.prefix };
   }
 
   const launch = (name: string, entry: string, env: Record<string, string>, p: number) => {

@@ -24,7 +24,7 @@ export async function startRunnersFleet(opts: { invokers?: number; env?: Record<
     SERVICE_SIGNING_KEY: `signing-${uniquePrefix('')}`,
   };
   const db = await freshDatabase(infra.databaseUrl, 'runners');
-  const bus = freshNamespace(infra.natsUrl);
+  const ns = freshNamespace(infra.natsUrl);
   const invokerPorts = await Promise.all(Array.from({ length: opts.invokers ?? 2 }, () => freePort()));
   const gatewayPort = await freePort();
   const shared: Record<string, string> = {
@@ -33,7 +33,7 @@ export async function startRunnersFleet(opts: { invokers?: number; env?: Record<
     SERVICE_RUN_LEASE_MS: '2000',
     DATABASE_URL: db.url,
     NATS_URL: infra.natsUrl,
-    SERVICE_BUS_PREFIX: bus.prefix,
+    SERVICE_BUS_PREFIX: ns.prefix,
     SERVICE_INVOKER_URL: invokerPorts.map((p) => `http://127.0.0.1:${p}`).join(','),
     ...opts.env,
   };
@@ -45,7 +45,7 @@ export async function startRunnersFleet(opts: { invokers?: number; env?: Record<
   };
   const stop = async () => {
     for (const p of [...procs].reverse()) await p.proc.kill('SIGTERM');
-    await bus.drop();
+    await ns.drop();
     await db.drop();
   };
   try {
