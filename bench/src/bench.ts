@@ -84,7 +84,7 @@ async function heapSnapshots(dep: Deployment): Promise<void> {
   process.stderr.write(`  heap snapshots in ${dir}\n`);
 }
 
-type ProcessGauges = { heapBytes: number; heapTotalBytes: number; externalBytes: number; gcSeconds: number; cpuSeconds: number };
+type ProcessGauges = { heapBytes: number; heapLiveBytes: number; heapTotalBytes: number; externalBytes: number; gcSeconds: number; cpuSeconds: number };
 
 /** Some process gauges of each service, from its /metrics. */
 async function processGauges(dep: Deployment): Promise<Record<string, ProcessGauges>> {
@@ -93,7 +93,7 @@ async function processGauges(dep: Deployment): Promise<Record<string, ProcessGau
     try {
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       const read = (g: string) => Number(new RegExp(`^${g} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
-      out[name] = { heapBytes: read('dws_process_heap_used_bytes'), heapTotalBytes: read('dws_process_heap_total_bytes'), externalBytes: read('dws_process_external_memory_bytes'), gcSeconds: read('dws_process_gc_seconds_total'), cpuSeconds: read('dws_process_cpu_seconds_total') };
+      out[name] = { heapBytes: read('dws_process_heap_used_bytes'), heapLiveBytes: read('dws_process_heap_live_bytes'), heapTotalBytes: read('dws_process_heap_total_bytes'), externalBytes: read('dws_process_external_memory_bytes'), gcSeconds: read('dws_process_gc_seconds_total'), cpuSeconds: read('dws_process_cpu_seconds_total') };
     } catch {
       // not serving metrics (or gone)
     }
@@ -345,11 +345,18 @@ async function w4(dep: Deployment, stamps: Map<string, Stamp[]>, wl = 'w4'): Pro
  * Soak: W2 back to back for SOAK_MINUTES (env, default 10), each service's
  * RSS sampled after every round. Growth is the last third's mean RSS over
  * the first third's, per service (BENCH.md: no growth over a 10-minute W2).
+ * Beside it, what each service kept alive: its V8 heap right after its
+ * last full collection, before the first round and after the last. RSS
+ * also holds garbage that awaits a full collection, which a quiet service
+ * can gather for minutes; the live heap grows only with what is kept.
  */
 async function soak(dep: Deployment): Promise<Figures> {
   const minutes = Number(process.env.SOAK_MINUTES ?? 10);
   const until = performance.now() + minutes * 60_000;
   const samples: Record<string, number>[] = [];
+  const mib = (b: number) => r1(b / 1048576);
+  const liveHeaps = async () => Object.fromEntries(Object.entries(await processGauges(dep)).map(([k, v]) => [k, mib(v.heapLiveBytes)]));
+  const liveFirst = await liveHeaps();
   let steps = 0;
   const t0 = performance.now();
   while (performance.now() < until) {
@@ -357,16 +364,18 @@ async function soak(dep: Deployment): Promise<Figures> {
     steps += 10_000;
     samples.push(Object.fromEntries(Object.entries(rssByService(dep)).map(([k, v]) => [k, v.total])));
     // What grows, when something does: V8's live heap, or what it holds outside it (buffers, PGlite's WebAssembly memory).
-    const mib = (b: number) => Math.round(b / 1048576);
-    const g = Object.entries(await processGauges(dep)).map(([k, v]) => `${k} ${mib(v.heapBytes)} / ${mib(v.heapTotalBytes)} / ${mib(v.externalBytes)}`);
-    process.stderr.write(`  soak ${((performance.now() - t0) / 60_000).toFixed(1)} min: ${f.steps_per_s} steps/s, rss ${JSON.stringify(samples.at(-1))}, heap used / committed / external MiB ${g.join(', ')}\n`);
+    const g = Object.entries(await processGauges(dep)).map(([k, v]) => `${k} ${[v.heapBytes, v.heapLiveBytes, v.heapTotalBytes, v.externalBytes].map((b) => Math.round(mib(b))).join(' / ')}`);
+    process.stderr.write(`  soak ${((performance.now() - t0) / 60_000).toFixed(1)} min: ${f.steps_per_s} steps/s, rss ${JSON.stringify(samples.at(-1))}, heap used / live after the last full collection / committed / external MiB ${g.join(', ')}\n`);
   }
+  const liveLast = await liveHeaps();
   const third = Math.max(1, Math.floor(samples.length / 3));
   const mean = (xs: Record<string, number>[], k: string) => xs.reduce((a, x) => a + (x[k] ?? 0), 0) / xs.length;
   const out: Figures = { minutes, rounds: samples.length, steps_per_s: r1(steps / ((performance.now() - t0) / 1000)) };
   for (const k of Object.keys(samples[0] ?? {})) {
     out[`${k}_rss_first_mib`] = r1(mean(samples.slice(0, third), k));
     out[`${k}_rss_last_mib`] = r1(mean(samples.slice(-third), k));
+    if (liveFirst[k] !== undefined) out[`${k}_live_heap_first_mib`] = liveFirst[k];
+    if (liveLast[k] !== undefined) out[`${k}_live_heap_last_mib`] = liveLast[k];
   }
   return out;
 }
