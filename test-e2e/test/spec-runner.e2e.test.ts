@@ -1,0 +1,226 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { api, eventually, runReached } from '../src/api.js';
+import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
+import { realInfra } from '../src/infra.js';
+
+/**
+ * A runner written from SPEC.md alone, with node:http and node:crypto and no
+ * SDK: what someone porting the runner protocol to another language builds
+ * (README "Runners in other languages"). It checks the invoke signature and
+ * the protocol header, replays the memo (step ids hashed, a reused id
+ * suffixed), reports one new step per pass as a 206 and the result as a
+ * 200, both wrapped with their logs. Against it the service must drive runs
+ * to the end: stored steps never re-run, a retriable failure retried, a
+ * sleep slept, and an opcode it does not know failing the step instead of
+ * re-invoking forever.
+ */
+const modes: Mode[] = realInfra() ? ['embedded', 'fleet'] : ['embedded'];
+
+interface MemoEntry {
+  data?: unknown;
+  error?: { message: string };
+  pending?: boolean;
+}
+interface Invoke {
+  event: { name: string; data: { x: number } };
+  steps: Record<string, MemoEntry>;
+  ctx: { runId: string; workflow: string; attempt: number; app: string };
+}
+type Opcode = Record<string, unknown> & { op: string; id: string; name: string };
+
+const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
+
+/** The reply that ends this pass, thrown from wherever the handler found a step not in the memo. */
+class Reply {
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+  ) {}
+}
+
+/** One pass of a workflow: steps come from the memo when there, else the pass ends reporting the new one. */
+class Pass {
+  private readonly uses = new Map<string, number>();
+  constructor(
+    private readonly memo: Record<string, MemoEntry>,
+    private readonly executions: Map<string, number>,
+  ) {}
+
+  /** SPEC "Step id hashing": the first use is `x`, then `x:1`, `x:2`; the memo key is the SHA-256 hex of that. */
+  private id(name: string): { id: string; hash: string } {
+    const n = this.uses.get(name) ?? 0;
+    this.uses.set(name, n + 1);
+    const id = n === 0 ? name : `${name}:${n}`;
+    return { id, hash: sha256(id) };
+  }
+
+  private memoized(hash: string): unknown {
+    const entry = this.memo[hash]!;
+    if (entry.pending) throw new Reply(206, { opcodes: [], logs: [] });
+    // A failed step the handler does not catch fails the run: a 4xx, the step's error in the body.
+    if (entry.error) throw new Reply(400, { error: entry.error, logs: [] });
+    return entry.data;
+  }
+
+  run<T>(name: string, fn: (attempt: number) => T): T {
+    const { id, hash } = this.id(name);
+    if (hash in this.memo) return this.memoized(hash) as T;
+    const attempt = (this.executions.get(id) ?? 0) + 1;
+    this.executions.set(id, attempt);
+    let op: Opcode;
+    try {
+      op = { op: 'StepRun', id: hash, name: id, data: fn(attempt) };
+    } catch (err) {
+      op = { op: 'StepRun', id: hash, name: id, error: { message: (err as Error).message }, retryAfterMs: 10 };
+    }
+    throw new Reply(206, { opcodes: [op], logs: [] });
+  }
+
+  sleep(name: string, ms: number): void {
+    const { id, hash } = this.id(name);
+    if (hash in this.memo) return void this.memoized(hash);
+    throw new Reply(206, { opcodes: [{ op: 'Sleep', id: hash, name: id, sleepMs: ms }], logs: [] });
+  }
+
+  /** An opcode from a protocol newer than the service's. */
+  teleport(name: string): void {
+    const { id, hash } = this.id(name);
+    if (hash in this.memo) return void this.memoized(hash);
+    throw new Reply(206, { opcodes: [{ op: 'Teleport', id: hash, name: id }], logs: [] });
+  }
+}
+
+const workflows: Record<string, (p: Pass, x: number) => unknown> = {
+  'spec.raw': (p, x) => {
+    const a = p.run('add', () => x + 1);
+    // The same step id again: stored under `add:1`.
+    const b = p.run('add', () => a * 10);
+    p.sleep('nap', 20);
+    const c = p.run('flaky', (attempt) => {
+      if (attempt === 1) throw new Error('first attempt fails');
+      return `ok after ${attempt}`;
+    });
+    return { a, b, c };
+  },
+  'spec.future': (p) => {
+    p.teleport('beam');
+    return 'never';
+  },
+};
+
+interface SpecRunner {
+  url: string;
+  /** Step executions by step id (`add`, `add:1`, ...). */
+  executions: Map<string, number>;
+  invokes: Invoke[];
+  /** Invokes refused: a signature that did not verify, or another protocol version. */
+  refused: string[];
+  close(): Promise<void>;
+}
+
+async function startSpecRunner(signingKey: string): Promise<SpecRunner> {
+  const executions = new Map<string, number>();
+  const invokes: Invoke[] = [];
+  const refused: string[] = [];
+  // SPEC Authentication 7: `t=<unix seconds>&s=<hex HMAC-SHA256 of "<t>.<raw body>">`, t within 5 minutes.
+  const verified = (header: string | undefined, raw: Buffer): boolean => {
+    const parts = new URLSearchParams(header ?? '');
+    const t = parts.get('t') ?? '';
+    const s = Buffer.from(parts.get('s') ?? '', 'hex');
+    if (!/^\d+$/.test(t) || Math.abs(Date.now() / 1000 - Number(t)) > 300) return false;
+    const want = createHmac('sha256', signingKey).update(`${t}.`).update(raw).digest();
+    return s.length === want.length && timingSafeEqual(s, want);
+  };
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const send = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      const raw = Buffer.concat(chunks);
+      if (!verified(req.headers['x-service-signature'] as string | undefined, raw)) {
+        refused.push('signature');
+        return send(401, { data: null, logs: [] });
+      }
+      const version = req.headers['x-service-protocol'];
+      if (version !== undefined && version !== '1') {
+        refused.push(`protocol ${String(version)}`);
+        return send(400, { data: null, logs: [] });
+      }
+      const invoke = JSON.parse(raw.toString('utf8')) as Invoke;
+      invokes.push(invoke);
+      const workflow = workflows[invoke.ctx.workflow];
+      if (!workflow) return send(404, { data: null, logs: [] });
+      try {
+        send(200, { data: workflow(new Pass(invoke.steps, executions), invoke.event.data.x), logs: [] });
+      } catch (end) {
+        if (end instanceof Reply) send(end.status, end.body);
+        else send(500, { error: { message: (end as Error).message }, logs: [] });
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/invoke`,
+    executions,
+    invokes,
+    refused,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+describe.each(modes)('a runner written from SPEC.md alone, on %s', (mode) => {
+  let dep: Deployment;
+  let runner: SpecRunner;
+  beforeAll(async () => {
+    dep = await startDeployment(mode);
+    runner = await startSpecRunner(dep.signingKey);
+    const reg = await api(dep.base, 'POST', '/v1/register', {
+      key: dep.secretKey,
+      body: { app: 'spec-raw', url: runner.url, runtime: 'node', language: 'javascript', protocolVersion: 1, workflows: [{ name: 'spec.raw', retry: { maxAttempts: 3 } }, { name: 'spec.future' }] },
+    });
+    expect(reg.status).toBeLessThan(300);
+  }, 120_000);
+  afterAll(async () => {
+    await runner?.close();
+    await dep?.stop();
+  });
+
+  const start = async (name: string): Promise<string> => {
+    const res = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name, data: { x: 4 } } });
+    expect(res.status).toBe(202);
+    return res.body.runId as string;
+  };
+
+  it('is driven to the end, one new step per pass, each stored step run once', async () => {
+    const runId = await start('spec.raw');
+    const run = await eventually('the run succeeded', async () => runReached((await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.secretKey })).body, ['succeeded']));
+    expect(run.result).toEqual({ a: 5, b: 50, c: 'ok after 2' });
+    expect(runner.refused).toEqual([]);
+    // add, add:1, nap, flaky (failed), flaky (retried), and the pass that returned.
+    const passes = runner.invokes.filter((i) => i.ctx.runId === runId);
+    expect(passes).toHaveLength(6);
+    expect(Object.fromEntries(runner.executions)).toEqual({ add: 1, 'add:1': 1, flaky: 2 });
+    // The last pass's memo: every step under the SHA-256 of its id; no retried error kept in it.
+    const memo = passes.at(-1)!.steps;
+    expect(Object.keys(memo).sort()).toEqual(['add', 'add:1', 'nap', 'flaky'].map(sha256).sort());
+    expect(memo[sha256('add')]).toEqual({ data: 5 });
+    expect(memo[sha256('add:1')]).toEqual({ data: 50 });
+    expect(memo[sha256('flaky')]).toEqual({ data: 'ok after 2' });
+    expect(memo[sha256('nap')]!.pending).not.toBe(true);
+    expect(passes.every((p) => p.ctx.workflow === 'spec.raw' && p.ctx.app === 'spec-raw' && p.event.data.x === 4)).toBe(true);
+  });
+
+  it('fails the step of an opcode the service does not know instead of re-invoking forever', async () => {
+    const runId = await start('spec.future');
+    const run = await eventually('the run failed', async () => runReached((await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.secretKey })).body, ['failed']));
+    expect(JSON.stringify(run.error)).toMatch(/Teleport/);
+    await new Promise((r) => setTimeout(r, 200));
+    // The pass that sent it, and the one that found the step failed in its memo and gave up (a 400).
+    const passes = runner.invokes.filter((i) => i.ctx.runId === runId);
+    expect(passes).toHaveLength(2);
+    expect(passes[1]!.steps[sha256('beam')]!.error?.message).toMatch(/Teleport/);
+  });
+});
