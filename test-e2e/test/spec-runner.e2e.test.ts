@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import WebSocket from 'ws';
 import { api, eventually, runReached } from '../src/api.js';
 import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
 import { realInfra } from '../src/infra.js';
@@ -9,8 +10,9 @@ import { realInfra } from '../src/infra.js';
 /**
  * A runner written from SPEC.md alone, with node:http and node:crypto and no
  * SDK: what someone porting the runner protocol to another language builds
- * (README "Runners in other languages"). It checks the invoke signature and
- * the protocol header, replays the memo (step ids hashed, a reused id
+ * (README "Runners in other languages"), over HTTP (serve) and over a
+ * WebSocket it dials (Connect). It checks the invoke signature and
+ * the protocol version, replays the memo (step ids hashed, a reused id
  * suffixed), reports one new step per pass as a 206 and the result as a
  * 200, both wrapped with their logs. Against it the service must drive runs
  * to the end: stored steps never re-run, a retriable failure retried, a
@@ -111,20 +113,24 @@ const workflows: Record<string, (p: Pass, x: number) => unknown> = {
   },
 };
 
-interface SpecRunner {
-  url: string;
+/** What one runner saw, whichever transport brought its invokes. */
+interface Seen {
   /** Step executions by step id (`add`, `add:1`, ...). */
   executions: Map<string, number>;
   invokes: Invoke[];
   /** Invokes refused: a signature that did not verify, or another protocol version. */
   refused: string[];
+}
+
+interface SpecRunner extends Seen {
   close(): Promise<void>;
 }
 
-async function startSpecRunner(signingKey: string): Promise<SpecRunner> {
-  const executions = new Map<string, number>();
-  const invokes: Invoke[] = [];
-  const refused: string[] = [];
+/**
+ * One invoke, from its signature, its protocol version and its exact bytes
+ * to the status and wrapped body of the reply: the same over HTTP and Connect.
+ */
+function answerer(signingKey: string, seen: Seen) {
   // SPEC Authentication 7: `t=<unix seconds>&s=<hex HMAC-SHA256 of "<t>.<raw body>">`, t within 5 minutes.
   const verified = (header: string | undefined, raw: Buffer): boolean => {
     const parts = new URLSearchParams(header ?? '');
@@ -134,60 +140,122 @@ async function startSpecRunner(signingKey: string): Promise<SpecRunner> {
     const want = createHmac('sha256', signingKey).update(`${t}.`).update(raw).digest();
     return s.length === want.length && timingSafeEqual(s, want);
   };
+  return (signature: string | undefined, version: string | undefined, raw: Buffer): { status: number; body: unknown } => {
+    if (!verified(signature, raw)) {
+      seen.refused.push('signature');
+      return { status: 401, body: { data: null, logs: [] } };
+    }
+    if (version !== undefined && version !== '1') {
+      seen.refused.push(`protocol ${version}`);
+      return { status: 400, body: { data: null, logs: [] } };
+    }
+    const invoke = JSON.parse(raw.toString('utf8')) as Invoke;
+    seen.invokes.push(invoke);
+    const workflow = workflows[invoke.ctx.workflow];
+    if (!workflow) return { status: 404, body: { data: null, logs: [] } };
+    try {
+      return { status: 200, body: { data: workflow(new Pass(invoke.steps, seen.executions), invoke.event.data.x), logs: [] } };
+    } catch (end) {
+      if (end instanceof Reply) return { status: end.status, body: end.body };
+      return { status: 500, body: { error: { message: (end as Error).message }, logs: [] } };
+    }
+  };
+}
+
+const newSeen = (): Seen => ({ executions: new Map(), invokes: [], refused: [] });
+
+/** Serve: the service POSTs each invoke to the runner's URL, registered with POST /v1/register. */
+async function serveRunner(dep: Deployment, app: string, registered: unknown[]): Promise<SpecRunner> {
+  const seen = newSeen();
+  const answer = answerer(dep.signingKey, seen);
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const send = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-      const raw = Buffer.concat(chunks);
-      if (!verified(req.headers['x-service-signature'] as string | undefined, raw)) {
-        refused.push('signature');
-        return send(401, { data: null, logs: [] });
-      }
       const version = req.headers['x-service-protocol'];
-      if (version !== undefined && version !== '1') {
-        refused.push(`protocol ${String(version)}`);
-        return send(400, { data: null, logs: [] });
-      }
-      const invoke = JSON.parse(raw.toString('utf8')) as Invoke;
-      invokes.push(invoke);
-      const workflow = workflows[invoke.ctx.workflow];
-      if (!workflow) return send(404, { data: null, logs: [] });
-      try {
-        send(200, { data: workflow(new Pass(invoke.steps, executions), invoke.event.data.x), logs: [] });
-      } catch (end) {
-        if (end instanceof Reply) send(end.status, end.body);
-        else send(500, { error: { message: (end as Error).message }, logs: [] });
-      }
+      const reply = answer(
+        req.headers['x-service-signature'] as string | undefined,
+        typeof version === 'string' ? version : undefined,
+        Buffer.concat(chunks),
+      );
+      res.writeHead(reply.status, { 'content-type': 'application/json' }).end(JSON.stringify(reply.body));
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/invoke`;
+  const reg = await api(dep.base, 'POST', '/v1/register', {
+    key: dep.secretKey,
+    body: { app, url, runtime: 'node', language: 'javascript', protocolVersion: 1, workflows: registered },
+  });
+  expect(reg.status).toBeLessThan(300);
+  return { ...seen, close: () => new Promise<void>((r) => server.close(() => r())) };
+}
+
+/**
+ * Connect: the runner dials the service (no inbound address) and gets each
+ * invoke as a frame `{ type, id, payload }` (SPEC Transports; the payloads are
+ * libs/protocol/src/connect.ts): hello both ways, runner.register answered
+ * with the same frame id, then `invoke` { body, signature, protocolVersion }
+ * answered by `invoke.result` { status, body } with the invoke's id. The
+ * service's pings are answered by the WebSocket library.
+ */
+async function connectRunner(dep: Deployment, app: string, registered: unknown[]): Promise<SpecRunner> {
+  const seen = newSeen();
+  const answer = answerer(dep.signingKey, seen);
+  const url = new URL('/v1/connect', dep.base.replace(/^http/, 'ws')).href;
+  const ws = new WebSocket(url, 'service.connect.v0', { headers: { authorization: `Bearer ${dep.secretKey}` } });
+  const frames: { type: string; id: string; payload: Record<string, unknown> }[] = [];
+  ws.on('message', (data: Buffer) => {
+    const f = JSON.parse(data.toString('utf8')) as { type: string; id: string; payload: Record<string, unknown> };
+    if (f.type === 'invoke') {
+      const p = f.payload as { body: string; signature: string; protocolVersion: number };
+      const reply = answer(p.signature, String(p.protocolVersion), Buffer.from(p.body, 'utf8'));
+      ws.send(JSON.stringify({ type: 'invoke.result', id: f.id, payload: { status: reply.status, body: JSON.stringify(reply.body) } }));
+      return;
+    }
+    frames.push(f);
+  });
+  const frame = (type: string) =>
+    eventually(`a ${type} frame`, async () => {
+      const f = frames.find((x) => x.type === type || x.type === 'error');
+      if (f?.type === 'error') throw new Error(JSON.stringify(f.payload));
+      return f;
+    });
+  await new Promise<void>((resolve, reject) => ws.once('open', () => resolve()).once('error', reject));
+  ws.send(JSON.stringify({ type: 'hello', id: 'h1', payload: { protocolVersion: 1, runtime: 'node' } }));
+  expect((await frame('hello')).payload.protocolVersion).toBe(1);
+  ws.send(
+    JSON.stringify({
+      type: 'runner.register',
+      id: 'r1',
+      payload: { app, runner: `${app}-1`, runtime: 'node', protocolVersion: 1, workflows: registered },
+    }),
+  );
+  const done = await frame('runner.register');
+  expect(done.id).toBe('r1');
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/invoke`,
-    executions,
-    invokes,
-    refused,
-    close: () => new Promise<void>((r) => server.close(() => r())),
+    ...seen,
+    close: async () => {
+      ws.close();
+      await new Promise<void>((r) => (ws.readyState === WebSocket.CLOSED ? r() : ws.once('close', () => r())));
+    },
   };
 }
 
-describe.each(modes)('a runner written from SPEC.md alone, on %s', (mode) => {
+const cases = modes.flatMap((mode) => (['serve', 'connect'] as const).map((transport) => [mode, transport] as const));
+
+describe.each(cases)('a runner written from SPEC.md alone, on %s, over %s', (mode, transport) => {
   let dep: Deployment;
   let runner: SpecRunner;
   beforeAll(async () => {
     dep = await startDeployment(mode);
-    runner = await startSpecRunner(dep.signingKey);
-    const reg = await api(dep.base, 'POST', '/v1/register', {
-      key: dep.secretKey,
-      body: { app: 'spec-raw', url: runner.url, runtime: 'node', language: 'javascript', protocolVersion: 1, workflows: [{ name: 'spec.raw', retry: { maxAttempts: 3 } }, { name: 'spec.future' }] },
-    });
-    expect(reg.status).toBeLessThan(300);
+    const registered = [{ name: 'spec.raw', retry: { maxAttempts: 3 } }, { name: 'spec.future' }];
+    runner = await (transport === 'serve' ? serveRunner : connectRunner)(dep, `spec-${transport}`, registered);
   }, 120_000);
   afterAll(async () => {
     await runner?.close();
     await dep?.stop();
   });
-
   const start = async (name: string): Promise<string> => {
     const res = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name, data: { x: 4 } } });
     expect(res.status).toBe(202);
@@ -196,7 +264,9 @@ describe.each(modes)('a runner written from SPEC.md alone, on %s', (mode) => {
 
   it('is driven to the end, one new step per pass, each stored step run once', async () => {
     const runId = await start('spec.raw');
-    const run = await eventually('the run succeeded', async () => runReached((await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.secretKey })).body, ['succeeded']));
+    const run = await eventually('the run succeeded', async () =>
+      runReached((await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.secretKey })).body, ['succeeded']),
+    );
     expect(run.result).toEqual({ a: 5, b: 50, c: 'ok after 2' });
     expect(runner.refused).toEqual([]);
     // add, add:1, nap, flaky (failed), flaky (retried), and the pass that returned.
@@ -210,12 +280,14 @@ describe.each(modes)('a runner written from SPEC.md alone, on %s', (mode) => {
     expect(memo[sha256('add:1')]).toEqual({ data: 50 });
     expect(memo[sha256('flaky')]).toEqual({ data: 'ok after 2' });
     expect(memo[sha256('nap')]!.pending).not.toBe(true);
-    expect(passes.every((p) => p.ctx.workflow === 'spec.raw' && p.ctx.app === 'spec-raw' && p.event.data.x === 4)).toBe(true);
+    expect(passes.every((p) => p.ctx.workflow === 'spec.raw' && p.ctx.app === `spec-${transport}` && p.event.data.x === 4)).toBe(true);
   });
 
   it('fails the step of an opcode the service does not know instead of re-invoking forever', async () => {
     const runId = await start('spec.future');
-    const run = await eventually('the run failed', async () => runReached((await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.secretKey })).body, ['failed']));
+    const run = await eventually('the run failed', async () =>
+      runReached((await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.secretKey })).body, ['failed']),
+    );
     expect(JSON.stringify(run.error)).toMatch(/Teleport/);
     await new Promise((r) => setTimeout(r, 200));
     // The pass that sent it, and the one that found the step failed in its memo and gave up (a 400).
