@@ -77,6 +77,13 @@ describe.each(modes)('metrics (%s)', (mode) => {
       }
       const ingest = await scrape(`http://127.0.0.1:${dep.ports!().ingest}/metrics`);
       expect(sum(ingest, 'dws_outbox_published_total{path="direct",schema="ingest"}')).toBeGreaterThanOrEqual(3);
+      // The scheduler's Postgres pool: its connections by state, and its waits (none or some, never negative).
+      expect(after.get('dws_db_pool_size')).toBeGreaterThan(0);
+      expect((after.get('dws_db_pool_connections{state="in_use"}') ?? -1) + (after.get('dws_db_pool_connections{state="idle"}') ?? -1)).toBeGreaterThan(0);
+      for (const name of ['dws_db_pool_waiting', 'dws_db_pool_waits_total', 'dws_db_pool_wait_seconds_total']) expect({ name, ok: (after.get(name) ?? -1) >= 0 }).toEqual({ name, ok: true });
+    } else {
+      // PGlite: one connection, no pool to tell of.
+      expect(after.has('dws_db_pool_size')).toBe(false);
     }
   });
 });

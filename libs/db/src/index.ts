@@ -1,4 +1,4 @@
-export type { Database, Drizzle, OpenDatabaseOptions } from './types.js';
+export type { Database, Drizzle, OpenDatabaseOptions, PoolStats } from './types.js';
 export { openDatabase } from './open.js';
 export { migrate, type MigrateLogger, type MigrateOptions, type MigrateResult } from './migrate.js';
 export { parseInt8 } from './types-parse.js';

@@ -3,7 +3,7 @@ import { PgDialect } from 'drizzle-orm/pg-core';
 import { drizzle, PostgresJsSession, PostgresJsTransaction } from 'drizzle-orm/postgres-js';
 import { execScript, type ScriptRunner } from './symbols.js';
 import { parseInt8, serializeJson } from './types-parse.js';
-import type { Database, Drizzle } from './types.js';
+import type { Database, Drizzle, PoolStats } from './types.js';
 
 type Client = postgres.Sql | postgres.TransactionSql;
 
@@ -58,6 +58,8 @@ export function openPostgres(url: string, poolSize = 10): Database {
     tx: <T>(fn: (tx: Database) => Promise<T>) =>
       sql.begin((txSql) => fn(bindTx(txSql, dialect))) as Promise<T>,
     healthy: () => healthy(db),
+    // Added to postgres.js by our patch (patches/): its typings do not know it.
+    pool: () => (sql as unknown as { dwsPool(): PoolStats }).dwsPool(),
     close: () => sql.end({ timeout: 5 }),
     [execScript]: async (text) => {
       await sql.unsafe(text);

@@ -17,7 +17,24 @@ export interface Database {
   tx<T>(fn: (tx: Database) => Promise<T>): Promise<T>;
   /** True when a trivial query succeeds (for /readyz). */
   healthy(): Promise<boolean>;
+  /** The connection pool's state, for metrics; absent on PGlite (one connection, no pool) and on a transaction. */
+  pool?(): PoolStats;
   close(): Promise<void>;
+}
+
+/** A Postgres pool right now, and its waits since it opened (told by our patch of postgres.js). */
+export interface PoolStats {
+  /** Most connections it opens. */
+  size: number;
+  /** Running a statement, holding a transaction, or being opened for one. */
+  inUse: number;
+  idle: number;
+  /** Statements waiting for a free connection now. */
+  waiting: number;
+  /** Statements that found every connection in use and waited, since it opened. */
+  waits: number;
+  /** Their time waiting, summed. */
+  waitedMs: number;
 }
 
 export interface OpenDatabaseOptions {

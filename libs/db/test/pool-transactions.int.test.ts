@@ -73,4 +73,23 @@ d('transactions on a saturated Postgres pool', () => {
     // Round robin (postgres.js' own order) would have visited all four: each statement woke a cold backend.
     expect(pids.size).toBe(1);
   });
+
+  it('tells its connections in use, the statements waiting for one, and how long they waited (metrics)', async () => {
+    const before = db.pool!();
+    expect(before.size).toBe(4);
+    // Ten sleeps on four connections: six wait, the last ones for two rounds of 100 ms.
+    // (postgres.js sends a statement once it is awaited.)
+    const sleeps = Promise.all(Array.from({ length: 10 }, () => db.query('select pg_sleep(0.1)')));
+    await new Promise((r) => setTimeout(r, 30));
+    const busy = db.pool!();
+    expect(busy.inUse).toBe(4);
+    expect(busy.idle).toBe(0);
+    expect(busy.waiting).toBe(6);
+    await sleeps;
+    const after = db.pool!();
+    expect(after.waits - before.waits).toBe(6);
+    // Four waited about one sleep, two about two.
+    expect(after.waitedMs - before.waitedMs).toBeGreaterThan(600);
+    expect(after).toMatchObject({ inUse: 0, idle: 4, waiting: 0 });
+  });
 });

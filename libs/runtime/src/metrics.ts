@@ -11,6 +11,7 @@
  */
 import { constants as perf, PerformanceObserver } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
+import type { PoolStats } from '@dws/db';
 
 type Labels = Record<string, string>;
 
@@ -162,14 +163,30 @@ interface BusBacklog {
 
 /**
  * Health of the process's own storage and bus, read when scraped (1 up, 0
- * down), and the lag of each durable consumer the process is part of (one
- * consumer info call per durable per scrape).
+ * down), its Postgres pool, and the lag of each durable consumer the process
+ * is part of (one consumer info call per durable per scrape).
  */
 export function infraGauges(infra: {
-  db: { healthy(): Promise<boolean> };
+  db: { healthy(): Promise<boolean>; pool?(): PoolStats };
   bus: { healthy(): Promise<boolean>; backlog(): Promise<BusBacklog[]> };
 }): void {
   gauge('dws_db_up', 'The database answers (1) or not (0).', async () => ((await infra.db.healthy().catch(() => false)) ? 1 : 0));
+  const db = infra.db;
+  if (db.pool) {
+    const pool = () => db.pool!();
+    gauge('dws_db_pool_size', 'Most connections the database pool opens.', () => pool().size);
+    gauge('dws_db_pool_connections', 'Connections of the database pool by state: in_use (a statement, a transaction, or being opened) or idle.', () => {
+      const p = pool();
+      return [
+        { labels: { state: 'in_use' }, value: p.inUse },
+        { labels: { state: 'idle' }, value: p.idle },
+      ];
+    });
+    // Saturation: statements that found every connection in use. The rate of the seconds is how many wait on average.
+    gauge('dws_db_pool_waiting', 'Statements waiting for a free connection of the pool right now.', () => pool().waiting);
+    gauge('dws_db_pool_waits_total', 'Statements that found every connection of the pool in use and waited for one, since start.', () => pool().waits);
+    gauge('dws_db_pool_wait_seconds_total', 'Time statements spent waiting for a connection of the pool, summed, since start.', () => pool().waitedMs / 1000);
+  }
   gauge('dws_bus_up', 'The bus answers (1) or not (0).', async () => ((await infra.bus.healthy().catch(() => false)) ? 1 : 0));
   // One read serves both gauges of a scrape (they are read one after the other).
   let read: { at: number; rows: Promise<BusBacklog[]> } | undefined;
