@@ -51,16 +51,18 @@ class Pass {
     private readonly executions: Map<string, number>,
   ) {}
 
-  /** SPEC "Step id hashing": the first use is `x`, then `x:1`, `x:2`; the memo key is the SHA-256 hex of that. */
-  private id(name: string): { id: string; hash: string } {
+  /**
+   * The step named `name`: its stored result when the memo has it, else the pass ends with the
+   * opcode `discover` makes for it. SPEC "Step id hashing": the first use of a name is `x`, then
+   * `x:1`, `x:2`; the memo key is the SHA-256 hex of that id.
+   */
+  private step(name: string, discover: (id: string, hash: string) => Opcode): unknown {
     const n = this.uses.get(name) ?? 0;
     this.uses.set(name, n + 1);
     const id = n === 0 ? name : `${name}:${n}`;
-    return { id, hash: sha256(id) };
-  }
-
-  private memoized(hash: string): unknown {
-    const entry = this.memo[hash]!;
+    const hash = sha256(id);
+    const entry = this.memo[hash];
+    if (!entry) throw new Reply(206, { opcodes: [discover(id, hash)], logs: [] });
     if (entry.pending) throw new Reply(206, { opcodes: [], logs: [] });
     // A failed step the handler does not catch fails the run: a 4xx, the step's error in the body.
     if (entry.error) throw new Reply(400, { error: entry.error, logs: [] });
@@ -68,30 +70,24 @@ class Pass {
   }
 
   run<T>(name: string, fn: (attempt: number) => T): T {
-    const { id, hash } = this.id(name);
-    if (hash in this.memo) return this.memoized(hash) as T;
-    const attempt = (this.executions.get(id) ?? 0) + 1;
-    this.executions.set(id, attempt);
-    let op: Opcode;
-    try {
-      op = { op: 'StepRun', id: hash, name: id, data: fn(attempt) };
-    } catch (err) {
-      op = { op: 'StepRun', id: hash, name: id, error: { message: (err as Error).message }, retryAfterMs: 10 };
-    }
-    throw new Reply(206, { opcodes: [op], logs: [] });
+    return this.step(name, (id, hash) => {
+      const attempt = (this.executions.get(id) ?? 0) + 1;
+      this.executions.set(id, attempt);
+      try {
+        return { op: 'StepRun', id: hash, name: id, data: fn(attempt) };
+      } catch (err) {
+        return { op: 'StepRun', id: hash, name: id, error: { message: (err as Error).message }, retryAfterMs: 10 };
+      }
+    }) as T;
   }
 
   sleep(name: string, ms: number): void {
-    const { id, hash } = this.id(name);
-    if (hash in this.memo) return void this.memoized(hash);
-    throw new Reply(206, { opcodes: [{ op: 'Sleep', id: hash, name: id, sleepMs: ms }], logs: [] });
+    this.step(name, (id, hash) => ({ op: 'Sleep', id: hash, name: id, sleepMs: ms }));
   }
 
   /** An opcode from a protocol newer than the service's. */
   teleport(name: string): void {
-    const { id, hash } = this.id(name);
-    if (hash in this.memo) return void this.memoized(hash);
-    throw new Reply(206, { opcodes: [{ op: 'Teleport', id: hash, name: id }], logs: [] });
+    this.step(name, (id, hash) => ({ op: 'Teleport', id: hash, name: id }));
   }
 }
 

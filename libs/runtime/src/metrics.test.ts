@@ -48,30 +48,30 @@ describe('metrics exposition', () => {
   });
 
   it('tells the heap kept alive after a full collection from the garbage that awaits one', async () => {
-    const gauge = async (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(await metricsText())?.[1]);
+    const liveHeap = async () => Number(/^dws_process_heap_live_bytes (\S+)/m.exec(await metricsText())?.[1]);
     setFlagsFromString('--expose-gc');
     const fullGc = runInNewContext('gc') as () => void;
     let held: number[][] = [];
     fullGc();
     await new Promise((r) => setTimeout(r, 20));
-    const base = await gauge('dws_process_heap_live_bytes');
+    const base = await liveHeap();
     expect(base).toBeGreaterThan(0);
     // 20 MB kept alive across a full collection: the live heap says so.
     held = Array.from({ length: 2_500 }, (_, i) => new Array<number>(1000).fill(i));
     fullGc();
     await new Promise((r) => setTimeout(r, 20));
-    expect(await gauge('dws_process_heap_live_bytes')).toBeGreaterThan(base + 15e6);
+    expect(await liveHeap()).toBeGreaterThan(base + 15e6);
     // Let go: the next full collection finds it gone.
     expect(held.length).toBe(2_500);
     held = [];
     fullGc();
     await new Promise((r) => setTimeout(r, 20));
-    expect(await gauge('dws_process_heap_live_bytes')).toBeLessThan(base + 5e6);
+    expect(await liveHeap()).toBeLessThan(base + 5e6);
     // Garbage left lying about moves heap_used, not the live heap (no full collection has happened since).
-    const live = await gauge('dws_process_heap_live_bytes');
+    const live = await liveHeap();
     let junk = 0;
     for (let i = 0; i < 1000; i++) junk += JSON.stringify({ i, pad: 'y'.repeat(1000) }).length;
     expect(junk).toBeGreaterThan(0);
-    expect(await gauge('dws_process_heap_live_bytes')).toBe(live);
+    expect(await liveHeap()).toBe(live);
   });
 });
