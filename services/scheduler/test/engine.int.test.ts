@@ -10,6 +10,7 @@ const invoker = new ScriptedInvoker({
   sleepy: () => [{ run: 'before' }, { sleep: 'nap', ms: 400 }, { run: 'after' }],
   pastDeadline: () => [{ sleepUntil: 'then', at: Date.now() - 60_000 }, { run: 'done' }],
   waiter: () => [{ wait: 'approval', event: 'order.approved', if: 'event.data.orderId == "o-1"', timeoutMs: 60_000 }, { run: 'ship' }],
+  plainWaiter: () => [{ wait: 'go', event: 'dl.go', timeoutMs: 60_000 }, { run: 'after' }],
   shortWait: () => [{ wait: 'nothing', event: 'never.sent', timeoutMs: 300 }, { run: 'after' }],
   parent: () => [{ child: 'kid', workflow: 'three', data: { from: 'parent' } }, { run: 'after-child' }],
   failingParent: () => [{ child: 'kid', workflow: 'fatal' }],
@@ -99,6 +100,31 @@ describe.each(modes())('scheduler engine (%s)', (mode) => {
     expect(run.result.results.approval).toMatchObject({ id: 'evt_first' });
     expect((await h.call('waiters.wakeMany', { body: { events: [] } })).body).toEqual({ woke: [] });
     await expect(h.call('waiters.wakeMany', { body: { events: 'x' } })).rejects.toMatchObject({ status: 400 });
+  });
+
+  // A cancel locks its run, then deletes the run's waiters; a wait's timeout locks its step, then
+  // deletes the waiter. A wake that held the waiters while it locked steps and runs deadlocked with
+  // both (Postgres aborted one after deadlock_timeout: the wake's API call answered 500).
+  it.each([
+    ['a cancel (the run locked)', 'select 1 from scheduler.runs where id = $1 for update', 2],
+    // As a claim finds the wait timed out: the step resolved with null, the run due.
+    ['a timeout (the step resolved)', "with s as (update scheduler.steps set status = 'succeeded', data = 'null' where run_id = $1 and status = 'waiting' returning run_id) update scheduler.runs r set lease_until = now() from s where r.id = s.run_id", 1],
+  ])('a wake racing %s neither deadlocks nor fails', async (_what, lockSql, woke) => {
+    if (mode !== 'real') return; // one connection on PGlite: nothing runs concurrently
+    const a = await h.start('plainWaiter');
+    await waiting(a);
+    const b = await h.start('plainWaiter');
+    await waiting(b);
+    let wake: Promise<unknown> | undefined;
+    await h.db.tx(async (tx) => {
+      await tx.query(lockSql, [b]);
+      wake = h.call('waiters.wake', { body: { name: 'dl.go', data: {} } });
+      await new Promise((r) => setTimeout(r, 300)); // the wake resolves a's step and waits on b's row
+      await tx.query('delete from scheduler.waiters where run_id = $1', [b]);
+    });
+    await expect(wake).resolves.toMatchObject({ body: { woke } });
+    await h.waitFor(a, ['succeeded']);
+    await h.waitFor(b, ['succeeded']);
   });
 
   it('a wake ingest could not deliver at once arrives as a command and resumes the run', async () => {

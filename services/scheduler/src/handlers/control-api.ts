@@ -294,14 +294,15 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
     if (waited.size === 0) return woke;
     for (const [i, event] of events.entries()) {
       if (!waited.has(event.name)) continue;
-      woke[i] = await db.tx(async (tx) => {
-        let n = 0;
-        for (const w of await waitersFor(tx, caller.workspaceId, event.name)) {
-          if (w.if_expr && !celMatches(w.if_expr, { event, async: event })) continue;
-          if (await resolveStep(tx, { runId: w.run_id, stepId: w.step_id, dataJson: JSON.stringify(event) })) n++;
-        }
-        return n;
-      });
+      // Each waiter resolves in a statement of its own, not one transaction holding them all: a cancel or
+      // a wait's timeout locks a run or step first and its waiter last, so holding waiters while locking
+      // steps and runs deadlocked with them. Two wakes for one waiter: the first resolves it, the second
+      // finds the step no longer waiting.
+      const data = JSON.stringify(event);
+      for (const w of await waitersFor(db, caller.workspaceId, event.name)) {
+        if (w.if_expr && !celMatches(w.if_expr, { event, async: event })) continue;
+        if (await resolveStep(db, { runId: w.run_id, stepId: w.step_id, dataJson: data })) woke[i]!++;
+      }
     }
     if (woke.some((n) => n > 0)) deps.nudge();
     return woke;

@@ -161,9 +161,9 @@ export async function listAudit(db: Database, workspaceId: string, f: { action?:
 }
 
 /** Waiters of an event name in a workspace (eventIf is evaluated by the caller). */
-export async function waitersFor(tx: Database, workspaceId: string, eventName: string) {
-  return tx.query<{ run_id: string; step_id: string; if_expr: string | null }>(
-    'select run_id, step_id, if_expr from scheduler.waiters where workspace_id = $1 and event_name = $2 order by created_at for update skip locked',
+export async function waitersFor(db: Database, workspaceId: string, eventName: string) {
+  return db.query<{ run_id: string; step_id: string; if_expr: string | null }>(
+    'select run_id, step_id, if_expr from scheduler.waiters where workspace_id = $1 and event_name = $2 order by created_at',
     [workspaceId, eventName],
   );
 }

@@ -460,10 +460,14 @@ export async function resolveStep(
   db: Database,
   r: { runId: string; stepId: string; dataJson?: string; error?: StepError; usageJson?: string },
 ): Promise<boolean> {
+  // Locks in the order every other writer takes them: the run, then its step, then its waiter (the
+  // unreferenced `w` runs after the main update). The step's update reads `r0`, so the run is locked first.
   const rows = await db.query<{ run_id: string }>(
-    `with s as (
+    `with r0 as (
+       select id from scheduler.runs where id = $1 for update
+     ), s as (
        update scheduler.steps set status = $3, data = $4, error = $5::jsonb, usage = $6::jsonb, wake_at = null, ended_at = now()
-        where run_id = $1 and step_id = $2 and status in ('sleeping', 'waiting', 'child')
+        where run_id = (select id from r0) and step_id = $2 and status in ('sleeping', 'waiting', 'child')
         returning run_id
      ), w as (
        delete from scheduler.waiters where run_id = $1 and step_id = $2
