@@ -10,6 +10,7 @@ const invoker = new ScriptedInvoker({
   sleepy: () => [{ run: 'before' }, { sleep: 'nap', ms: 400 }, { run: 'after' }],
   pastDeadline: () => [{ sleepUntil: 'then', at: Date.now() - 60_000 }, { run: 'done' }],
   waiter: () => [{ wait: 'approval', event: 'order.approved', if: 'event.data.orderId == "o-1"', timeoutMs: 60_000 }, { run: 'ship' }],
+  hangParent: () => [{ child: 'kid', workflow: 'hang' }],
   plainWaiter: () => [{ wait: 'go', event: 'dl.go', timeoutMs: 60_000 }, { run: 'after' }],
   shortWait: () => [{ wait: 'nothing', event: 'never.sent', timeoutMs: 300 }, { run: 'after' }],
   parent: () => [{ child: 'kid', workflow: 'three', data: { from: 'parent' } }, { run: 'after-child' }],
@@ -125,6 +126,26 @@ describe.each(modes())('scheduler engine (%s)', (mode) => {
     await expect(wake).resolves.toMatchObject({ body: { woke } });
     await h.waitFor(a, ['succeeded']);
     await h.waitFor(b, ['succeeded']);
+  });
+
+  // A child's end locks the child, then its parent (the parent's step resolves); a parent's cancel
+  // locks the parent, then its children. Postgres breaks the cycle by aborting one: it is run again.
+  it("a parent's cancel racing its child's end neither deadlocks nor fails", async () => {
+    if (mode !== 'real') return; // one connection on PGlite: nothing runs concurrently
+    const parent = await h.start('hangParent');
+    const childOf = async () => (await h.db.query<{ id: string }>('select id from scheduler.runs where parent_run_id = $1', [parent]))[0];
+    await until(async () => (await childOf()) !== undefined, 10_000, 'the child');
+    const child = (await childOf())!;
+    await h.waitFor(child.id, ['waiting']);
+    let cancel: Promise<unknown> | undefined;
+    await h.db.tx(async (tx) => {
+      await tx.query('select 1 from scheduler.runs where id = $1 for update', [child.id]);
+      cancel = h.call('runs.cancel', { params: { id: parent } });
+      await new Promise((r) => setTimeout(r, 300)); // the cancel holds the parent and waits on the child
+      await tx.query('select 1 from scheduler.runs where id = $1 for update', [parent]);
+    });
+    await expect(cancel).resolves.toMatchObject({ body: { status: 'cancelled' } });
+    expect((await h.call('runs.get', { params: { id: child.id } })).body.status).toBe('cancelled');
   });
 
   it('a wake ingest could not deliver at once arrives as a command and resumes the run', async () => {

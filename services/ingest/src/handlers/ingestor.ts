@@ -1,5 +1,5 @@
 import type { Bus } from '@dws/bus';
-import type { Database } from '@dws/db';
+import { withTxRetry, type Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { ApiRequestSchema, create, toBinary } from '@dws/proto';
 import { ids, subjects, type Caller, type Outbox, type OutboxMessage, type PendingPublish } from '@dws/runtime';
@@ -9,7 +9,6 @@ import { matchTriggers } from '../domain/matching.js';
 import { insertEvents, recordEvents, seenDedupeId, setOutcomes, type EventOutboxRow, type NewEvent } from '../store/events.js';
 import type { BufferedEvent } from '../store/buffers.js';
 import { lockAll, type GateScope } from '../store/gates.js';
-import { withTxRetry } from '../store/retry.js';
 import { nowMs, tracer } from '@dws/telemetry';
 import { Admission, singletonId, type SingletonCheck } from './admission.js';
 import { startedRuns, traceIngest } from './ingest-trace.js';

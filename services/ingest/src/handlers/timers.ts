@@ -1,5 +1,5 @@
 import { nextCronTick } from '@dws/cel';
-import type { Database } from '@dws/db';
+import { withTxRetry, type Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { ids, PollLoop, type Outbox, type OutboxMessage } from '@dws/runtime';
 import type { WorkflowPolicy } from '@dws/cel';
@@ -7,7 +7,6 @@ import { closeBatch, dueBatches, firstBatchEvent, takeDueDebounces } from '../st
 import { advanceSchedule, claimTick, dueSchedules, pruneTicks } from '../store/cron.js';
 import { dueKinds, nextDueInMs } from '../store/due.js';
 import { lockAll, pruneGates } from '../store/gates.js';
-import { withTxRetry } from '../store/retry.js';
 import { isSuspended, policyOf } from '../store/workflows.js';
 import { nowMs, tracer } from '@dws/telemetry';
 import type { Admission, NewRun } from './admission.js';

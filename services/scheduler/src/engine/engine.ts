@@ -1,5 +1,5 @@
 import type { Bus, Subscription } from '@dws/bus';
-import type { Database } from '@dws/db';
+import { withTxRetry, type Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { GroupCommit, invalid, redact, type StepError } from '@dws/protocol';
 import { create, fromBinary, InvokeRequestSchema, InvokeResult_Outcome, InvokeResultSchema, toBinary } from '@dws/proto';
@@ -561,7 +561,7 @@ export class Engine {
     // Children started or cancelled, an onFailure run: their frames and messages, once committed.
     let others: { effects: RunEffects; pending: PendingPublish } | undefined;
     const result = needsTx
-      ? await this.o.db.tx(async (tx) => {
+      ? await withTxRetry(this.o.db, async (tx) => {
           const r = await applyPass(tx, args);
           if (!r.applied) return r;
           const effects = await parkSteps(tx, run, steps);

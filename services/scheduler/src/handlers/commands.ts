@@ -1,5 +1,5 @@
 import type { Bus, Subscription } from '@dws/bus';
-import type { Database } from '@dws/db';
+import { withTxRetry, type Database } from '@dws/db';
 import { ApiRequestSchema, ApprovalListedSchema, fromBinary, ResolveStepSchema, StartRunSchema, WorkflowsRegisteredSchema, type StartRun } from '@dws/proto';
 import { COMMAND_ACK_WAIT_MS, streams, subjects, type ApiHandler, type Outbox, type OutboxMessage } from '@dws/runtime';
 import { markApprovalListed, resolveStep, type NewFrame, type NewRun } from '../store/runs.js';
@@ -146,7 +146,7 @@ async function startUnderFlowControl(
     opts.engine.nudge();
     return;
   }
-  const { pending, live } = await opts.db.tx(async (tx) => {
+  const { pending, live } = await withTxRetry(opts.db, async (tx) => {
     const out: OutboxMessage[] = [];
     // Frames stored here go live once committed: this run's queued frame, the cancelled ones.
     const live: [LiveRun, NewFrame[]][] = [];

@@ -1,4 +1,4 @@
-import type { Database } from '@dws/db';
+import { withTxRetry, type Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { celMatches } from '@dws/cel';
 import { conflict, invalid, notFound } from '@dws/protocol';
@@ -116,7 +116,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
 
   return {
     async 'runs.cancel'({ caller, params }) {
-      const { pending, live } = await db.tx(async (tx) => {
+      const { pending, live } = await withTxRetry(db, async (tx) => {
         const run = await mustLock(tx, caller, params.id);
         if (TERMINAL.has(run.status)) throw conflict('run_terminal', `Run is already ${run.status}.`);
         const cancelled = await cancelLockedRun(tx, run, { message: `Cancelled by ${caller.actor || 'a user'}.` });
@@ -130,7 +130,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
     },
 
     async 'runs.pause'({ caller, params }) {
-      const live = await db.tx(async (tx) => {
+      const live = await withTxRetry(db, async (tx) => {
         const run = await mustLock(tx, caller, params.id);
         if (TERMINAL.has(run.status)) throw conflict('run_terminal', `Run is already ${run.status}.`);
         if (run.status === 'paused') return undefined; // idempotent
@@ -148,7 +148,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
     },
 
     async 'runs.resume'({ caller, params }) {
-      const live = await db.tx(async (tx) => {
+      const live = await withTxRetry(db, async (tx) => {
         const run = await mustLock(tx, caller, params.id);
         if (run.status !== 'paused') {
           if (run.pause_requested && !TERMINAL.has(run.status)) {
@@ -168,7 +168,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
 
     async 'runs.replay'({ caller, params, body }) {
       const override = body !== undefined && body !== null && typeof body === 'object' && 'input' in (body as object);
-      const forked = await db.tx(async (tx) => {
+      const forked = await withTxRetry(db, async (tx) => {
         const run = await mustLock(tx, caller, params.id);
         if (!TERMINAL.has(run.status)) throw conflict('run_not_finished', `Run is ${run.status}; only a finished run can be replayed.`);
         return fork(tx, run, override ? JSON.stringify((body as { input: unknown }).input ?? null) : run.input);
@@ -182,7 +182,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
     async 'runs.retryFromStep'({ caller, params, body }) {
       const step = str((body as { step?: unknown } | undefined)?.step);
       if (!step) throw invalid('step_required', 'Body must name the step to retry from: { "step": "<name>" }.');
-      const forked = await db.tx(async (tx) => {
+      const forked = await withTxRetry(db, async (tx) => {
         const run = await mustLock(tx, caller, params.id);
         if (!TERMINAL.has(run.status)) throw conflict('run_not_finished', `Run is ${run.status}; only a finished run can be retried.`);
         const carried = await stepsBefore(tx, run.id, step);
@@ -217,7 +217,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
           continue;
         }
         try {
-          const forked = await db.tx(async (tx) => {
+          const forked = await withTxRetry(db, async (tx) => {
             const run = await lockRun(tx, caller.workspaceId, r.id);
             if (!run || !TERMINAL.has(run.status)) return undefined;
             return fork(tx, run, run.input);

@@ -1,13 +1,15 @@
-import type { Database } from '@dws/db';
+import type { Database } from './types.js';
 
 /** Postgres codes where retrying the whole transaction is the fix: deadlock, serialization failure. */
 const RETRY = new Set(['40P01', '40001']);
 
 /**
  * Run `fn` in a transaction, again (up to `attempts` times) when Postgres
- * aborts it as a deadlock victim. Events of one request lock gate rows in
- * their own order, so two requests may lock the same keys in opposite
- * orders; nothing is published before commit, so a retry is safe.
+ * aborts it as a deadlock victim or a serialization failure. For
+ * transactions that cannot take their locks in one order (ingest's events
+ * lock gate keys in their own order; a parent's cancel locks its children
+ * while a child's end locks its parent). `fn` must do nothing outside the
+ * transaction (publish after commit), so running it again is safe.
  */
 export async function withTxRetry<T>(db: Database, fn: (tx: Database) => Promise<T>, attempts = 5): Promise<T> {
   for (let i = 1; ; i++) {
