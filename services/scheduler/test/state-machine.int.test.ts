@@ -7,8 +7,11 @@ jest.setTimeout(120_000);
 // A seeded PRNG so a failing case can be replayed from its seed.
 const rng = seededRandom;
 
-/** A random but deterministic workflow for a seed: steps, flaky steps, sleeps, waits, parallel groups. */
-function randomScript(seed: number): ScriptStep[] {
+/**
+ * A random but deterministic workflow for a seed: steps, flaky steps, sleeps, waits, parallel groups,
+ * and (not in a child) child runs, so cancels, wakes and timeouts race across parent and child.
+ */
+function randomScript(seed: number, child = false): ScriptStep[] {
   const r = rng(seed);
   const steps: ScriptStep[] = [];
   const n = 3 + Math.floor(r() * 6);
@@ -18,13 +21,17 @@ function randomScript(seed: number): ScriptStep[] {
     else if (k < 0.5) steps.push({ run: `flaky-${i}`, fn: (attempt) => { if (attempt === 1) throw new Error('first attempt fails'); return attempt; } });
     else if (k < 0.65) steps.push({ sleep: `sleep-${i}`, ms: 20 + Math.floor(r() * 200) });
     else if (k < 0.8) steps.push({ wait: `wait-${i}`, event: 'fz.go', timeoutMs: 100 + Math.floor(r() * 500) });
-    else if (k < 0.9) steps.push({ parallel: [`par-${i}-a`, `par-${i}-b`, `par-${i}-c`].slice(0, 2 + Math.floor(r() * 2)) });
+    else if (k < 0.86) steps.push({ parallel: [`par-${i}-a`, `par-${i}-b`, `par-${i}-c`].slice(0, 2 + Math.floor(r() * 2)) });
+    else if (k < 0.93 && !child) steps.push({ child: `kid-${i}`, workflow: 'fuzzKid', data: { seed: seed * 100 + i } });
     else steps.push({ run: `fatal-${i}`, fn: () => { throw new Error('fatal'); }, retriable: r() < 0.5 });
   }
   return steps;
 }
 
-const invoker = new ScriptedInvoker({ fuzz: (event) => randomScript(event.data.seed as number) });
+const invoker = new ScriptedInvoker({
+  fuzz: (event) => randomScript(event.data.seed as number),
+  fuzzKid: (event) => randomScript(event.data.seed as number, true),
+});
 const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 
 describe.each(modes())('run state machine under random replies, timers, control and replicas (%s)', (mode) => {
@@ -43,8 +50,14 @@ describe.each(modes())('run state machine under random replies, timers, control 
     for (let i = 0; i < 40; i++) runs.push(await h.start('fuzz', { seed: base + i }));
     // Chaos while they run: control actions, events for the waiters, redelivered start commands.
     const deadline = Date.now() + 3_000;
-    while (Date.now() < deadline) {
-      const id = runs[Math.floor(r() * runs.length)]!;
+    let targets = runs;
+    for (let round = 0; Date.now() < deadline; round++) {
+      // Their children too: a child's cancel locks child then parent, a parent's the other way.
+      if (round % 20 === 0) {
+        const kids = await h.db.query<{ id: string }>('select id from scheduler.runs where parent_run_id = any($1::text[])', [runs]);
+        targets = [...runs, ...kids.map((k) => k.id)];
+      }
+      const id = targets[Math.floor(r() * targets.length)]!;
       const k = r();
       const swallow = (p: Promise<unknown>) => p.catch((e: { status?: number }) => { if (!e.status || e.status >= 500) throw e; });
       if (k < 0.08) await swallow(h.call('runs.cancel', { params: { id } }));
@@ -53,13 +66,26 @@ describe.each(modes())('run state machine under random replies, timers, control 
       else if (k < 0.75) await h.call('waiters.wake', { body: { name: 'fz.go', data: { k } } });
       else await new Promise((res) => setTimeout(res, 20));
     }
-    // Let everything finish: resume what is paused until all are terminal.
+    // Let everything finish: resume what is paused (children too: a parent waits for its child) until all are terminal.
     const until = Date.now() + 60_000;
     for (;;) {
-      const rows = await h.db.query<{ id: string; status: string }>('select id, status from scheduler.runs where id = any($1::text[])', [runs]);
+      const rows = await h.db.query<{ id: string; status: string }>(
+        'select id, status from scheduler.runs where id = any($1::text[]) or parent_run_id = any($1::text[])',
+        [runs],
+      );
       const open = rows.filter((x) => !TERMINAL.includes(x.status));
       if (open.length === 0) break;
-      if (Date.now() > until) throw new Error(`seed ${base}: runs stuck: ${JSON.stringify(open)}`);
+      if (Date.now() > until) {
+        const ids = open.map((o) => o.id);
+        const detail = await h.db.query(
+          `select r.id, r.status, r.parent_run_id, r.lease_owner, r.lease_until, r.wake_pending, r.pass,
+                  (select json_agg(json_build_object('step', s.step_id, 'name', s.name, 'status', s.status, 'op', s.op, 'wake', s.wake_at)) from scheduler.steps s where s.run_id = r.id) as steps,
+                  (select json_agg(json_build_object('id', c.id, 'status', c.status, 'step', c.parent_step_id)) from scheduler.runs c where c.parent_run_id = r.id) as kids
+             from scheduler.runs r where r.id = any($1::text[])`,
+          [ids],
+        );
+        throw new Error(`seed ${base}: runs stuck: ${JSON.stringify(detail, null, 1)}`);
+      }
       for (const x of open.filter((o) => o.status === 'paused')) await h.call('runs.resume', { params: { id: x.id } }).catch(() => undefined);
       await h.call('waiters.wake', { body: { name: 'fz.go', data: {} } });
       await new Promise((res) => setTimeout(res, 100));
@@ -90,7 +116,7 @@ describe.each(modes())('run state machine under random replies, timers, control 
       }
     }
     // Every step ran once, except those that failed and were retried (maxAttempts 2: at most twice).
-    for (const id of runs) {
+    for (const { id } of all) {
       for (const [key, n] of invoker.executions) {
         if (!key.startsWith(`${id}/`)) continue;
         const retried = key.includes('/flaky-') || key.includes('/fatal-');
