@@ -276,14 +276,18 @@ async function idle(dep: Deployment): Promise<Figures> {
   return { machine_cpu_ms_per_s: r1(cpu.machine / IDLE_SECONDS), service_cpu_ms_per_s: r1(cpu.services / IDLE_SECONDS), wakeups_per_s: r1(wakeups / IDLE_SECONDS) };
 }
 
-/** W2; `w2ws` is W2 with each run's end read off the workspace's run stream (run-ends.ts) instead of a stream per run. */
-async function w2(dep: Deployment, wl = 'w2'): Promise<Figures> {
+/**
+ * W2; `w2ws` is W2 with each run's end read off the workspace's run stream
+ * (run-ends.ts) instead of a stream per run. `diagnostics: false` (the soak)
+ * skips what W2 reads off the services' /metrics besides the figures.
+ */
+async function w2(dep: Deployment, wl = 'w2', diagnostics = true): Promise<Figures> {
   const RUNS = 1000;
   const INFLIGHT = 50;
   const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
   const ends = wl === 'w2ws' ? await WorkspaceRunEnds.open(dep.base, dep.secretKey) : undefined;
   const workflow = wl === 'w2spec' ? 'w2spec' : 'w2';
-  const g0 = await processGauges(dep);
+  const g0: Record<string, ProcessGauges> = diagnostics ? await processGauges(dep) : {};
   const cpu0 = await cpuNow(dep, sql);
   const { lat, wallS: wall } = await boundedLoad(RUNS, INFLIGHT, async () => {
     const runId = await start(dep, workflow);
@@ -295,6 +299,16 @@ async function w2(dep: Deployment, wl = 'w2'): Promise<Figures> {
   const steps = RUNS * 10;
   logSplit(cpu, steps);
   const rss = rssByService(dep);
+  const figures: Figures = {
+    runs_per_s: r1(RUNS / wall),
+    steps_per_s: r1(steps / wall),
+    p50_ms: r1(pct(lat, 50)),
+    p99_ms: r1(pct(lat, 99)),
+    service_cpu_ms_per_step: r1(cpu.services / steps),
+    machine_cpu_ms_per_step: r1(cpu.machine / steps),
+    max_service_rss_mib: Math.max(0, ...Object.values(rss).map((r) => r.total)),
+  };
+  if (!diagnostics) return figures;
   process.stderr.write(`  rss MiB after W2: ${Object.entries(rss).map(([k, v]) => `${k} ${v.total}`).join(', ')}\n`);
   process.stderr.write(`  of which anonymous / file-backed MiB: ${Object.entries(rss).map(([k, v]) => `${k} ${v.anon} / ${v.file}`).join(', ')}\n`);
   const g1 = await processGauges(dep);
@@ -307,15 +321,7 @@ async function w2(dep: Deployment, wl = 'w2'): Promise<Figures> {
   await logRunStreams(dep);
   const batch = await groupCommits(dep);
   if (batch) process.stderr.write(`  checkpoints per statement (group commit, since start): mean ${r1(batch.mean)} over ${batch.statements} statements; stored by path: ${batch.paths}; passes per statement: mean ${r1(batch.passMean)}\n`);
-  return {
-    runs_per_s: r1(RUNS / wall),
-    steps_per_s: r1(steps / wall),
-    p50_ms: r1(pct(lat, 50)),
-    p99_ms: r1(pct(lat, 99)),
-    service_cpu_ms_per_step: r1(cpu.services / steps),
-    machine_cpu_ms_per_step: r1(cpu.machine / steps),
-    max_service_rss_mib: Math.max(0, ...Object.values(rss).map((r) => r.total)),
-  };
+  return figures;
 }
 
 async function w3(dep: Deployment): Promise<Figures> {
@@ -349,9 +355,15 @@ async function w4(dep: Deployment, stamps: Map<string, Stamp[]>, wl = 'w4'): Pro
  * last full collection, before the first round and after the last. RSS
  * also holds garbage that awaits a full collection, which a quiet service
  * can gather for minutes; the live heap grows only with what is kept.
+ * The services' /metrics are read every SOAK_SCRAPE_S (default 15 s, a
+ * common Prometheus scrape interval), not every round (~2 s): a read makes
+ * garbage of its own, and in the two quiet services that was most of what
+ * their RSS gathered between full collections.
  */
 async function soak(dep: Deployment): Promise<Figures> {
   const minutes = Number(process.env.SOAK_MINUTES ?? 10);
+  const scrapeMs = Number(process.env.SOAK_SCRAPE_S ?? 15) * 1000;
+  let scrapedAt = performance.now();
   const until = performance.now() + minutes * 60_000;
   const samples: Record<string, number>[] = [];
   const mib = (b: number) => r1(b / 1048576);
@@ -360,12 +372,17 @@ async function soak(dep: Deployment): Promise<Figures> {
   let steps = 0;
   const t0 = performance.now();
   while (performance.now() < until) {
-    const f = await w2(dep);
+    const f = await w2(dep, 'w2', false);
     steps += 10_000;
     samples.push(Object.fromEntries(Object.entries(rssByService(dep)).map(([k, v]) => [k, v.total])));
-    // What grows, when something does: V8's live heap, or what it holds outside it (buffers, PGlite's WebAssembly memory).
-    const g = Object.entries(await processGauges(dep)).map(([k, v]) => `${k} ${[v.heapBytes, v.heapLiveBytes, v.heapTotalBytes, v.externalBytes].map((b) => Math.round(mib(b))).join(' / ')}`);
-    process.stderr.write(`  soak ${((performance.now() - t0) / 60_000).toFixed(1)} min: ${f.steps_per_s} steps/s, rss ${JSON.stringify(samples.at(-1))}, heap used / live after the last full collection / committed / external MiB ${g.join(', ')}\n`);
+    let heaps = '';
+    if (performance.now() - scrapedAt >= scrapeMs) {
+      scrapedAt = performance.now();
+      // What grows, when something does: V8's live heap, or what it holds outside it (buffers, PGlite's WebAssembly memory).
+      const g = Object.entries(await processGauges(dep)).map(([k, v]) => `${k} ${[v.heapBytes, v.heapLiveBytes, v.heapTotalBytes, v.externalBytes].map((b) => Math.round(mib(b))).join(' / ')}`);
+      heaps = `, heap used / live after the last full collection / committed / external MiB ${g.join(', ')}`;
+    }
+    process.stderr.write(`  soak ${((performance.now() - t0) / 60_000).toFixed(1)} min: ${f.steps_per_s} steps/s, rss ${JSON.stringify(samples.at(-1))}${heaps}\n`);
   }
   const liveLast = await liveHeaps();
   const third = Math.max(1, Math.floor(samples.length / 3));

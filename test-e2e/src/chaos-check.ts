@@ -44,8 +44,10 @@ export interface InvariantReport {
   duplicateEmits: string[];
   /** Succeeded emitting runs whose event is not in the log. */
   missingEmits: string[];
-  /** Waiters parked before their emit that still did not get it. */
+  /** Waiters parked before their emit that did not get it, though it arrived before their wait ended. */
   missedWakes: string[];
+  /** Waiters parked before their emit whose wait had timed out when the emit arrived (the emitter ran late): a diagnostic. */
+  lateEmits: string[];
   /** Waiters that timed out (got no event), parked before their emit or not: a diagnostic, not an invariant. */
   waitTimeouts: string[];
   /** Parents whose result does not carry their one child's result, or with other than one child run. */
@@ -83,6 +85,7 @@ interface StepView {
   op: string;
   status: string;
   output?: unknown;
+  endedAt?: string;
 }
 
 type Get = <T>(path: string) => Promise<T>;
@@ -174,6 +177,7 @@ export async function checkInvariants(opts: {
     duplicateEmits: [],
     missingEmits: [],
     missedWakes: [],
+    lateEmits: [],
     waitTimeouts: [],
     childMismatches: [],
     webhooks: 0,
@@ -244,8 +248,11 @@ export async function checkInvariants(opts: {
 
   // No emit duplicated: each emitting run's event is in the log exactly once.
   const emitters = opts.started.filter((s) => s.kind === 'emitter');
+  /** When each emitter's event reached the log, by emitter key. */
+  const emittedAt = new Map<string, number>();
   await pool(emitters, 8, async (s) => {
-    const events = await get<{ data?: { token?: unknown } }[]>(`/v1/events?name=${encodeURIComponent(toldEvent(s.key))}&limit=100`);
+    const events = await get<{ data?: { token?: unknown }; receivedAt?: string }[]>(`/v1/events?name=${encodeURIComponent(toldEvent(s.key))}&limit=100`);
+    if (events[0]?.receivedAt) emittedAt.set(s.key, Date.parse(events[0].receivedAt));
     report.emits += events.length;
     if (events.length > 1) report.duplicateEmits.push(`${s.key} x${events.length}`);
     if (events.length === 0 && emitterTokens.has(s.key)) report.missingEmits.push(s.key);
@@ -324,15 +331,25 @@ export async function checkInvariants(opts: {
     }
   });
 
-  // A waiter parked before its emit was sent gets that emit's token.
+  // A waiter parked before its emit was sent gets that emit's token, unless the emit reached the
+  // log only after the wait had timed out (an emitter held up by a kill): that is waitForEvent's
+  // timeout doing its job. Within a second of the timeout either may win.
   for (const s of opts.started) {
     if (s.kind !== 'waiter' || !s.waitingBeforeEmit || !s.pairedWith) continue;
     const token = emitterTokens.get(s.pairedWith);
-    const waiter = byKey.get(s.key)?.[0]?.run;
+    const found = byKey.get(s.key)?.[0];
+    const waiter = found?.run;
     if (token === undefined || waiter?.status !== 'succeeded') continue;
     const got = waiter.result as { got?: boolean; token?: unknown };
-    if (!got.got || got.token !== token)
-      report.missedWakes.push(`${waiter.id} (${s.key}): ${JSON.stringify(got)}, emitted ${JSON.stringify(token)}`);
+    if (got.got && got.token === token) continue;
+    const waitEnded = Date.parse(found!.steps.find((st) => st.name === 'told')?.endedAt ?? '');
+    const emitted = emittedAt.get(s.pairedWith);
+    const what = `${waiter.id} (${s.key}): ${JSON.stringify(got)}, emitted ${JSON.stringify(token)}`;
+    if (!got.got && emitted !== undefined && emitted > waitEnded - 1_000) {
+      report.lateEmits.push(`${what} ${Math.round((emitted - waitEnded) / 1000)} s after the wait timed out`);
+    } else {
+      report.missedWakes.push(`${what}, ${emitted === undefined ? 'emit time unknown' : `${Math.round((waitEnded - emitted) / 1000)} s before the wait ended`}`);
+    }
   }
   return report;
 }

@@ -45,6 +45,7 @@ const report = await runChaos({
 for (const r of report.slowest)
   console.log(`slowest: ${r.runId} ${r.workflow} ${r.key} ${r.status} took ${r.tookMs ?? '?'} ms (${r.createdAt} -> ${r.endedAt})`);
 for (const w of report.waitTimeouts) console.log(`wait timed out: ${w}`);
+for (const l of report.lateEmits) console.log(`emit after its waiter timed out: ${l}`);
 const broken = violations(report);
 for (const v of broken) console.log(`VIOLATION ${v}`);
 console.log(

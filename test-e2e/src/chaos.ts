@@ -473,6 +473,7 @@ export function summaryLine(r: ChaosReport): string {
     `duplicate emits=${r.duplicateEmits.length}`,
     `missing emits=${r.missingEmits.length}`,
     `missed wakes=${r.missedWakes.length}`,
+    `late emits=${r.lateEmits.length}`,
     `wait timeouts=${r.waitTimeouts.length}`,
     `children mismatched=${r.childMismatches.length}`,
     `webhooks=${r.webhooks}`,
