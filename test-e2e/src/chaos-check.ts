@@ -65,7 +65,7 @@ export interface InvariantReport {
   /** Runs whose timeline replay has a gap or a repeat in its seqs, or does not end with the run's end. */
   timelineGaps: string[];
   /** The runs that took longest from creation to their end, slowest first (a diagnostic). */
-  slowest: { runId: string; key: string; workflow: string; status: string; createdAt?: string; endedAt?: string; tookMs?: number }[];
+  slowest: { runId: string; key: string; workflow: string; status: string; createdAt?: string; endedAt?: string; tookMs?: number; timeline?: string }[];
 }
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
@@ -326,6 +326,18 @@ export async function checkInvariants(opts: {
     const seqs = stream.events.map((e) => Number(e.id));
     const last = stream.events.at(-1);
     report.timelinesChecked++;
+    // Where a slow run's time went: each frame, seconds after the run was created.
+    const slow = report.slowest.find((x) => x.runId === run.id);
+    if (slow && run.createdAt) {
+      const t0 = Date.parse(run.createdAt);
+      slow.timeline = stream.events
+        .map((e) => {
+          const f = JSON.parse(e.data ?? '{}') as { ts?: string; status?: string; name?: string; message?: string };
+          const at = f.ts ? ((Date.parse(f.ts) - t0) / 1000).toFixed(1) : '?';
+          return `${at} ${e.event}${f.name ? ` ${f.name}` : ''}${f.status ? ` ${f.status}` : ''}`;
+        })
+        .join(' | ');
+    }
     if (!seqs.every((q, i) => q === i + 1) || last?.event !== 'run_status' || !last.data?.includes(`"status":"${run.status}"`)) {
       report.timelineGaps.push(`${run.id}: seqs ${seqs.join(',')}; last ${last?.event} ${last?.data}`);
     }

@@ -43,7 +43,7 @@ const report = await runChaos({
   log: (line) => console.log(line),
 });
 for (const r of report.slowest)
-  console.log(`slowest: ${r.runId} ${r.workflow} ${r.key} ${r.status} took ${r.tookMs ?? '?'} ms (${r.createdAt} -> ${r.endedAt})`);
+  console.log(`slowest: ${r.runId} ${r.workflow} ${r.key} ${r.status} took ${r.tookMs ?? '?'} ms (${r.createdAt} -> ${r.endedAt})${r.timeline ? `\n  ${r.timeline}` : ''}`);
 for (const w of report.waitTimeouts) console.log(`wait timed out: ${w}`);
 for (const l of report.lateEmits) console.log(`emit after its waiter timed out: ${l}`);
 const broken = violations(report);

@@ -76,6 +76,8 @@ describe('HTTP: register and invoke over a real express app', () => {
   let server: Server;
   let base: string;
   const registrations: Array<{ auth: string | undefined; body: unknown }> = [];
+  const flakyAt: number[] = [];
+  let flakyDown = 0;
   const runner = createRunner({ apiKey: 'sk_test', env: {}, signingKey: SIGNING_KEY, app: 'shop', stepBudgetMs: 0 });
   runner.workflow<{ n: number }>('two-steps', async ({ event, step, logger }) => {
     const a = await step.run('a', () => event.data.n + 1);
@@ -91,6 +93,12 @@ describe('HTTP: register and invoke over a real express app', () => {
     app.post('/v1/register', express.json(), (req, res) => {
       registrations.push({ auth: req.headers.authorization, body: req.body });
       res.json({ ok: true });
+    });
+    // The service restarting: 503 while `flakyDown` > 0 (one fewer each time), then ok.
+    app.post('/flaky/v1/register', express.json(), (_req, res) => {
+      flakyAt.push(Date.now());
+      if (flakyDown-- > 0) res.status(503).json({ error: { code: 'service_unavailable', message: 'restarting' } });
+      else res.json({ ok: true });
     });
     server = await new Promise<Server>((resolve) => {
       const s = app.listen(0, '127.0.0.1', () => resolve(s));
@@ -244,6 +252,28 @@ describe('HTTP: register and invoke over a real express app', () => {
     expect(count).toBeGreaterThanOrEqual(3);
     await new Promise((resolve) => setTimeout(resolve, 60));
     expect(registrations.length - before).toBeLessThanOrEqual(count + 1);
+  });
+
+  it('tries a failed heartbeat again after a second, not a whole interval later', async () => {
+    const errors: unknown[] = [];
+    const r = createRunner({
+      apiKey: 'sk_test',
+      env: {},
+      url: `${base}/flaky/v1`,
+      publicUrl: `${base}/invoke`,
+      heartbeatIntervalMs: 3_000,
+      onHeartbeatError: (err) => errors.push(err),
+    });
+    flakyDown = 1;
+    r.startHeartbeat();
+    const deadline = Date.now() + 10_000;
+    while (flakyAt.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    r.stop();
+    expect(String(errors[0])).toMatch(/answered 503/);
+    // The beat at 3 s failed; the next came ~1 s later (it used to wait for the next interval, 3 s).
+    expect(flakyAt).toHaveLength(2);
+    expect(flakyAt[1]! - flakyAt[0]!).toBeLessThan(2_500);
+    expect(errors).toHaveLength(1);
   });
 
   it('surfaces a failing registration', async () => {

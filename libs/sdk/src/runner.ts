@@ -16,6 +16,8 @@ const CHECKPOINT_TIMEOUT_MS = 10_000;
 const DIRECT_CONNECT_TIMEOUT_MS = 2_000;
 /** ...for this long: its checkpoints go through the gateway meanwhile. */
 const UNREACHABLE_FOR_MS = 30_000;
+/** A failed heartbeat is tried again after this, doubling up to the heartbeat interval. */
+const HEARTBEAT_RETRY_MS = 1_000;
 
 /** Reported as `version` at registration. */
 export const SDK_VERSION = '0.1.0';
@@ -199,7 +201,7 @@ export function createRunner(options: RunnerOptions = {}): Runner {
 
   const defined = new Map<string, Workflow>();
   let timer: NodeJS.Timeout | undefined;
-  let beating = false;
+  let heartbeatOn = false;
   // A connect runner needs an id (it has no url to be keyed by); one per process.
   let connectId: string | undefined;
 
@@ -357,23 +359,32 @@ export function createRunner(options: RunnerOptions = {}): Runner {
   }
 
   function startHeartbeat(): void {
-    if (timer) return;
-    timer = setInterval(() => {
-      // Skip a beat rather than pile up registrations behind a slow service.
-      if (beating) return;
-      beating = true;
-      void register()
-        .catch(onHeartbeatError)
-        .finally(() => {
-          beating = false;
-        });
-    }, heartbeatIntervalMs);
+    if (heartbeatOn) return;
+    heartbeatOn = true;
+    beatIn(heartbeatIntervalMs, 0);
+  }
+
+  // The next beat once this one is answered, so registrations never pile up behind a slow service.
+  // A failed beat is tried again soon (1 s, 2 s, 4 s ... up to the interval), not a whole interval
+  // later: beats that fail three intervals running (the service restarting at each) would leave the
+  // runner out of routing (liveness TTL 90 s) until the fourth.
+  function beatIn(ms: number, failures: number): void {
+    timer = setTimeout(() => {
+      void register().then(
+        () => heartbeatOn && beatIn(heartbeatIntervalMs, 0),
+        (err: unknown) => {
+          onHeartbeatError(err);
+          if (heartbeatOn) beatIn(Math.min(heartbeatIntervalMs, HEARTBEAT_RETRY_MS * 2 ** failures), failures + 1);
+        },
+      );
+    }, ms);
     // The heartbeat alone must not keep the process alive.
     timer.unref();
   }
 
   function stop(): void {
-    if (timer) clearInterval(timer);
+    heartbeatOn = false;
+    if (timer) clearTimeout(timer);
     timer = undefined;
     sockets.close();
   }
