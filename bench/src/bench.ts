@@ -50,7 +50,7 @@ import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/s
 import { api, eventually, startDeployment, startNatsServer, type Deployment, type Mode, type NatsServer } from '@dws/test-e2e';
 import { WorkspaceRunEnds } from './run-ends.js';
 import { vacuumDueNow, vacuumLikeAutovacuum } from './vacuum.js';
-import { benchEnv, boundedLoad, fleetMalloc, metricsOf, runStreamsBegun, IDLE_SECONDS, idleWindow, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
+import { benchEnv, boundedLoad, fleetMalloc, metricsOf, runStreamsBegun, IDLE_SECONDS, idleWindow, median, noopStep, oneByOne, w1Figures, w2Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
 import { startRestate } from './peers/restate.js';
 import { cpuNow, cpuSpent, logSplit, serviceName } from './machine-cpu.js';
 
@@ -299,15 +299,14 @@ async function w2(dep: Deployment, wl = 'w2', diagnostics = true): Promise<Figur
   const steps = RUNS * 10;
   logSplit(cpu, steps);
   const rss = rssByService(dep);
-  const figures: Figures = {
-    runs_per_s: r1(RUNS / wall),
-    steps_per_s: r1(steps / wall),
-    p50_ms: r1(pct(lat, 50)),
-    p99_ms: r1(pct(lat, 99)),
-    service_cpu_ms_per_step: r1(cpu.services / steps),
-    machine_cpu_ms_per_step: r1(cpu.machine / steps),
-    max_service_rss_mib: Math.max(0, ...Object.values(rss).map((r) => r.total)),
-  };
+  const figures = w2Figures({
+    runs: RUNS,
+    steps,
+    wallS: wall,
+    lat,
+    cpu: { system: cpu.services, machine: cpu.machine },
+    rssMib: Math.max(0, ...Object.values(rss).map((r) => r.total)),
+  });
   if (!diagnostics) return figures;
   process.stderr.write(`  rss MiB after W2: ${Object.entries(rss).map(([k, v]) => `${k} ${v.total}`).join(', ')}\n`);
   process.stderr.write(`  of which anonymous / file-backed MiB: ${Object.entries(rss).map(([k, v]) => `${k} ${v.anon} / ${v.file}`).join(', ')}\n`);

@@ -155,6 +155,16 @@ export async function oneByOne(n: number, oneRun: () => Promise<unknown>): Promi
 /** W1's figures from its latencies, W3's from its walls. */
 export const w1Figures = (lat: number[]): Figures => ({ p50_ms: r1(pct(lat, 50)), p99_ms: r1(pct(lat, 99)) });
 export const w3Figures = (walls: number[]): Figures => ({ median_wall_ms: r1(median(walls)) });
+/** W2's figures, the same for every system: `cpu` in ms over the load (the system's own processes, the whole machine). */
+export const w2Figures = (o: { runs: number; steps: number; wallS: number; lat: number[]; cpu: { system: number; machine: number }; rssMib: number }): Figures => ({
+  runs_per_s: r1(o.runs / o.wallS),
+  steps_per_s: r1(o.steps / o.wallS),
+  p50_ms: r1(pct(o.lat, 50)),
+  p99_ms: r1(pct(o.lat, 99)),
+  service_cpu_ms_per_step: r1(o.cpu.system / o.steps),
+  machine_cpu_ms_per_step: r1(o.cpu.machine / o.steps),
+  max_service_rss_mib: o.rssMib,
+});
 
 /** One service's /metrics text (embedded: the one process's), or undefined without a port. */
 export async function metricsOf(dep: Deployment, service: string): Promise<string | undefined> {

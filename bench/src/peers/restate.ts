@@ -40,7 +40,7 @@ import { fileURLToPath } from 'node:url';
 import * as restate from '@restatedev/restate-sdk';
 import { request } from 'undici';
 import { freePort } from '@dws/test-e2e';
-import { boundedLoad, cpuMs, IDLE_SECONDS, idleWindow, warmUp, median, noopStep, oneByOne, w1Figures, w3Figures, pct, r1, stepGaps, type Figures, type Stamp } from '../measure.js';
+import { boundedLoad, cpuMs, IDLE_SECONDS, idleWindow, warmUp, median, noopStep, oneByOne, w1Figures, w2Figures, w3Figures, pct, r1, stepGaps, type Figures, type Stamp } from '../measure.js';
 import { addCounters, procCounters, zeroCounters } from '../proc-counters.js';
 
 /** The restate-server release measured (1.x; `npm view @restatedev/restate-server versions`). */
@@ -309,15 +309,7 @@ export async function startRestate(): Promise<RestatePeer> {
     process.stderr.write(
       `  rss MiB after W2: restate-server ${rss} (peak ${rssMib(serverPid, 'VmHWM')}), bench process ${Math.round(process.memoryUsage().rss / 1048576)}\n`,
     );
-    return {
-      runs_per_s: r1(RUNS / wall),
-      steps_per_s: r1(steps / wall),
-      p50_ms: r1(pct(lat, 50)),
-      p99_ms: r1(pct(lat, 99)),
-      service_cpu_ms_per_step: r1(c.server / steps),
-      machine_cpu_ms_per_step: r1(c.machine / steps),
-      max_service_rss_mib: rss,
-    };
+    return w2Figures({ runs: RUNS, steps, wallS: wall, lat, cpu: { system: c.server, machine: c.machine }, rssMib: rss });
   };
 
   const w3 = async (): Promise<Figures> => w3Figures(await oneByOne(10, () => invoke('w3')));
