@@ -332,7 +332,7 @@ export async function checkInvariants(opts: {
       const t0 = Date.parse(run.createdAt);
       slow.timeline = stream.events
         .map((e) => {
-          const f = JSON.parse(e.data ?? '{}') as { ts?: string; status?: string; name?: string; message?: string };
+          const f = JSON.parse(e.data ?? '{}') as { ts?: string; status?: string; name?: string };
           const at = f.ts ? ((Date.parse(f.ts) - t0) / 1000).toFixed(1) : '?';
           return `${at} ${e.event}${f.name ? ` ${f.name}` : ''}${f.status ? ` ${f.status}` : ''}`;
         })
