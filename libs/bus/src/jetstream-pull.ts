@@ -4,8 +4,15 @@ import { backoffDelay, errorMessage, retryDelay, type BusLogger, type ResolvedCo
 import { SPILL_HEADER } from './jetstream-spill.js';
 import type { BusMessage, MessageHandler } from './types.js';
 
-/** How long one pull waits for messages before it is renewed. */
-const FETCH_EXPIRES_MS = 5000;
+/**
+ * How long one pull waits for messages before it is renewed (nats.js's own
+ * default). The server sends an idle heartbeat every half of it; at 5 s, an
+ * idle service renewed each pull every 5 s and heard a heartbeat every 2.5 s,
+ * most of what nats-server and the quiet services did at rest. A longer pull
+ * notices no later that the server went away: on a reconnect nats.js checks
+ * the consumer and pulls again at once, and two missed heartbeats end it.
+ */
+const FETCH_EXPIRES_MS = 30_000;
 /**
  * Acks wait this long to leave together: one socket write (and one read on the
  * server) for all the messages handled meanwhile, instead of one each. A crash

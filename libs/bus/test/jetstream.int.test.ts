@@ -136,6 +136,46 @@ if (await reachable()) {
     });
   });
 
+  // An idle service's pulls were most of what it and nats-server did at rest (a renewal every 5 s and an
+  // idle heartbeat every 2.5 s per consumer); a message must still arrive at once on a long pull.
+  describe('jetstream bus: an idle consumer', () => {
+    it('renews its pull only after 30 s, and a message on it is handled at once', async () => {
+      const id = Math.random().toString(36).slice(2, 10);
+      const stream = `IDLE_${id}`.toUpperCase();
+      const bus = await connectJetStreamBus({ servers: url, name: 'bus-idle' });
+      const spy = await connect({ servers: url });
+      const dec = new TextDecoder();
+      try {
+        await bus.ensureStream({ name: stream, subjects: [`idle${id}.>`] });
+        // A pull is a request to the consumer's MSG.NEXT subject: another connection hears each one.
+        const pulls: { at: number; expiresNs: number }[] = [];
+        spy.subscribe(`$JS.API.CONSUMER.MSG.NEXT.${stream}.idle`, {
+          callback: (_err, m) => pulls.push({ at: Date.now(), expiresNs: (JSON.parse(dec.decode(m.data)) as { expires: number }).expires }),
+        });
+        await spy.flush();
+        const handled: number[] = [];
+        const started = Date.now();
+        const sub = await bus.consume({ stream, durable: 'idle' }, async () => void handled.push(Date.now()));
+        await new Promise((r) => setTimeout(r, 6000));
+        expect(pulls.length).toBe(1);
+        expect(pulls[0]!.expiresNs).toBe(30_000 * 1e6);
+        expect(pulls[0]!.at - started).toBeLessThan(2000);
+
+        const sent = Date.now();
+        await bus.publish(`idle${id}.x`, new TextEncoder().encode('x'));
+        const deadline = Date.now() + 5000;
+        while (handled.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+        expect(handled.length).toBe(1);
+        expect(handled[0]! - sent).toBeLessThan(1000);
+        await sub.stop();
+      } finally {
+        await bus.close();
+        await spy.close();
+        await cleanup({ streams: [stream], dlqReaders: [] });
+      }
+    }, 20_000);
+  });
+
   describe('jetstream bus: one socket write per turn', () => {
     it('what three callbacks of one turn publish leaves in one write, and arrives in order', async () => {
       const subject = `turn${Math.random().toString(36).slice(2, 10)}`;
