@@ -150,7 +150,9 @@ if (await reachable()) {
         // A pull is a request to the consumer's MSG.NEXT subject: another connection hears each one.
         const pulls: { at: number; expiresNs: number }[] = [];
         spy.subscribe(`$JS.API.CONSUMER.MSG.NEXT.${stream}.idle`, {
-          callback: (_err, m) => pulls.push({ at: Date.now(), expiresNs: (JSON.parse(dec.decode(m.data)) as { expires: number }).expires }),
+          callback: (_err, m) => {
+            pulls.push({ at: Date.now(), expiresNs: (JSON.parse(dec.decode(m.data)) as { expires: number }).expires });
+          },
         });
         await spy.flush();
         const handled: number[] = [];
