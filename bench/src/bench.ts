@@ -364,7 +364,8 @@ async function soak(dep: Deployment): Promise<Figures> {
   const scrapeMs = Number(process.env.SOAK_SCRAPE_S ?? 15) * 1000;
   let scrapedAt = performance.now();
   const until = performance.now() + minutes * 60_000;
-  const samples: Record<string, number>[] = [];
+  // Per round and service: RSS, and of it the anonymous pages (heaps, malloc) and the file-backed ones (the node binary's code, paged in as it first runs).
+  const samples: Record<string, { total: number; anon: number; file: number }>[] = [];
   const mib = (b: number) => r1(b / 1048576);
   const liveHeaps = async () => Object.fromEntries(Object.entries(await processGauges(dep)).map(([k, v]) => [k, mib(v.heapLiveBytes)]));
   const liveFirst = await liveHeaps();
@@ -373,7 +374,7 @@ async function soak(dep: Deployment): Promise<Figures> {
   while (performance.now() < until) {
     const f = await w2(dep, 'w2', false);
     steps += 10_000;
-    samples.push(Object.fromEntries(Object.entries(rssByService(dep)).map(([k, v]) => [k, v.total])));
+    samples.push(rssByService(dep));
     let heaps = '';
     if (performance.now() - scrapedAt >= scrapeMs) {
       scrapedAt = performance.now();
@@ -381,15 +382,18 @@ async function soak(dep: Deployment): Promise<Figures> {
       const g = Object.entries(await processGauges(dep)).map(([k, v]) => `${k} ${[v.heapBytes, v.heapLiveBytes, v.heapTotalBytes, v.externalBytes].map((b) => Math.round(mib(b))).join(' / ')}`);
       heaps = `, heap used / live after the last full collection / committed / external MiB ${g.join(', ')}`;
     }
-    process.stderr.write(`  soak ${((performance.now() - t0) / 60_000).toFixed(1)} min: ${f.steps_per_s} steps/s, rss ${JSON.stringify(samples.at(-1))}${heaps}\n`);
+    const rss = Object.entries(samples.at(-1)!).map(([k, v]) => `${k} ${v.total} (${v.anon} / ${v.file})`);
+    process.stderr.write(`  soak ${((performance.now() - t0) / 60_000).toFixed(1)} min: ${f.steps_per_s} steps/s, rss (anonymous / file-backed) MiB ${rss.join(', ')}${heaps}\n`);
   }
   const liveLast = await liveHeaps();
   const third = Math.max(1, Math.floor(samples.length / 3));
-  const mean = (xs: Record<string, number>[], k: string) => xs.reduce((a, x) => a + (x[k] ?? 0), 0) / xs.length;
+  const mean = (xs: typeof samples, k: string, part: 'total' | 'anon' | 'file') => xs.reduce((a, x) => a + (x[k]?.[part] ?? 0), 0) / xs.length;
   const out: Figures = { minutes, rounds: samples.length, steps_per_s: r1(steps / ((performance.now() - t0) / 1000)) };
   for (const k of Object.keys(samples[0] ?? {})) {
-    out[`${k}_rss_first_mib`] = r1(mean(samples.slice(0, third), k));
-    out[`${k}_rss_last_mib`] = r1(mean(samples.slice(-third), k));
+    for (const [part, name] of [['total', 'rss'], ['anon', 'rss_anon'], ['file', 'rss_file']] as const) {
+      out[`${k}_${name}_first_mib`] = r1(mean(samples.slice(0, third), k, part));
+      out[`${k}_${name}_last_mib`] = r1(mean(samples.slice(-third), k, part));
+    }
     if (liveFirst[k] !== undefined) out[`${k}_live_heap_first_mib`] = liveFirst[k];
     if (liveLast[k] !== undefined) out[`${k}_live_heap_last_mib`] = liveLast[k];
   }
