@@ -10,7 +10,8 @@ import type { BusMessage, MessageHandler } from './types.js';
  * idle service renewed each pull every 5 s and heard a heartbeat every 2.5 s,
  * most of what nats-server and the quiet services did at rest. A longer pull
  * notices no later that the server went away: on a reconnect nats.js checks
- * the consumer and pulls again at once, and two missed heartbeats end it.
+ * the consumer and pulls again at once, a consumer's leader change or
+ * deletion ends the pull with a 409 at once, and two missed heartbeats end it.
  */
 const FETCH_EXPIRES_MS = 30_000;
 /**
