@@ -38,6 +38,12 @@ async function cleanup(created: { streams: string[]; dlqReaders: string[] }): Pr
   }
 }
 
+/** Resolves once `done()` holds, or after 5 s: the assertions that follow tell which. */
+async function until(done: () => boolean): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!done() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+}
+
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 /** responder-process.ts in a child process (via tsx), killed with SIGKILL when the test says. */
@@ -97,8 +103,7 @@ if (await reachable()) {
         bus.emit(`live${id}.frames`, enc(`frame ${i}b`));
         await bus.request(`req${id}.ask`, enc(`ask ${i}`), { timeoutMs: 5000 });
       }
-      const deadline = Date.now() + 5000;
-      while (order.length < 12 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      await until(() => order.length >= 12);
       expect(order).toEqual([0, 1, 2].flatMap((i) => [`frame ${i}`, `fact ${i}`, `frame ${i}b`, `ask ${i}`]));
       for (const s of subs) await s.stop();
     });
@@ -157,10 +162,6 @@ if (await reachable()) {
         await spy.flush();
         const handled: number[] = [];
         const sub = await bus.consume({ stream, durable: 'idle' }, async () => void handled.push(Date.now()));
-        const until = async (done: () => boolean) => {
-          const deadline = Date.now() + 5000;
-          while (!done() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-        };
         await until(() => pulls.length > 0);
         expect(pulls.length).toBe(1);
         // A pull of 5 s would have been renewed in this window.
@@ -207,8 +208,7 @@ if (await reachable()) {
         });
         await pub.flush();
         expect(writes.filter((w) => w.includes(`PUB ${subject}`)).map((w) => w.split(`PUB ${subject}`).length - 1)).toEqual([3]);
-        const deadline = Date.now() + 5000;
-        while (got.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+        await until(() => got.length >= 3);
         expect(got).toEqual(['m0', 'm1', 'm2']);
       } finally {
         await pub.close();
