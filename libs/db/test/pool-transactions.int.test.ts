@@ -9,7 +9,8 @@ import { databaseUrl, openFresh } from './targets.js';
  * #1189): queries of unrelated callers then ran inside someone else's
  * transaction, or failed with UNSAFE_TRANSACTION. Our patch of postgres.js
  * (patches/) and `max_pipeline: 0` in openPostgres close both paths. The
- * patch also makes the pool take its most recently idle connection.
+ * patch also makes the pool take its most recently idle connection, and
+ * survive a transaction whose backend dies (upstream #1154, #1208).
  */
 const d = databaseUrl ? describe : describe.skip;
 const PAD = 'x'.repeat(8192);
@@ -91,5 +92,34 @@ d('transactions on a saturated Postgres pool', () => {
     // Four waited about one sleep, two about two.
     expect(after.waitedMs - before.waitedMs).toBeGreaterThan(600);
     expect(after).toMatchObject({ inUse: 0, idle: 4, waiting: 0 });
+  });
+
+  // What a Postgres restart or failover does to a transaction in flight. Unpatched, its rollback
+  // was written to the closed socket from a timer (an uncaught TypeError: the process exited),
+  // and the dead connection stayed counted in use, so sql.end() waited out its 5 s timeout.
+  it('fails a transaction whose backend is terminated as a lost connection, and heals', async () => {
+    // A pool of its own: the test times its close.
+    const own = await openFresh(databaseUrl!);
+    let started!: (pid: number) => void;
+    const pid = new Promise<number>((r) => (started = r));
+    const failing = own.db
+      .tx(async (tx) => {
+        started((await tx.query<{ pid: number }>('select pg_backend_pid() as pid'))[0]!.pid);
+        await tx.query('select pg_sleep(5)');
+      })
+      .then(
+        () => 'committed',
+        (err: unknown) => (err as { code?: string }).code,
+      );
+    const victim = await pid;
+    await new Promise((r) => setTimeout(r, 100));
+    await db.query('select pg_terminate_backend($1)', [victim]);
+    const failed = await failing;
+    expect(['CONNECTION_CLOSED', '57P01']).toContain(failed);
+    expect(await own.db.query<{ n: number }>('select 2 as n')).toEqual([{ n: 2 }]);
+    expect(own.db.pool!()).toMatchObject({ inUse: 0, waiting: 0 });
+    const t0 = Date.now();
+    await own.close();
+    expect(Date.now() - t0).toBeLessThan(2_000);
   });
 });
