@@ -1,11 +1,14 @@
 import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { execScript, hasExecScript } from './symbols.js';
+import { isConnectionLost } from './tx-retry.js';
 import type { Database } from './types.js';
 
 /** A pino logger fits. */
 export interface MigrateLogger {
   info(fields: Record<string, unknown>, message: string): void;
+  warn?(fields: Record<string, unknown>, message: string): void;
 }
 
 export interface MigrateOptions {
@@ -13,8 +16,10 @@ export interface MigrateOptions {
   schema: string;
   /** Folder of drizzle-kit output: `0000_name.sql` files and optionally `meta/_journal.json`. */
   migrationsDir: string;
-  /** Told about each migration applied. @default no logging */
+  /** Told about each migration applied, and of each retry. @default no logging */
   log?: MigrateLogger;
+  /** How long to keep retrying while the connection is lost (Postgres restarting). @default 60_000 */
+  patienceMs?: number;
 }
 
 export interface MigrateResult {
@@ -44,8 +49,22 @@ export async function migrate(db: Database, opts: MigrateOptions): Promise<Migra
   const { schema, migrationsDir, log } = opts;
   if (!SCHEMA_NAME.test(schema)) throw new Error(`migrate: invalid schema name ${JSON.stringify(schema)}`);
   const migrations = await listMigrations(migrationsDir);
-  const table = `"${schema}"."__migrations"`;
+  const deadline = Date.now() + (opts.patienceMs ?? 60_000);
+  // A service starting while Postgres restarts would exit on one lost connection; the unit is
+  // one idempotent transaction, so run it again on a new one.
+  for (let delay = 250; ; delay = Math.min(delay * 2, 2_000)) {
+    try {
+      return await applyPending(db, schema, migrations, migrationsDir, log);
+    } catch (err) {
+      if (!isConnectionLost(err) || Date.now() + delay > deadline) throw err;
+      log?.warn?.({ schema, err: (err as Error).message, retryInMs: delay }, 'migrate: connection lost; retrying');
+      await sleep(delay);
+    }
+  }
+}
 
+function applyPending(db: Database, schema: string, migrations: Migration[], migrationsDir: string, log: MigrateLogger | undefined): Promise<MigrateResult> {
+  const table = `"${schema}"."__migrations"`;
   return db.tx(async (tx) => {
     // The lock comes first: even CREATE SCHEMA IF NOT EXISTS races with itself.
     await tx.query('select pg_advisory_xact_lock(hashtext($1))', [`dws-migrate:${schema}`]);

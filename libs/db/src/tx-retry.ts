@@ -22,3 +22,16 @@ export async function withTxRetry<T>(db: Database, fn: (tx: Database) => Promise
     }
   }
 }
+
+/**
+ * The connection failed, not the statement: Postgres restarting or failing
+ * over (its backends terminated, 57P01/57P02), starting up (57P03), or not
+ * answering yet. The pool opens a new connection for the next query, so
+ * running an idempotent unit again is the fix. Not our own pool's end.
+ */
+const CONNECTION_LOST = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'CONNECTION_CLOSED', 'CONNECT_TIMEOUT', '57P01', '57P02', '57P03']);
+
+export function isConnectionLost(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && CONNECTION_LOST.has(code);
+}

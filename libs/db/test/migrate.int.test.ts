@@ -113,3 +113,52 @@ describe.each(targets.map((t) => [t.kind, t] as const))('migrate on %s', (_kind,
     }
   });
 });
+
+(databaseUrl ? describe : describe.skip)('migrate on Postgres, through a lost connection', () => {
+  // What a Postgres restart or failover does to a service starting at that moment: its backend is
+  // terminated mid-transaction (57P01 here; 57P02 or a reset socket on a crash).
+  it('runs its transaction again on a new connection and applies each migration once', async () => {
+    const fresh = await openFresh(databaseUrl ?? '');
+    const holder = await openDatabase({ url: fresh.url, poolSize: 1 });
+    const warned: unknown[] = [];
+    try {
+      // Holding the schema's migration lock parks migrate's transaction where the test can find it.
+      let release!: () => void;
+      const released = new Promise<void>((r) => (release = r));
+      let locked!: () => void;
+      const lockHeld = new Promise<void>((r) => (locked = r));
+      const holding = holder.tx(async (tx) => {
+        await tx.query('select pg_advisory_xact_lock(hashtext($1))', ['dws-migrate:db_fixture']);
+        locked();
+        await released;
+      });
+      await lockHeld;
+      const migrating = migrate(fresh.db, {
+        schema: 'db_fixture',
+        migrationsDir: fixtureMigrations,
+        log: { info: () => undefined, warn: (fields) => warned.push(fields) },
+      });
+      const waiting = async () =>
+        fresh.db.query<{ pid: number }>(
+          `select pid from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%pg_advisory_xact_lock%'`,
+        );
+      let parked = await waiting();
+      for (let i = 0; parked.length === 0 && i < 100; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        parked = await waiting();
+      }
+      expect(parked).toHaveLength(1);
+      await fresh.db.query('select pg_terminate_backend($1)', [parked[0]!.pid]);
+      release();
+      await holding;
+
+      expect((await migrating).applied).toEqual(['0000_init', '0001_add_note']);
+      expect(warned).toEqual([expect.objectContaining({ schema: 'db_fixture', retryInMs: 250 })]);
+      const [row] = await fresh.db.query<{ n: number }>('select count(*)::int as n from db_fixture.__migrations');
+      expect(row?.n).toBe(2);
+    } finally {
+      await holder.close();
+      await fresh.close();
+    }
+  });
+});
