@@ -35,6 +35,7 @@ interface RequestMux {
   pending: Map<string, PendingRequest>;
 }
 import { connect } from '@nats-io/transport-node';
+import { untilAnswered } from './jetstream-admin.js';
 import { PullLoop } from './jetstream-pull.js';
 import { EMPTY, SPILL_HEADER, Spill, isSpilled } from './jetstream-spill.js';
 import { namespaceStreams } from './prefixed.js';
@@ -199,13 +200,15 @@ class JetStreamBus implements Bus {
       storage: StorageType.File,
       discard: DiscardPolicy.Old,
     };
-    try {
-      await this.jsm.streams.add(cfg);
-    } catch (err) {
-      // It exists with another config (an older deploy, or a replica racing us): update in place.
-      if (apiErrorCode(err) !== API_STREAM_NAME_IN_USE) throw err;
-      await this.jsm.streams.update(r.name, changeable);
-    }
+    await this.untilAnswered(`stream ${r.name}`, async () => {
+      try {
+        await this.jsm.streams.add(cfg);
+      } catch (err) {
+        // It exists with another config (an older deploy, or a replica racing us): update in place.
+        if (apiErrorCode(err) !== API_STREAM_NAME_IN_USE) throw err;
+        await this.jsm.streams.update(r.name, changeable);
+      }
+    });
   }
 
   async publish(subject: string, data: Uint8Array, opts?: PublishOptions): Promise<void> {
@@ -255,7 +258,7 @@ class JetStreamBus implements Bus {
       await this.ensureConsumer(c);
       return this.js.consumers.get(c.stream, c.durable);
     };
-    const consumer = await open();
+    const consumer = await this.untilAnswered(`consumer ${c.stream}/${c.durable}`, open);
     const pull = new PullLoop(
       consumer,
       open,
@@ -628,6 +631,11 @@ class JetStreamBus implements Bus {
       return new BusError('timeout', `'${subject}' timed out${timeoutMs !== undefined ? ` after ${timeoutMs}ms` : ''}`);
     }
     return err;
+  }
+
+  /** An idempotent API call, retried through a server restart (the pull loop's reopen retries on its own). */
+  private untilAnswered<T>(what: string, call: () => Promise<T>): Promise<T> {
+    return untilAnswered(what, call, { log: this.log, isOpen: () => !this.closed });
   }
 
   private track(stop: () => Promise<void>): Subscription {
