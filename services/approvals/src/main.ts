@@ -20,7 +20,7 @@ export type ApprovalsOptions = TimersOptions;
 export async function startApprovals(_cfg: Config, infra: Infra, opts: ApprovalsOptions = {}): Promise<ServiceHandle> {
   const log = infra.log.child({ service: 'approvals' });
   const { db, bus } = infra;
-  await migrate(db, { schema: 'approvals', migrationsDir: MIGRATIONS });
+  await migrate(db, { schema: 'approvals', migrationsDir: MIGRATIONS, log });
   for (const s of [streams.approvalsCmds, streams.schedulerCmds, streams.schedulerFacts, streams.gatewayFacts]) await bus.ensureStream(s);
   const outbox = new Outbox({ db, bus, schema: 'approvals', log });
   outbox.start();

@@ -60,7 +60,7 @@ export async function startGateway(
 ): Promise<GatewayHandle> {
   const log = infra.log.child({ service: 'gateway' });
   const { db, bus } = infra;
-  await migrate(db, { schema: 'gateway', migrationsDir: MIGRATIONS });
+  await migrate(db, { schema: 'gateway', migrationsDir: MIGRATIONS, log });
   await bus.ensureStream(streams.gatewayFacts);
   const sealKey = sealKeyFor(cfg);
   const outbox = new Outbox({ db, bus, schema: 'gateway', log });

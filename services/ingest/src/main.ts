@@ -20,7 +20,7 @@ export type IngestOptions = TimersOptions;
 export async function startIngest(cfg: Config, infra: Infra, opts: IngestOptions = {}): Promise<ServiceHandle> {
   const log = infra.log.child({ service: 'ingest' });
   const { db, bus } = infra;
-  await migrate(db, { schema: 'ingest', migrationsDir: MIGRATIONS });
+  await migrate(db, { schema: 'ingest', migrationsDir: MIGRATIONS, log });
   await bus.ensureStream(streams.schedulerCmds);
   await bus.ensureStream(streams.invokerFacts);
   await bus.ensureStream(streams.gatewayFacts);

@@ -49,7 +49,7 @@ export async function startInvoker(cfg: Config, infra: Infra, opts: InvokerOptio
   const replica = opts.replica ?? `inv-${randomBytes(5).toString('hex')}`;
   const log = infra.log.child({ service: 'invoker', replica });
   const { db, bus } = infra;
-  await migrate(db, { schema: 'invoker', migrationsDir: MIGRATIONS });
+  await migrate(db, { schema: 'invoker', migrationsDir: MIGRATIONS, log });
   await bus.ensureStream(streams.invokerFacts);
   await bus.ensureStream(streams.gatewayFacts);
   await bus.ensureStream(streams.invokerCmds);

@@ -27,7 +27,7 @@ export interface SchedulerOptions {
 export async function startScheduler(cfg: Config, infra: Infra, opts: SchedulerOptions = {}): Promise<ServiceHandle> {
   const log = infra.log.child({ service: 'scheduler' });
   const { db, bus } = infra;
-  await migrate(db, { schema: 'scheduler', migrationsDir: MIGRATIONS });
+  await migrate(db, { schema: 'scheduler', migrationsDir: MIGRATIONS, log });
   await bus.ensureStream(streams.schedulerCmds);
   await bus.ensureStream(streams.invokerFacts);
   for (const s of [streams.ingestCmds, streams.dispatcherCmds, streams.approvalsCmds, streams.invokerCmds, streams.schedulerFacts, streams.gatewayFacts]) await bus.ensureStream(s);

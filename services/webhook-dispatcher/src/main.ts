@@ -20,7 +20,7 @@ export type WebhookDispatcherOptions = SenderOptions;
 export async function startWebhookDispatcher(cfg: Config, infra: Infra, opts: WebhookDispatcherOptions = {}): Promise<ServiceHandle> {
   const log = infra.log.child({ service: 'webhook-dispatcher' });
   const { db, bus } = infra;
-  await migrate(db, { schema: 'webhook_dispatcher', migrationsDir: MIGRATIONS });
+  await migrate(db, { schema: 'webhook_dispatcher', migrationsDir: MIGRATIONS, log });
   for (const s of [streams.dispatcherCmds, streams.schedulerFacts, streams.gatewayFacts]) await bus.ensureStream(s);
   const secrets = sealKeyringFor(cfg);
   const allowPrivate = cfg.SERVICE_WEBHOOK_ALLOW_PRIVATE === 'on';
