@@ -17,7 +17,7 @@
  *   pnpm bench w1,w4 fleet 1
  *   pnpm bench w2,w6 fleet,embedded 1   # W6: W2 with 100,000 runs asleep (started through the API the first time)
  *   pnpm bench soak fleet 1         # W2 for SOAK_MINUTES (default 10), RSS per service first vs last third
- *   pnpm bench idle fleet,embedded,restate 1   # CPU with nothing to do (polls, heartbeats), IDLE_SECONDS (default 20)
+ *   pnpm bench idle fleet,embedded,restate 1   # CPU with nothing to do (polls, heartbeats), IDLE_SECONDS (default 20) after IDLE_SETTLE_SECONDS (20)
  *   pnpm bench w1,w2,w3,w4 fleet,restate 3   # the fleet and Restate side by side in one run (issue 14's ratios)
  *   pnpm bench w2,w2ws,w4,w4ws fleet,restate 3   # W2 and W4 with each run's end read off one workspace stream, too
  *
@@ -50,7 +50,7 @@ import { createRunner, RECOMMENDED_STEP_BUDGET_MS, type StepTools } from '@dws/s
 import { api, eventually, startDeployment, startNatsServer, type Deployment, type Mode, type NatsServer } from '@dws/test-e2e';
 import { WorkspaceRunEnds } from './run-ends.js';
 import { vacuumDueNow, vacuumLikeAutovacuum } from './vacuum.js';
-import { benchEnv, boundedLoad, fleetMalloc, metricsOf, runStreamsBegun, IDLE_SECONDS, idleWindow, median, noopStep, oneByOne, w1Figures, w2Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
+import { benchEnv, boundedLoad, fleetMalloc, metricsOf, runStreamsBegun, IDLE_SECONDS, IDLE_SETTLE_SECONDS, idleWindow, median, noopStep, oneByOne, w1Figures, w2Figures, w3Figures, pct, r1, stepGaps, warmUp, WARMUP_RUNS, type Figures, type Stamp } from './measure.js';
 import { startRestate } from './peers/restate.js';
 import { cpuNow, cpuSpent, logSplit, serviceName } from './machine-cpu.js';
 
@@ -269,8 +269,12 @@ async function logRunStreams(dep: Deployment): Promise<void> {
  */
 async function idle(dep: Deployment): Promise<Figures> {
   const sql = dep.databaseUrl ? postgres(dep.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
-  const cpu = cpuSpent(...(await idleWindow(() => cpuNow(dep, sql))));
+  const [settling, a, b] = await idleWindow(() => cpuNow(dep, sql));
   await sql?.end();
+  process.stderr.write(`  the first ${IDLE_SETTLE_SECONDS} s after the warm-up (not counted):\n`);
+  logSplit(cpuSpent(settling, a), IDLE_SETTLE_SECONDS, 'second');
+  process.stderr.write(`  then ${IDLE_SECONDS} s at rest:\n`);
+  const cpu = cpuSpent(a, b);
   logSplit(cpu, IDLE_SECONDS, 'second');
   const wakeups = Object.values(cpu.counters).reduce((a, c) => a + c.wakeups, 0);
   return { machine_cpu_ms_per_s: r1(cpu.machine / IDLE_SECONDS), service_cpu_ms_per_s: r1(cpu.services / IDLE_SECONDS), wakeups_per_s: r1(wakeups / IDLE_SECONDS) };

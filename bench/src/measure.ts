@@ -66,15 +66,27 @@ export function stepGaps(stamps: Stamp[]): { first50: number; last50: number; st
  */
 export const WARMUP_RUNS = Number(process.env.BENCH_WARMUP_RUNS ?? 5000);
 
-/** Seconds `idle` measures (IDLE_SECONDS), after 5 s for the last workload's tail to settle. */
+/** Seconds `idle` measures (IDLE_SECONDS), after IDLE_SETTLE_SECONDS for the last workload's tail to settle. */
 export const IDLE_SECONDS = Number(process.env.IDLE_SECONDS ?? 20);
 
-/** `idle`'s window, the same for every mode: settle 5 s, sample, IDLE_SECONDS with nothing to do, sample. */
-export async function idleWindow<T>(sample: () => T | Promise<T>): Promise<[T, T]> {
-  await new Promise((r) => setTimeout(r, 5000));
+/**
+ * How long after the warm-up `idle` starts measuring. nats-server keeps busy
+ * for 10-15 s after a load (~150 wake-ups a second against ~30 at rest, its
+ * runtime's timers: docs/profiles.md "2026-11-29 late morning"); a 5 s
+ * settle counted most of that as rest.
+ */
+export const IDLE_SETTLE_SECONDS = Number(process.env.IDLE_SETTLE_SECONDS ?? 20);
+
+/**
+ * `idle`'s window, the same for every mode: sample, IDLE_SETTLE_SECONDS of
+ * settling, sample, IDLE_SECONDS with nothing to do, sample.
+ */
+export async function idleWindow<T>(sample: () => T | Promise<T>): Promise<[T, T, T]> {
+  const settling = await sample();
+  await new Promise((r) => setTimeout(r, IDLE_SETTLE_SECONDS * 1000));
   const a = await sample();
   await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
-  return [a, await sample()];
+  return [settling, a, await sample()];
 }
 
 /**

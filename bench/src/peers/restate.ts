@@ -40,7 +40,7 @@ import { fileURLToPath } from 'node:url';
 import * as restate from '@restatedev/restate-sdk';
 import { request } from 'undici';
 import { freePort } from '@dws/test-e2e';
-import { boundedLoad, cpuMs, IDLE_SECONDS, idleWindow, warmUp, median, noopStep, oneByOne, w1Figures, w2Figures, w3Figures, pct, r1, stepGaps, type Figures, type Stamp } from '../measure.js';
+import { boundedLoad, cpuMs, IDLE_SECONDS, IDLE_SETTLE_SECONDS, idleWindow, warmUp, median, noopStep, oneByOne, w1Figures, w2Figures, w3Figures, pct, r1, stepGaps, type Figures, type Stamp } from '../measure.js';
 import { addCounters, procCounters, zeroCounters } from '../proc-counters.js';
 
 /** The restate-server release measured (1.x; `npm view @restatedev/restate-server versions`). */
@@ -334,7 +334,10 @@ export async function startRestate(): Promise<RestatePeer> {
 
   /** Its CPU with nothing to do, as the fleet's `idle` (bench.ts). */
   const idle = async (): Promise<Figures> => {
-    const [a, b] = await idleWindow(cpu);
+    const [settling, a, b] = await idleWindow(cpu);
+    process.stderr.write(`  the first ${IDLE_SETTLE_SECONDS} s after the warm-up (not counted):\n`);
+    spent(settling, a, IDLE_SETTLE_SECONDS, 'second');
+    process.stderr.write(`  then ${IDLE_SECONDS} s at rest:\n`);
     const c = spent(a, b, IDLE_SECONDS, 'second');
     return { machine_cpu_ms_per_s: r1(c.machine / IDLE_SECONDS), service_cpu_ms_per_s: r1(c.server / IDLE_SECONDS) };
   };
