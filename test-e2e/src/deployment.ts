@@ -1,7 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort, startService, waitReady, type Proc } from './processes.js';
+import { freePort } from '@dws/testing';
+import { startService, waitReady, type Proc } from './processes.js';
 import { freshDatabase, freshNamespace, realInfra, uniquePrefix } from './infra.js';
 
 export type Mode = 'embedded' | 'dev-real' | 'fleet';

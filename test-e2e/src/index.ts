@@ -3,5 +3,5 @@ export { startDeployment, SERVICES, type Deployment, type Mode } from './deploym
 export { startRunner, type TestRunner } from './runner.js';
 export { api, eventually, runReached, Terminal, TERMINAL_STATUSES, type ApiReply } from './api.js';
 export { realInfra, freshDatabase, freshNamespace } from './infra.js';
-export { bundleOf, ensureBuilt, freePort, nodeFlagsOf } from './processes.js';
-export { startNatsServer, type NatsServer } from './private-infra.js';
+export { bundleOf, ensureBuilt, nodeFlagsOf } from './processes.js';
+export { freePort, startNatsServer, type NatsServer } from '@dws/testing';

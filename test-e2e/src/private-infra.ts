@@ -1,8 +1,8 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { chownSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort, startNatsServer, untilListening } from '@dws/testing';
 
 /**
  * A Postgres cluster and a nats-server of the chaos run's own, on free ports
@@ -19,8 +19,6 @@ export interface PrivateInfra {
   stop(): Promise<void>;
 }
 
-const NATS_BIN = process.env.NATS_SERVER_BIN ?? '/usr/sbin/nats-server';
-
 function pgBin(tool: string): string {
   const root = '/usr/lib/postgresql';
   const versions = readdirSync(root).sort((a, b) => Number(b) - Number(a));
@@ -28,61 +26,10 @@ function pgBin(tool: string): string {
   return path.join(root, versions[0], 'bin', tool);
 }
 
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
-
-async function untilListening(port: number, what: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = createConnection({ host: '127.0.0.1', port }, () => (s.end(), resolve(true)));
-      s.on('error', () => resolve(false));
-    });
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`${what} did not listen on ${port} within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 /** Postgres refuses to run as root: as root, its tools run as the postgres user. */
 function asPostgres(bin: string, args: string[]): void {
   const root = process.getuid?.() === 0;
   execFileSync(root ? 'runuser' : bin, root ? ['-u', 'postgres', '--', bin, ...args] : args, { stdio: 'pipe' });
-}
-
-export interface NatsServer {
-  url: string;
-  /** SIGKILL, resolved once it exited. */
-  kill(): Promise<void>;
-}
-
-/**
- * A nats-server with JetStream on `port` (a free one by default), its store
- * in `storeDir`. `gomaxprocs` caps the Go scheduler's threads: on a small
- * machine shared with the fleet, 1 halves its wake-ups (docs/deploy.md).
- */
-export async function startNatsServer(o: { port?: number; storeDir: string; gomaxprocs?: number }): Promise<NatsServer> {
-  const port = o.port ?? (await freePort());
-  const env = o.gomaxprocs ? { ...process.env, GOMAXPROCS: String(o.gomaxprocs) } : process.env;
-  const child = spawn(NATS_BIN, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', o.storeDir], { stdio: 'ignore', env });
-  const kill = async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGKILL');
-    await exited;
-  };
-  try {
-    await untilListening(port, 'nats-server');
-  } catch (err) {
-    await kill();
-    throw err;
-  }
-  return { url: `nats://127.0.0.1:${port}`, kill };
 }
 
 export async function startPrivateInfra(): Promise<PrivateInfra> {

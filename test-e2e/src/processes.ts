@@ -1,6 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import net from 'node:net';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -185,18 +184,3 @@ export function listensOn(pid: number | undefined, port: number): boolean | unde
   }
 }
 
-/**
- * A port the OS just handed out and released. Parallel test files each pick
- * their own ports; asking the kernel (port 0) instead of guessing keeps them
- * from colliding.
- */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}

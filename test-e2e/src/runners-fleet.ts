@@ -1,6 +1,7 @@
 import { SERVICES, type Deployment } from './deployment.js';
 import { freshDatabase, freshNamespace, realInfra, uniquePrefix } from './infra.js';
-import { freePort, startService, waitReady, type Proc } from './processes.js';
+import { freePort } from '@dws/testing';
+import { startService, waitReady, type Proc } from './processes.js';
 
 export interface RunnersFleet extends Deployment {
   /** Ports of the invoker replicas, in start order. */

@@ -1,50 +1,20 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
+import { freePort, startNatsServer, type NatsServer } from '@dws/testing';
 import { connectJetStreamBus, type Bus } from '../src/index.js';
 
 // A nats-server of this file's own: the test kills it.
-const NATS_BIN = process.env.NATS_SERVER_BIN ?? '/usr/sbin/nats-server';
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as { port: number };
-  await new Promise((r) => srv.close(r));
-  return port;
-}
-
-async function listening(port: number): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = createConnection({ host: '127.0.0.1', port }, () => (s.end(), resolve(true)));
-      s.on('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`nats-server did not listen on ${port}`);
-}
-
 describe('jetstream bus: a nats-server restart while a service starts', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'dws-bus-restart-'));
-  let server: ChildProcess | undefined;
+  let server: NatsServer | undefined;
   let bus: Bus | undefined;
   let port = 0;
   const start = async () => {
-    server = spawn(NATS_BIN, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
-    await listening(port);
+    server = await startNatsServer({ port, storeDir: dir });
   };
-  const kill = async () => {
-    const s = server;
-    if (!s || s.exitCode !== null || s.signalCode !== null) return;
-    const exited = new Promise((r) => s.once('exit', r));
-    s.kill('SIGKILL');
-    await exited;
-  };
+  const kill = async () => server?.kill();
   afterAll(async () => {
     await bus?.close();
     await kill();

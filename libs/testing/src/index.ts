@@ -10,3 +10,4 @@ export {
 export { sse, type SseEvent } from './sse.js';
 export { seededRandom } from './seeded.js';
 export { preparedPlan, recordingDb } from './db-probes.js';
+export { freePort, startNatsServer, untilListening, type NatsServer } from './nats-server.js';
