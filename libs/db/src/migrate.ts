@@ -18,8 +18,6 @@ export interface MigrateOptions {
   migrationsDir: string;
   /** Told about each migration applied, and of each retry. @default no logging */
   log?: MigrateLogger;
-  /** How long to keep retrying while the connection is lost (Postgres restarting). @default 60_000 */
-  patienceMs?: number;
 }
 
 export interface MigrateResult {
@@ -33,6 +31,8 @@ interface Migration {
 }
 
 const BREAKPOINT = /-->\s*statement-breakpoint/;
+/** How long migrate keeps trying while the connection is lost: the minute a service waits for Postgres at start. */
+const PATIENCE_MS = 60_000;
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]*$/;
 
 /**
@@ -49,7 +49,7 @@ export async function migrate(db: Database, opts: MigrateOptions): Promise<Migra
   const { schema, migrationsDir, log } = opts;
   if (!SCHEMA_NAME.test(schema)) throw new Error(`migrate: invalid schema name ${JSON.stringify(schema)}`);
   const migrations = await listMigrations(migrationsDir);
-  const deadline = Date.now() + (opts.patienceMs ?? 60_000);
+  const deadline = Date.now() + PATIENCE_MS;
   // A service starting while Postgres restarts would exit on one lost connection; the unit is
   // one idempotent transaction, so run it again on a new one.
   for (let delay = 250; ; delay = Math.min(delay * 2, 2_000)) {
