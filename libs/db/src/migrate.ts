@@ -1,8 +1,7 @@
 import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { execScript, hasExecScript } from './symbols.js';
-import { isConnectionLost } from './tx-retry.js';
+import { whileConnectionLost } from './tx-retry.js';
 import type { Database } from './types.js';
 
 /** A pino logger fits. */
@@ -31,8 +30,6 @@ interface Migration {
 }
 
 const BREAKPOINT = /-->\s*statement-breakpoint/;
-/** How long migrate keeps trying while the connection is lost: the minute a service waits for Postgres at start. */
-const PATIENCE_MS = 60_000;
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]*$/;
 
 /**
@@ -49,18 +46,12 @@ export async function migrate(db: Database, opts: MigrateOptions): Promise<Migra
   const { schema, migrationsDir, log } = opts;
   if (!SCHEMA_NAME.test(schema)) throw new Error(`migrate: invalid schema name ${JSON.stringify(schema)}`);
   const migrations = await listMigrations(migrationsDir);
-  const deadline = Date.now() + PATIENCE_MS;
   // A service starting while Postgres restarts would exit on one lost connection; the unit is
   // one idempotent transaction, so run it again on a new one.
-  for (let delay = 250; ; delay = Math.min(delay * 2, 2_000)) {
-    try {
-      return await applyPending(db, schema, migrations, migrationsDir, log);
-    } catch (err) {
-      if (!isConnectionLost(err) || Date.now() + delay > deadline) throw err;
-      log?.warn?.({ schema, err: (err as Error).message, retryInMs: delay }, 'migrate: connection lost; retrying');
-      await sleep(delay);
-    }
-  }
+  return whileConnectionLost(
+    () => applyPending(db, schema, migrations, migrationsDir, log),
+    (err, retryInMs) => log?.warn?.({ schema, err: err.message, retryInMs }, 'migrate: connection lost; retrying'),
+  );
 }
 
 function applyPending(db: Database, schema: string, migrations: Migration[], migrationsDir: string, log: MigrateLogger | undefined): Promise<MigrateResult> {

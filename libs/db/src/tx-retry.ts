@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Database } from './types.js';
 
 /** Postgres codes where retrying the whole transaction is the fix: deadlock, serialization failure. */
@@ -34,4 +35,28 @@ const CONNECTION_LOST = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'CONNECT
 export function isConnectionLost(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' && CONNECTION_LOST.has(code);
+}
+
+/**
+ * Run an idempotent `fn` again while it fails for a lost connection, for up
+ * to `patienceMs` (the minute a service waits for Postgres at start): what a
+ * service's start-up statements (migrations, bootstrap rows) need to ride out
+ * a Postgres restart instead of exiting. Not for statements whose repeat
+ * would do something twice.
+ */
+export async function whileConnectionLost<T>(
+  fn: () => Promise<T>,
+  onRetry?: (err: Error, retryInMs: number) => void,
+  patienceMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + patienceMs;
+  for (let delay = 250; ; delay = Math.min(delay * 2, 2_000)) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!isConnectionLost(err) || Date.now() + delay > deadline) throw err;
+      onRetry?.(err as Error, delay);
+      await sleep(delay);
+    }
+  }
 }

@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import type { Config } from '@dws/config';
 import { consoleHandler } from '@dws/console';
-import { migrate } from '@dws/db';
+import { migrate, whileConnectionLost } from '@dws/db';
 import type { Socket } from 'node:net';
 import { createHttpApp, errorMiddleware, healthRoutes, listen, notFoundHandler, type HttpListener } from '@dws/http';
 import { errorBody } from '@dws/protocol';
@@ -66,20 +66,28 @@ export async function startGateway(
   const outbox = new Outbox({ db, bus, schema: 'gateway', log });
   outbox.start();
 
-  const credentials = await ensureDefaultWorkspace(db, cfg, sealKey);
-  // Announce the workspace (and its signing key) on every start: the invoker signs invokes with it.
-  // With its stored suspension, providers and retention window: announcing `false` or none would overwrite them downstream.
-  const pending = await db.tx(async (tx) => {
-    const row = await workspaceById(tx, credentials.workspaceId);
-    return announceWorkspace(tx, outbox, {
-      id: credentials.workspaceId,
-      name: 'default',
-      signingKey: credentials.signingKey.value,
-      suspended: row?.suspended ?? false,
-      providers: row ? providersOf(row, sealKey) : {},
-      retentionDays: row?.retention_days ?? null,
-    });
-  });
+  // The default workspace, and its announcement on every start (the invoker signs invokes with its key),
+  // with its stored suspension, providers and retention window: announcing `false` or none would overwrite
+  // them downstream. Both are idempotent (a repeated announcement is the same fact), so a Postgres restart
+  // during the start is ridden out.
+  const { credentials, pending } = await whileConnectionLost(
+    async () => {
+      const credentials = await ensureDefaultWorkspace(db, cfg, sealKey);
+      const pending = await db.tx(async (tx) => {
+        const row = await workspaceById(tx, credentials.workspaceId);
+        return announceWorkspace(tx, outbox, {
+          id: credentials.workspaceId,
+          name: 'default',
+          signingKey: credentials.signingKey.value,
+          suspended: row?.suspended ?? false,
+          providers: row ? providersOf(row, sealKey) : {},
+          retentionDays: row?.retention_days ?? null,
+        });
+      });
+      return { credentials, pending };
+    },
+    (err, retryInMs) => log.warn({ err: err.message, retryInMs }, 'gateway start: connection lost; retrying'),
+  );
   await outbox.afterCommit(pending);
 
   const now = opts.usage?.now ?? Date.now;
