@@ -32,24 +32,22 @@ export async function withTxRetry<T>(db: Database, fn: (tx: Database) => Promise
  */
 const CONNECTION_LOST = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'CONNECTION_CLOSED', 'CONNECT_TIMEOUT', '57P01', '57P02', '57P03']);
 
-export function isConnectionLost(err: unknown): boolean {
+function isConnectionLost(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' && CONNECTION_LOST.has(code);
 }
 
+/** How long `whileConnectionLost` keeps trying: the minute a service waits for Postgres at start. */
+const PATIENCE_MS = 60_000;
+
 /**
- * Run an idempotent `fn` again while it fails for a lost connection, for up
- * to `patienceMs` (the minute a service waits for Postgres at start): what a
+ * Run an idempotent `fn` again while it fails for a lost connection: what a
  * service's start-up statements (migrations, bootstrap rows) need to ride out
  * a Postgres restart instead of exiting. Not for statements whose repeat
  * would do something twice.
  */
-export async function whileConnectionLost<T>(
-  fn: () => Promise<T>,
-  onRetry?: (err: Error, retryInMs: number) => void,
-  patienceMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + patienceMs;
+export async function whileConnectionLost<T>(fn: () => Promise<T>, onRetry?: (err: Error, retryInMs: number) => void): Promise<T> {
+  const deadline = Date.now() + PATIENCE_MS;
   for (let delay = 250; ; delay = Math.min(delay * 2, 2_000)) {
     try {
       return await fn();
