@@ -1,6 +1,6 @@
 import { loadConfig } from '@dws/config';
 import { createLogger } from '@dws/log';
-import { infraGauges, limitHeapGrowth, onShutdown, openInfra } from '@dws/runtime';
+import { infraGauges, manageHeap, onShutdown, openInfra } from '@dws/runtime';
 import { credentialsBanner } from '@dws/gateway';
 import { startTracing } from '@dws/telemetry';
 import { startFleet } from './fleet.js';
@@ -14,7 +14,7 @@ try {
   process.stderr.write(`dev: ${(err as Error).message}\n`);
   process.exit(2);
 }
-limitHeapGrowth(cfg.SERVICE_HEAP_GROWTH_PERCENT);
+manageHeap(cfg);
 const log = createLogger({ level: cfg.LOG_LEVEL });
 
 /**

@@ -10,6 +10,7 @@ describe('loadConfig', () => {
     expect(cfg.DATABASE_URL).toBeUndefined();
     expect(cfg.LOG_LEVEL).toBe('info');
     expect(cfg.SERVICE_HEAP_GROWTH_PERCENT).toBe(50);
+    expect(cfg.SERVICE_QUIET_GC_SECONDS).toBe(30);
   });
 
   it('names the variable of a bad value', () => {
@@ -18,6 +19,7 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ DATABASE_URL: 'not a url' })).toThrow(/DATABASE_URL/);
     expect(() => loadConfig({ NATS_URL: 'localhost:4222' })).toThrow(/NATS_URL/);
     expect(() => loadConfig({ SERVICE_HEAP_GROWTH_PERCENT: '-5' })).toThrow(/SERVICE_HEAP_GROWTH_PERCENT/);
+    expect(() => loadConfig({ SERVICE_QUIET_GC_SECONDS: '1.5' })).toThrow(/SERVICE_QUIET_GC_SECONDS/);
   });
 
   it('treats blank values as unset', () => {

@@ -62,6 +62,12 @@ const schema = z.object({
    * collects again; 0 leaves V8's own factor (up to 300%), which trades memory for a little less GC time.
    */
   SERVICE_HEAP_GROWTH_PERCENT: z.coerce.number().int().min(0).max(1000).default(50),
+  /**
+   * How often (seconds) a process checks whether it is quiet and holds garbage V8 has not collected yet (4 MiB
+   * past its last full collection), and collects it then; 0 leaves it to V8, which waits for ~8 MiB whatever
+   * the growth factor says.
+   */
+  SERVICE_QUIET_GC_SECONDS: z.coerce.number().int().min(0).max(86_400).default(30),
   /** Runs one scheduler replica drives at once; more stay queued until a replica has room. */
   SERVICE_MAX_ACTIVE_RUNS: z.coerce.number().int().min(1).default(512),
   /**

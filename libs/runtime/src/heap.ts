@@ -1,4 +1,12 @@
-import { setFlagsFromString } from 'node:v8';
+import { constants as perf, performance, PerformanceObserver, type EventLoopUtilization } from 'node:perf_hooks';
+import { getHeapStatistics, setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+
+/** The process's heap settings (SERVICE_HEAP_GROWTH_PERCENT, SERVICE_QUIET_GC_SECONDS): see the two below. */
+export function manageHeap(cfg: { SERVICE_HEAP_GROWTH_PERCENT: number; SERVICE_QUIET_GC_SECONDS: number }): void {
+  limitHeapGrowth(cfg.SERVICE_HEAP_GROWTH_PERCENT);
+  collectWhenQuiet(cfg.SERVICE_QUIET_GC_SECONDS * 1000);
+}
 
 /**
  * How far V8 lets the old generation grow past what survived its last full
@@ -11,4 +19,72 @@ import { setFlagsFromString } from 'node:v8';
  */
 export function limitHeapGrowth(percent: number): void {
   if (percent > 0) setFlagsFromString(`--heap-growing-percent=${percent}`);
+}
+
+// What the gc performance entries tell: time in the collector, and the heap in use just after the last full
+// collection (what the process keeps alive: heap in use also counts garbage not collected yet).
+let gcMs = 0;
+let liveAfterFullGc = 0;
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    gcMs += e.duration;
+    if ((e as { detail?: { kind?: number } }).detail?.kind === perf.NODE_PERFORMANCE_GC_MAJOR) liveAfterFullGc = getHeapStatistics().used_heap_size;
+  }
+}).observe({ entryTypes: ['gc'] });
+
+/** Time the garbage collector held the main thread since start (ms). */
+export const gcMillis = (): number => gcMs;
+/** V8 heap in use right after the last full collection (0 before the first). */
+export const heapLiveBytes = (): number => liveAfterFullGc;
+
+/** Garbage past the last full collection's survivors that a quiet process collects at once. */
+export const QUIET_GARBAGE_BYTES = 4 * 1024 * 1024;
+/** Below this share of the interval spent running, the process counts as quiet. */
+export const QUIET_UTILIZATION = 0.1;
+
+/** Whether a quiet process should collect now: pure, for the interval's readings. */
+export function quietCollectionDue(r: { utilization: number; usedBytes: number; liveBytes: number }): boolean {
+  return r.utilization < QUIET_UTILIZATION && r.usedBytes - r.liveBytes >= QUIET_GARBAGE_BYTES;
+}
+
+/**
+ * V8 collects the old generation again only once it has grown at least
+ * ~8 MiB past the last full collection's survivors, whatever the growth
+ * factor says. A service with little to do (the invoker, approvals while
+ * the scheduler is busy) makes that much garbage in half an hour or more,
+ * and holds it in RSS all the while (docs/profiles.md "2026-11-29
+ * morning"). Every `everyMs`, a process whose event loop was quiet over the
+ * interval and whose heap holds QUIET_GARBAGE_BYTES of garbage collects it:
+ * a full collection of a quiet 20-30 MiB heap takes a few ms, and a busy
+ * process (never quiet) is left to V8. `everyMs` 0 turns it off. Returns a
+ * stop function; `collect` is V8's full collection (tests wrap it).
+ */
+export function collectWhenQuiet(everyMs: number, collect?: () => void): () => void {
+  if (everyMs <= 0) return () => {};
+  const gc = collect ?? fullCollection();
+  let since: EventLoopUtilization = performance.eventLoopUtilization();
+  const timer = setInterval(() => {
+    const now = performance.eventLoopUtilization();
+    const utilization = performance.eventLoopUtilization(now, since).utilization;
+    since = now;
+    if (quietCollectionDue({ utilization, usedBytes: getHeapStatistics().used_heap_size, liveBytes: liveAfterFullGc })) gc();
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+let gcFn: (() => void) | undefined;
+
+/**
+ * V8's `gc()` without `--expose-gc` on the command line: the flag applies to
+ * contexts created after it is set, so a new context is made with it and
+ * the flag is cleared again (no other context gets the function).
+ */
+export function fullCollection(): () => void {
+  if (gcFn) return gcFn;
+  const exposed = typeof (globalThis as { gc?: unknown }).gc === 'function';
+  if (!exposed) setFlagsFromString('--expose-gc');
+  gcFn = runInNewContext('gc') as () => void;
+  if (!exposed) setFlagsFromString('--no-expose-gc');
+  return gcFn;
 }

@@ -19,4 +19,4 @@ export {
   type RetentionOptions,
   type RetentionTarget,
 } from './retention.js';
-export { limitHeapGrowth } from './heap.js';
+export { manageHeap } from './heap.js';

@@ -9,9 +9,8 @@
  * a second drizzle-orm for the lib that depends on it, which splits the ORM's
  * types between services; the exposition format needs no more than this.
  */
-import { constants as perf, PerformanceObserver } from 'node:perf_hooks';
-import { getHeapStatistics } from 'node:v8';
 import type { PoolStats } from '@dws/db';
+import { gcMillis, heapLiveBytes } from './heap.js';
 
 type Labels = Record<string, string>;
 
@@ -127,20 +126,8 @@ let lastLag = 0;
     expected = now + 500;
   }, 500).unref();
 }
-// Time in the garbage collector: what the V8 heap's size settings trade against RSS.
-let gcMs = 0;
-// The heap in use just after the last full collection: what the process keeps alive. heap_used also
-// counts garbage not collected yet, which in a quiet process can pile up for minutes (the promotions
-// between two full collections) and read as growth; this rises only when what is live does.
-let liveAfterFullGc = 0;
-new PerformanceObserver((list) => {
-  for (const e of list.getEntries()) {
-    gcMs += e.duration;
-    if ((e as { detail?: { kind?: number } }).detail?.kind === perf.NODE_PERFORMANCE_GC_MAJOR) liveAfterFullGc = getHeapStatistics().used_heap_size;
-  }
-}).observe({ entryTypes: ['gc'] });
-gauge('dws_process_gc_seconds_total', 'Time the garbage collector held the main thread (V8 gc entries), since start.', () => gcMs / 1000);
-gauge('dws_process_heap_live_bytes', 'V8 heap in use right after the last full collection (0 before the first): what the process keeps alive.', () => liveAfterFullGc);
+gauge('dws_process_gc_seconds_total', 'Time the garbage collector held the main thread (V8 gc entries), since start.', () => gcMillis() / 1000);
+gauge('dws_process_heap_live_bytes', 'V8 heap in use right after the last full collection (0 before the first): what the process keeps alive.', heapLiveBytes);
 gauge('dws_process_cpu_seconds_total', 'User and system CPU time of the process.', () => {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1e6;

@@ -6,7 +6,7 @@ import { loadConfig, type Config } from '@dws/config';
 import { createLogger, type Logger } from '@dws/log';
 import { createHttpApp, errorMiddleware, healthRoutes, listen, notFoundHandler } from '@dws/http';
 import { startTracing, type Tracing } from '@dws/telemetry';
-import { limitHeapGrowth } from './heap.js';
+import { manageHeap } from './heap.js';
 import { openInfra, type Infra } from './infra.js';
 
 /** What a service's `start<Name>(cfg, infra)` returns. */
@@ -37,7 +37,7 @@ export async function runStandalone(name: string, defaultPort: number, start: St
     process.stderr.write(`${name}: ${(err as Error).message}\n`);
     process.exit(2);
   }
-  limitHeapGrowth(cfg.SERVICE_HEAP_GROWTH_PERCENT);
+  manageHeap(cfg);
   const log: Logger = createLogger({ level: cfg.LOG_LEVEL, service: name });
   // A crash says why in one log line (the process still exits: state is in Postgres, a restart resumes).
   const die = (what: string) => (err: unknown) => {
