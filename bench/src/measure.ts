@@ -122,11 +122,12 @@ export const fleetMalloc = JEMALLOC ? 'jemalloc (as the image)' : 'glibc malloc 
  * The environment of a bench deployment's processes: BENCH_ENV, and for the
  * fleet what its image sets too (the Dockerfile's MALLOC_ARENA_MAX, and
  * jemalloc preloaded with MALLOC_CONF), so the six processes run as deployed;
- * `pnpm dev` runs with the user's environment.
+ * `pnpm dev` runs with the user's environment. BENCH_MALLOC_CONF replaces the
+ * image's MALLOC_CONF (to measure jemalloc's options).
  */
 export function benchEnv(mode: string): Record<string, string> {
   if (mode !== 'fleet') return BENCH_ENV;
-  return { ...BENCH_ENV, MALLOC_ARENA_MAX: '2', ...(JEMALLOC && { LD_PRELOAD: JEMALLOC, MALLOC_CONF: 'narenas:2' }) };
+  return { ...BENCH_ENV, MALLOC_ARENA_MAX: '2', ...(JEMALLOC && { LD_PRELOAD: JEMALLOC, MALLOC_CONF: process.env.BENCH_MALLOC_CONF ?? 'narenas:2' }) };
 }
 
 /** The warm-up: WARMUP_RUNS runs of `oneRun`, 50 in flight, nothing recorded. Returns the seconds it took. */

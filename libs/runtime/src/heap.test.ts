@@ -16,6 +16,15 @@ describe('quietCollectionDue', () => {
   });
 });
 
+/** 8 MiB the last full collection did not see, promoted to the old generation (scavenges only promote what survived two). */
+function heldInOldGeneration(): number[][] {
+  const held = Array.from({ length: 1_000 }, (_, i) => new Array<number>(1000).fill(i));
+  // Short-lived garbage (kept in a ring, so the compiler cannot elide it) for a few scavenges.
+  const ring: unknown[] = new Array(1024);
+  for (let i = 0; i < 400_000; i++) ring[i % 1024] = { i, a: [i, i + 1] };
+  return held;
+}
+
 describe('collectWhenQuiet', () => {
   // A real full collection, counted: what the process keeps alive is read off the gc entries it makes.
   const counted = () => {
@@ -28,8 +37,7 @@ describe('collectWhenQuiet', () => {
     fullCollection()();
     await sleep(50);
     const c = counted();
-    // 8 MiB the last full collection did not see: heap in use is past what it kept.
-    let held: number[][] | undefined = Array.from({ length: 1_000 }, (_, i) => new Array<number>(1000).fill(i));
+    let held: number[][] | undefined = heldInOldGeneration();
     const stop = collectWhenQuiet(100, c.collect);
     try {
       for (let i = 0; i < 50 && c.calls === 0; i++) await sleep(20);
@@ -49,7 +57,7 @@ describe('collectWhenQuiet', () => {
     fullCollection()();
     await sleep(50);
     const c = counted();
-    let held: number[][] | undefined = Array.from({ length: 1_000 }, (_, i) => new Array<number>(1000).fill(i));
+    let held: number[][] | undefined = heldInOldGeneration();
     const stop = collectWhenQuiet(100, c.collect);
     try {
       // Busy 30 ms of every ~35 for a second: well past the quiet share.

@@ -1,5 +1,5 @@
 import { constants as perf, performance, PerformanceObserver, type EventLoopUtilization } from 'node:perf_hooks';
-import { getHeapStatistics, setFlagsFromString } from 'node:v8';
+import { getHeapSpaceStatistics, getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
 /** The process's heap settings (SERVICE_HEAP_GROWTH_PERCENT, SERVICE_QUIET_GC_SECONDS): see the two below. */
@@ -54,7 +54,8 @@ export function quietCollectionDue(r: { utilization: number; usedBytes: number; 
  * the scheduler is busy) makes that much garbage in half an hour or more,
  * and holds it in RSS all the while (docs/profiles.md "2026-11-29
  * morning"). Every `everyMs`, a process whose event loop was quiet over the
- * interval and whose heap holds QUIET_GARBAGE_BYTES of garbage collects it:
+ * interval and whose old generation holds QUIET_GARBAGE_BYTES more than the
+ * last full collection kept (garbage, or what became live since) collects:
  * a full collection of a quiet 20-30 MiB heap takes a few ms, and a busy
  * process (never quiet) is left to V8. `everyMs` 0 turns it off. Returns a
  * stop function; `collect` is V8's full collection (tests wrap it).
@@ -67,10 +68,19 @@ export function collectWhenQuiet(everyMs: number, collect?: () => void): () => v
     const now = performance.eventLoopUtilization();
     const utilization = performance.eventLoopUtilization(now, since).utilization;
     since = now;
-    if (quietCollectionDue({ utilization, usedBytes: getHeapStatistics().used_heap_size, liveBytes: liveAfterFullGc })) gc();
+    if (quietCollectionDue({ utilization, usedBytes: oldGenerationUsed(), liveBytes: liveAfterFullGc })) gc();
   }, everyMs);
   timer.unref();
   return () => clearInterval(timer);
+}
+
+const YOUNG = new Set(['new_space', 'new_large_object_space']);
+
+/** Heap in use outside the young generation, whose garbage scavenges take: what only a full collection frees. */
+function oldGenerationUsed(): number {
+  let used = 0;
+  for (const s of getHeapSpaceStatistics()) if (!YOUNG.has(s.space_name)) used += s.space_used_size;
+  return used;
 }
 
 let gcFn: (() => void) | undefined;
