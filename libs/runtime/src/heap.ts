@@ -17,7 +17,7 @@ export function manageHeap(cfg: { SERVICE_HEAP_GROWTH_PERCENT: number; SERVICE_Q
  * "in use", 40 live). V8 reads the flag at each collection, so setting it at
  * start, after the heap exists, takes effect.
  */
-export function limitHeapGrowth(percent: number): void {
+function limitHeapGrowth(percent: number): void {
   if (percent > 0) setFlagsFromString(`--heap-growing-percent=${percent}`);
 }
 
@@ -40,7 +40,7 @@ export const heapLiveBytes = (): number => liveAfterFullGc;
 /** Garbage past the last full collection's survivors that a quiet process collects at once. */
 export const QUIET_GARBAGE_BYTES = 4 * 1024 * 1024;
 /** Below this share of the interval spent running, the process counts as quiet. */
-export const QUIET_UTILIZATION = 0.1;
+const QUIET_UTILIZATION = 0.1;
 
 /** Whether a quiet process should collect now: pure, for the interval's readings. */
 export function quietCollectionDue(r: { utilization: number; usedBytes: number; liveBytes: number }): boolean {
