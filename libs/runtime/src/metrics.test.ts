@@ -1,6 +1,5 @@
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from '@jest/globals';
+import { fullCollection } from './heap.js';
 import { counter, gauge, histogram, metricsText } from './metrics.js';
 
 const lines = async (prefix: string) => (await metricsText()).split('\n').filter((l) => l.startsWith(prefix));
@@ -60,8 +59,7 @@ describe('metrics exposition', () => {
       }
       return v;
     };
-    setFlagsFromString('--expose-gc');
-    const fullGc = runInNewContext('gc') as () => void;
+    const fullGc = fullCollection();
     let held: number[][] = [];
     fullGc();
     await new Promise((r) => setTimeout(r, 100)); // this collection's reading, not an earlier one's
