@@ -4,6 +4,15 @@ import { collectWhenQuiet, fullCollection, heapLiveBytes, QUIET_GARBAGE_BYTES, q
 const MiB = 1024 * 1024;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Polls until `done` (or 20 s). Full collections of a jest worker's heap take seconds on a loaded
+ * machine (CI runs many workers on two cores), and a collection's reading arrives a little after it.
+ */
+async function until(done: () => boolean): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!done() && Date.now() < deadline) await sleep(20);
+}
+
 describe('quietCollectionDue', () => {
   it('collects a quiet process holding garbage past its last full collection', () => {
     expect(quietCollectionDue({ utilization: 0.02, usedBytes: 30 * MiB, liveBytes: 20 * MiB })).toBe(true);
@@ -52,14 +61,14 @@ async function withHeldMemory(body: (a: { calls: () => number; liveBefore: numbe
 describe('collectWhenQuiet', () => {
   it('collects the garbage of a quiet process, and then waits for more', () =>
     withHeldMemory(async ({ calls, liveBefore }) => {
-      for (let i = 0; i < 50 && calls() === 0; i++) await sleep(20);
+      await until(() => calls() > 0);
       expect(calls()).toBe(1);
       // That collection found the 8 MiB live: nothing more past it, so no second one.
-      for (let i = 0; i < 50 && heapLiveBytes() < liveBefore + 6 * MiB; i++) await sleep(20);
+      await until(() => heapLiveBytes() >= liveBefore + 6 * MiB);
       expect(heapLiveBytes()).toBeGreaterThanOrEqual(liveBefore + 6 * MiB);
       await sleep(350);
       expect(calls()).toBe(1);
-    }));
+    }), 60_000);
 
   it('leaves a busy process alone', () =>
     withHeldMemory(async ({ calls }) => {
@@ -71,7 +80,7 @@ describe('collectWhenQuiet', () => {
         await sleep(5);
       }
       expect(calls()).toBe(0);
-    }));
+    }), 60_000);
 
   it('is off at 0', () => {
     let calls = 0;
