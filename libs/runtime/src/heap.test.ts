@@ -40,8 +40,11 @@ function heldInOldGeneration(): number[][] {
  */
 async function withHeldMemory(body: (a: { calls: () => number; liveBefore: number }) => Promise<void>): Promise<void> {
   const gc = fullCollection();
+  const earlier = heapLiveBytes();
   gc();
-  await sleep(50); // the collection's reading (a performance entry) arrives a little after it
+  // This collection's reading (a performance entry) arrives a little after it, later under load:
+  // an earlier collection's reading taken for it would make the held 8 MiB look already counted.
+  await until(() => heapLiveBytes() !== earlier);
   const liveBefore = heapLiveBytes();
   let calls = 0;
   let held: number[][] | undefined = heldInOldGeneration();
