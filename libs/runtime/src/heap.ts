@@ -1,5 +1,5 @@
 import { constants as perf, performance, PerformanceObserver, type EventLoopUtilization } from 'node:perf_hooks';
-import { getHeapSpaceStatistics, getHeapStatistics, setFlagsFromString } from 'node:v8';
+import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
 /** The process's heap settings (SERVICE_HEAP_GROWTH_PERCENT, SERVICE_QUIET_GC_SECONDS): see the two below. */
@@ -21,20 +21,22 @@ function limitHeapGrowth(percent: number): void {
   if (percent > 0) setFlagsFromString(`--heap-growing-percent=${percent}`);
 }
 
-// What the gc performance entries tell: time in the collector, and the heap in use just after the last full
-// collection (what the process keeps alive: heap in use also counts garbage not collected yet).
+// What the gc performance entries tell: time in the collector, and what the last full collection kept
+// (what the process keeps alive: heap in use also counts garbage not collected yet). A full collection
+// leaves every survivor in the old generation; its entry arrives a moment later, when the young one may
+// already hold new garbage (a busy process, a loaded machine), so the old generation alone is read.
 let gcMs = 0;
 let liveAfterFullGc = 0;
 new PerformanceObserver((list) => {
   for (const e of list.getEntries()) {
     gcMs += e.duration;
-    if ((e as { detail?: { kind?: number } }).detail?.kind === perf.NODE_PERFORMANCE_GC_MAJOR) liveAfterFullGc = getHeapStatistics().used_heap_size;
+    if ((e as { detail?: { kind?: number } }).detail?.kind === perf.NODE_PERFORMANCE_GC_MAJOR) liveAfterFullGc = oldGenerationUsed();
   }
 }).observe({ entryTypes: ['gc'] });
 
 /** Time the garbage collector held the main thread since start (ms). */
 export const gcMillis = (): number => gcMs;
-/** V8 heap in use right after the last full collection (0 before the first). */
+/** What V8's last full collection kept: its old generation in use just after (0 before the first). */
 export const heapLiveBytes = (): number => liveAfterFullGc;
 
 /** Garbage past the last full collection's survivors that a quiet process collects at once. */

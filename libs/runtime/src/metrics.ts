@@ -127,7 +127,7 @@ let lastLag = 0;
   }, 500).unref();
 }
 gauge('dws_process_gc_seconds_total', 'Time the garbage collector held the main thread (V8 gc entries), since start.', () => gcMillis() / 1000);
-gauge('dws_process_heap_live_bytes', 'V8 heap in use right after the last full collection (0 before the first): what the process keeps alive.', heapLiveBytes);
+gauge('dws_process_heap_live_bytes', "What V8's last full collection kept, its old generation in use just after (0 before the first): what the process keeps alive.", heapLiveBytes);
 gauge('dws_process_cpu_seconds_total', 'User and system CPU time of the process.', () => {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1e6;
