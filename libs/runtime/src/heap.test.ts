@@ -1,8 +1,13 @@
 import { describe, expect, it } from '@jest/globals';
-import { collectWhenQuiet, fullCollection, heapLiveBytes, QUIET_GARBAGE_BYTES, quietCollectionDue } from './heap.js';
+import { execFile } from 'node:child_process';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { collectWhenQuiet, QUIET_GARBAGE_BYTES, quietCollectionDue } from './heap.js';
 
 const MiB = 1024 * 1024;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const run = promisify(execFile);
 
 describe('quietCollectionDue', () => {
   it('collects a quiet process holding garbage past its last full collection', () => {
@@ -16,71 +21,38 @@ describe('quietCollectionDue', () => {
   });
 });
 
-/** 8 MiB the last full collection did not see, promoted to the old generation (scavenges only promote what survived two). */
-function heldInOldGeneration(): number[][] {
-  const held = Array.from({ length: 1_000 }, (_, i) => new Array<number>(1000).fill(i));
-  // Short-lived garbage (kept in a ring, so the compiler cannot elide it) for a few scavenges.
-  const ring: unknown[] = new Array(1024);
-  for (let i = 0; i < 400_000; i++) ring[i % 1024] = { i, a: [i, i + 1] };
-  return held;
+/** What a scenario saw: the live-heap readings before and after, the quiet collections run (first, and in all), the held arrays. */
+interface Seen {
+  liveBefore: number;
+  liveAfter?: number;
+  callsAtFirst?: number;
+  calls: number;
+  held: number;
 }
 
-/**
- * Runs `body` with 8 MiB held in the old generation since the last full collection and
- * collectWhenQuiet(100 ms) watching, given the count of collections it ran (each a real one).
- */
-async function withHeldMemory(body: (a: { calls: () => number; liveBefore: number }) => Promise<void>): Promise<void> {
-  const gc = fullCollection();
-  const earlier = heapLiveBytes();
-  gc();
-  // Young garbage made before the collection's reading arrives, as a busy process or a loaded jest
-  // worker makes it: it is not what the collection kept (it hid the held 8 MiB on CI).
-  const junk: unknown[] = [];
-  for (let i = 0; i < 60_000; i++) junk.push({ i, pad: [i, i, i, i, i, i, i, i, i, i, i, i, i, i] });
-  junk.length = 0;
-  // This collection's reading (a performance entry) arrives a little after it, later under load: an
-  // earlier collection's, taken for it, may count what that one found (the held 8 MiB look counted).
-  const deadline = Date.now() + 20_000;
-  while (heapLiveBytes() === earlier && Date.now() < deadline) await sleep(20);
-  const liveBefore = heapLiveBytes();
-  let calls = 0;
-  let held: number[][] | undefined = heldInOldGeneration();
-  const stop = collectWhenQuiet(100, () => {
-    calls++;
-    gc();
-  });
-  try {
-    await body({ calls: () => calls, liveBefore });
-    expect(held.length).toBe(1_000);
-  } finally {
-    stop();
-    held = undefined;
-  }
+/** Runs one of quiet-gc-process.ts's scenarios in a fresh process (why there: its header), returns what it saw. */
+async function scenario(name: 'quiet' | 'busy'): Promise<Seen> {
+  const tsx = createRequire(import.meta.url).resolve('tsx');
+  const script = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'test', 'quiet-gc-process.ts');
+  const { stdout } = await run(process.execPath, ['--import', tsx, script, name], { timeout: 30_000 });
+  return JSON.parse(stdout) as Seen;
 }
 
 describe('collectWhenQuiet', () => {
-  it('collects the garbage of a quiet process, and then waits for more', () =>
-    withHeldMemory(async ({ calls, liveBefore }) => {
-      for (let i = 0; i < 50 && calls() === 0; i++) await sleep(20);
-      expect(calls()).toBe(1);
-      // That collection found the 8 MiB live: nothing more past it, so no second one.
-      for (let i = 0; i < 50 && heapLiveBytes() < liveBefore + 6 * MiB; i++) await sleep(20);
-      expect(heapLiveBytes()).toBeGreaterThanOrEqual(liveBefore + 6 * MiB);
-      await sleep(350);
-      expect(calls()).toBe(1);
-    }));
+  it('collects the garbage of a quiet process, and then waits for more', async () => {
+    const seen = await scenario('quiet');
+    expect(seen.callsAtFirst).toBe(1);
+    // That collection found the 8 MiB live: nothing more past it, so no second one.
+    expect(seen.liveAfter).toBeGreaterThanOrEqual(seen.liveBefore + 6 * MiB);
+    expect(seen.calls).toBe(1);
+    expect(seen.held).toBe(1_000);
+  }, 40_000);
 
-  it('leaves a busy process alone', () =>
-    withHeldMemory(async ({ calls }) => {
-      // Busy 30 ms of every ~35 for a second: well past the quiet share.
-      const until = Date.now() + 1_000;
-      while (Date.now() < until) {
-        const spin = Date.now() + 30;
-        while (Date.now() < spin);
-        await sleep(5);
-      }
-      expect(calls()).toBe(0);
-    }));
+  it('leaves a busy process alone', async () => {
+    const seen = await scenario('busy');
+    expect(seen.calls).toBe(0);
+    expect(seen.held).toBe(1_000);
+  }, 40_000);
 
   it('is off at 0', () => {
     let calls = 0;
