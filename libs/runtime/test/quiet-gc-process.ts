@@ -1,6 +1,7 @@
-// heap.test's scenarios, each in a process of its own: what a collection keeps is read off the whole
-// heap, and jest's in-band process (CI's, on two cores) holds a gigabyte of earlier test files' modules,
-// with their timers still allocating, so its readings move by more than the 8 MiB a scenario holds.
+// heap.test's scenarios, each in a fresh process: what a collection keeps is read off the whole heap, and
+// jest's process is shared by many test files (in ESM mode it keeps their modules: ~1.1 GB by mid-run on
+// CI before jest.config's worker limit), whose leftovers, and a young generation sized by them (how much a
+// scenario's own garbage gets promoted), move the readings by more than the 8 MiB a scenario holds.
 // Prints one JSON line: what the scenario saw; heap.test judges it.
 import { collectWhenQuiet, fullCollection, heapLiveBytes } from '../src/heap.js';
 
