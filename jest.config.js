@@ -15,7 +15,7 @@ export default {
   // Jest in ESM mode keeps each test file's modules alive after it (jestjs/jest#14605): in one process
   // the heap grows ~7 MB a file, past 1 GB by mid-run, with second-long full collections landing inside
   // timed tests. Two cores make jest run in band; with this limit it runs the files in one worker
-  // instead, and starts a fresh one once a file leaves it holding more.
+  // instead, and starts a fresh one once the worker's heap in use is past it after a file.
   workerIdleMemoryLimit: '512MB',
   projects: [
     {
