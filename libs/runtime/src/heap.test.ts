@@ -1,13 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
-import { execFile } from 'node:child_process';
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
+import { runScenario } from '../test/scenario.js';
 import { collectWhenQuiet, QUIET_GARBAGE_BYTES, quietCollectionDue } from './heap.js';
 
 const MiB = 1024 * 1024;
-const run = promisify(execFile);
 
 describe('quietCollectionDue', () => {
   it('collects a quiet process holding garbage past its last full collection', () => {
@@ -21,7 +16,7 @@ describe('quietCollectionDue', () => {
   });
 });
 
-/** What a scenario saw: the live-heap readings before and after, the quiet collections run (first, and in all), the held arrays. */
+/** What a quiet-gc-process.ts scenario saw: the live-heap readings before and after, the quiet collections run (first, and in all), the held arrays. */
 interface Seen {
   liveBefore: number;
   liveAfter?: number;
@@ -30,29 +25,21 @@ interface Seen {
   held: number;
 }
 
-/** Runs one of quiet-gc-process.ts's scenarios in a fresh process (why there: its header), returns what it saw. */
-async function scenario(name: 'quiet' | 'busy'): Promise<Seen> {
-  const tsx = createRequire(import.meta.url).resolve('tsx');
-  const script = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'test', 'quiet-gc-process.ts');
-  const { stdout } = await run(process.execPath, ['--import', tsx, script, name], { timeout: 30_000 });
-  return JSON.parse(stdout) as Seen;
-}
-
 describe('collectWhenQuiet', () => {
   it('collects the garbage of a quiet process, and then waits for more', async () => {
-    const seen = await scenario('quiet');
+    const seen = await runScenario<Seen>('quiet-gc-process.ts', 'quiet');
     expect(seen.callsAtFirst).toBe(1);
     // That collection found the 8 MiB live: nothing more past it, so no second one.
     expect(seen.liveAfter).toBeGreaterThanOrEqual(seen.liveBefore + 6 * MiB);
     expect(seen.calls).toBe(1);
     expect(seen.held).toBe(1_000);
-  }, 40_000);
+  }, 60_000);
 
   it('leaves a busy process alone', async () => {
-    const seen = await scenario('busy');
+    const seen = await runScenario<Seen>('quiet-gc-process.ts', 'busy');
     expect(seen.calls).toBe(0);
     expect(seen.held).toBe(1_000);
-  }, 40_000);
+  }, 60_000);
 
   it('is off at 0', () => {
     let calls = 0;
