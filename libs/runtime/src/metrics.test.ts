@@ -46,7 +46,7 @@ describe('metrics exposition', () => {
     expect(await gc()).toBeGreaterThan(before);
   });
 
-  // Judged in a process of its own (jest's holds many test files' heaps: quiet-gc-process.ts's header).
+  // Judged in a process of its own (why: test/scenario.ts).
   it('tells the heap kept alive after a full collection from the garbage that awaits one', async () => {
     const seen = await runScenario<{ base: number; withHeld: number; heldLength: number; released: number; junk: number; afterJunk: number }>('live-heap-process.ts');
     expect(seen.base).toBeGreaterThan(0);

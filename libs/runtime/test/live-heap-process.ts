@@ -1,17 +1,14 @@
-// metrics.test's live-heap scenario in a fresh process (why apart: quiet-gc-process.ts's header).
+// metrics.test's live-heap scenario in a fresh process (why: scenario.ts).
 // Prints one JSON line of `dws_process_heap_live_bytes` as /metrics showed it at each point.
 import { fullCollection } from '../src/heap.js';
 import { metricsText } from '../src/metrics.js';
+import { until } from './scenario.js';
 
 const liveHeap = async () => Number(/^dws_process_heap_live_bytes (\S+)/m.exec(await metricsText())?.[1]);
-/** The gauge once `pred` holds (a full collection's reading arrives in a performance entry a moment after it), or after 10 s. */
+/** The gauge once `pred` holds, or after 10 s. */
 async function reads(pred: (v: number) => boolean): Promise<number> {
-  const deadline = Date.now() + 10_000;
-  let v = await liveHeap();
-  while (!pred(v) && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 10));
-    v = await liveHeap();
-  }
+  let v = 0;
+  await until(async () => pred((v = await liveHeap())), 10_000);
   return v;
 }
 

@@ -1,9 +1,6 @@
-// heap.test's scenarios, each in a fresh process: what a collection keeps is read off the whole heap, and
-// jest's process is shared by many test files (in ESM mode it keeps their modules: ~1.1 GB by mid-run on
-// CI before jest.config's worker limit), whose leftovers, and a young generation sized by them (how much a
-// scenario's own garbage gets promoted), move the readings by more than the 8 MiB a scenario holds.
-// Prints one JSON line: what the scenario saw; heap.test judges it.
+// heap.test's scenarios (quiet, busy), each in a fresh process (why: scenario.ts).
 import { collectWhenQuiet, fullCollection, heapLiveBytes } from '../src/heap.js';
+import { until } from './scenario.js';
 
 const MiB = 1024 * 1024;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -17,14 +14,10 @@ function heldInOldGeneration(): number[][] {
   return held;
 }
 
-async function untilTrue(pred: () => boolean, ms: number): Promise<void> {
-  for (const deadline = Date.now() + ms; !pred() && Date.now() < deadline; ) await sleep(10);
-}
-
 const gc = fullCollection();
 gc();
-// The collection's reading comes in a performance entry a moment later (0 until the first).
-await untilTrue(() => heapLiveBytes() > 0, 5_000);
+// 0 until the first collection's reading.
+await until(() => heapLiveBytes() > 0, 5_000);
 const liveBefore = heapLiveBytes();
 const held = heldInOldGeneration();
 let calls = 0;
@@ -42,9 +35,9 @@ if (process.argv[2] === 'busy') {
     await sleep(5);
   }
 } else {
-  await untilTrue(() => calls > 0, 5_000);
+  await until(() => calls > 0, 5_000);
   seen.callsAtFirst = calls;
-  await untilTrue(() => heapLiveBytes() >= liveBefore + 6 * MiB, 5_000);
+  await until(() => heapLiveBytes() >= liveBefore + 6 * MiB, 5_000);
   seen.liveAfter = heapLiveBytes();
   // Long enough for three more quiet checks.
   await sleep(350);
