@@ -16,7 +16,7 @@
  *   pnpm bench                      # w1,w2,w2spec,w3,w4,w4spec,w5,w7 on embedded,fleet, 3 reps
  *   pnpm bench w1,w4 fleet 1
  *   pnpm bench w2,w6 fleet,embedded 1   # W6: W2 with 100,000 runs asleep (started through the API the first time)
- *   pnpm bench soak fleet 1         # W2 for SOAK_MINUTES (default 10), RSS per service first vs last third
+ *   pnpm bench soak fleet 1         # W2 for SOAK_MINUTES (default 10) after SOAK_WARMUP_MINUTES (0), RSS per service first vs last third
  *   pnpm bench idle fleet,embedded,restate 1   # CPU with nothing to do (polls, heartbeats), IDLE_SECONDS (default 20) after IDLE_SETTLE_SECONDS (20)
  *   pnpm bench w1,w2,w3,w4 fleet,restate 3   # the fleet and Restate side by side in one run (issue 14's ratios)
  *   pnpm bench w2,w2ws,w4,w4ws fleet,restate 3   # W2 and W4 with each run's end read off one workspace stream, too
@@ -362,23 +362,38 @@ async function w4(dep: Deployment, stamps: Map<string, Stamp[]>, wl = 'w4'): Pro
  * common Prometheus scrape interval), not every round (~2 s): a read makes
  * garbage of its own, and in the two quiet services that was most of what
  * their RSS gathered between full collections.
+ * SOAK_WARMUP_MINUTES (default 0) of W2 come first, sampled and printed but
+ * not counted: a service just started climbs for its first ~11 minutes as
+ * it compiles its hot code and its allocator and heap reach their working
+ * size, and a reading from cold counts that climb as growth.
  */
 async function soak(dep: Deployment): Promise<Figures> {
   const minutes = Number(process.env.SOAK_MINUTES ?? 10);
+  const warmupMinutes = Number(process.env.SOAK_WARMUP_MINUTES ?? 0);
   const scrapeMs = Number(process.env.SOAK_SCRAPE_S ?? 15) * 1000;
   let scrapedAt = performance.now();
-  const until = performance.now() + minutes * 60_000;
+  const warmUntil = performance.now() + warmupMinutes * 60_000;
+  const until = warmUntil + minutes * 60_000;
   // Per round and service: RSS, and of it the anonymous pages (heaps, malloc) and the file-backed ones (the node binary's code, paged in as it first runs).
   const samples: Record<string, { total: number; anon: number; file: number }>[] = [];
   const mib = (b: number) => r1(b / 1048576);
   const liveHeaps = async () => Object.fromEntries(Object.entries(await processGauges(dep)).map(([k, v]) => [k, mib(v.heapLiveBytes)]));
-  const liveFirst = await liveHeaps();
+  let liveFirst: Record<string, number> | undefined;
   let steps = 0;
-  const t0 = performance.now();
+  let t0 = performance.now();
+  const tStart = t0;
   while (performance.now() < until) {
+    const warming = performance.now() < warmUntil;
+    if (!warming && liveFirst === undefined) {
+      liveFirst = await liveHeaps();
+      t0 = performance.now();
+    }
     const f = await w2(dep, 'w2', false);
-    steps += 10_000;
-    samples.push(rssByService(dep));
+    const sample = rssByService(dep);
+    if (!warming) {
+      steps += 10_000;
+      samples.push(sample);
+    }
     let heaps = '';
     if (performance.now() - scrapedAt >= scrapeMs) {
       scrapedAt = performance.now();
@@ -386,13 +401,14 @@ async function soak(dep: Deployment): Promise<Figures> {
       const g = Object.entries(await processGauges(dep)).map(([k, v]) => `${k} ${[v.heapBytes, v.heapLiveBytes, v.heapTotalBytes, v.externalBytes].map((b) => Math.round(mib(b))).join(' / ')}`);
       heaps = `, heap used / live after the last full collection / committed / external MiB ${g.join(', ')}`;
     }
-    const rss = Object.entries(samples.at(-1)!).map(([k, v]) => `${k} ${v.total} (${v.anon} / ${v.file})`);
-    process.stderr.write(`  soak ${((performance.now() - t0) / 60_000).toFixed(1)} min: ${f.steps_per_s} steps/s, rss (anonymous / file-backed) MiB ${rss.join(', ')}${heaps}\n`);
+    const rss = Object.entries(sample).map(([k, v]) => `${k} ${v.total} (${v.anon} / ${v.file})`);
+    process.stderr.write(`  soak ${((performance.now() - tStart) / 60_000).toFixed(1)} min${warming ? ' (warm-up)' : ''}: ${f.steps_per_s} steps/s, rss (anonymous / file-backed) MiB ${rss.join(', ')}${heaps}\n`);
   }
   const liveLast = await liveHeaps();
+  liveFirst ??= liveLast;
   const third = Math.max(1, Math.floor(samples.length / 3));
   const mean = (xs: typeof samples, k: string, part: 'total' | 'anon' | 'file') => xs.reduce((a, x) => a + (x[k]?.[part] ?? 0), 0) / xs.length;
-  const out: Figures = { minutes, rounds: samples.length, steps_per_s: r1(steps / ((performance.now() - t0) / 1000)) };
+  const out: Figures = { minutes, warmup_minutes: warmupMinutes, rounds: samples.length, steps_per_s: r1(steps / ((performance.now() - t0) / 1000)) };
   for (const k of Object.keys(samples[0] ?? {})) {
     for (const [part, name] of [['total', 'rss'], ['anon', 'rss_anon'], ['file', 'rss_file']] as const) {
       out[`${k}_${name}_first_mib`] = r1(mean(samples.slice(0, third), k, part));
