@@ -378,15 +378,16 @@ async function soak(dep: Deployment): Promise<Figures> {
   const samples: Record<string, { total: number; anon: number; file: number }>[] = [];
   const mib = (b: number) => r1(b / 1048576);
   const liveHeaps = async () => Object.fromEntries(Object.entries(await processGauges(dep)).map(([k, v]) => [k, mib(v.heapLiveBytes)]));
+  // The measured minutes begin with the first round past the warm-up: the live heaps then, and the clock for steps/s.
   let liveFirst: Record<string, number> | undefined;
+  let measuredFrom = 0;
   let steps = 0;
-  let t0 = performance.now();
-  const tStart = t0;
+  const t0 = performance.now();
   while (performance.now() < until) {
     const warming = performance.now() < warmUntil;
     if (!warming && liveFirst === undefined) {
       liveFirst = await liveHeaps();
-      t0 = performance.now();
+      measuredFrom = performance.now();
     }
     const f = await w2(dep, 'w2', false);
     const sample = rssByService(dep);
@@ -402,13 +403,13 @@ async function soak(dep: Deployment): Promise<Figures> {
       heaps = `, heap used / live after the last full collection / committed / external MiB ${g.join(', ')}`;
     }
     const rss = Object.entries(sample).map(([k, v]) => `${k} ${v.total} (${v.anon} / ${v.file})`);
-    process.stderr.write(`  soak ${((performance.now() - tStart) / 60_000).toFixed(1)} min${warming ? ' (warm-up)' : ''}: ${f.steps_per_s} steps/s, rss (anonymous / file-backed) MiB ${rss.join(', ')}${heaps}\n`);
+    process.stderr.write(`  soak ${((performance.now() - t0) / 60_000).toFixed(1)} min${warming ? ' (warm-up)' : ''}: ${f.steps_per_s} steps/s, rss (anonymous / file-backed) MiB ${rss.join(', ')}${heaps}\n`);
   }
   const liveLast = await liveHeaps();
   liveFirst ??= liveLast;
   const third = Math.max(1, Math.floor(samples.length / 3));
   const mean = (xs: typeof samples, k: string, part: 'total' | 'anon' | 'file') => xs.reduce((a, x) => a + (x[k]?.[part] ?? 0), 0) / xs.length;
-  const out: Figures = { minutes, warmup_minutes: warmupMinutes, rounds: samples.length, steps_per_s: r1(steps / ((performance.now() - t0) / 1000)) };
+  const out: Figures = { minutes, warmup_minutes: warmupMinutes, rounds: samples.length, steps_per_s: r1(steps / ((performance.now() - measuredFrom) / 1000)) };
   for (const k of Object.keys(samples[0] ?? {})) {
     for (const [part, name] of [['total', 'rss'], ['anon', 'rss_anon'], ['file', 'rss_file']] as const) {
       out[`${k}_${name}_first_mib`] = r1(mean(samples.slice(0, third), k, part));
