@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { checkComposeFleet, interpolate, InterpolationError, loadCompose, secretDefaults, validateComposeSchema } from './compose.js';
-import { checkDockerfile } from './dockerfile.js';
+import { checkDockerfile, startFlags } from './dockerfile.js';
 import { REPO } from './checks.js';
 
 type Dict = Record<string, any>; // tests reach into rendered objects freely
@@ -72,7 +72,7 @@ describe('Dockerfile', () => {
     expect(checkDockerfile(old)).toEqual([
       'not multi-stage: build dependencies in one stage, copy the result into the final one',
       'the final stage sets no USER: it would run as root',
-      'the final stage\'s ENTRYPOINT must be ["node"] (the chart and compose pass the bundle, dist/services/<name>/bin.js, as the argument)',
+      'the final stage\'s ENTRYPOINT must be ["node"], with node\'s own flags at most (the chart and compose pass the bundle, dist/services/<name>/bin.js, as the argument)',
       'line 5: CMD ["pnpm", "start:gateway"]: the default must be a service\'s bundle, ["dist/services/<name>/bin.js"]',
       'the final stage installs dependencies: do it in a build stage',
       'the final stage copies nothing from the build stage',
@@ -87,8 +87,21 @@ describe('Dockerfile', () => {
     expect(checkDockerfile(lost)).toEqual([expect.stringMatching(/LD_PRELOAD=\/usr\/local\/lib\/libjemalloc\.so\.2, but no RUN of the final stage before it puts that file there/)]);
   });
 
+  it('starts the services with the node flags of their start scripts', () => {
+    const scripts = (JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+    const flags = startFlags(scripts);
+    expect(flags).toEqual(['--max-semi-space-size=16']);
+    expect(checkDockerfile(dockerfile, flags as string[])).toEqual([]);
+    const bare = dockerfile.replace(/^ENTRYPOINT .*$/m, 'ENTRYPOINT ["node"]');
+    expect(checkDockerfile(bare, flags as string[])).toEqual([
+      expect.stringMatching(/ENTRYPOINT \["node"\]: node's flags must be those pnpm start:<service> gives the services \(--max-semi-space-size=16\)/),
+    ]);
+    expect(startFlags({ ...scripts, 'start:gateway': 'node dist/services/gateway/bin.js' })).toMatch(/give the services different node flags/);
+  });
+
   it('fails an image that runs TypeScript through tsx', () => {
-    const tsx = dockerfile.replace('ENTRYPOINT ["node"]', 'ENTRYPOINT ["node", "--import", "tsx"]');
+    const tsx = dockerfile.replace(/^ENTRYPOINT .*$/m, 'ENTRYPOINT ["node", "--import", "tsx"]');
+    expect(tsx).not.toEqual(dockerfile);
     expect(checkDockerfile(tsx)).toEqual([
       expect.stringMatching(/ENTRYPOINT must be \["node"\]/),
       expect.stringMatching(/ENTRYPOINT \["node", "--import", "tsx"\]: the image runs bundles on plain node, without tsx/),

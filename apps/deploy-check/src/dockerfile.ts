@@ -1,7 +1,7 @@
 /**
  * The Dockerfile's shape: several stages (dependencies and bundles built apart from the
- * image that runs), a final stage that runs as a non-root user, plain `node` as the
- * entrypoint (the chart's args and compose's commands name a bundle, dist/...), the
+ * image that runs), a final stage that runs as a non-root user, plain `node` (with its flags) as
+ * the entrypoint (the chart's args and compose's commands name a bundle, dist/...), the
  * bundles built by scripts/build.mjs in a stage and copied into the final one, no
  * tsx in the final stage, and a preloaded library (LD_PRELOAD) that the final stage puts
  * where it says (the loader only warns about a missing one, and the services would run
@@ -29,7 +29,35 @@ function instructions(text: string): Instruction[] {
   return out;
 }
 
-export function checkDockerfile(text: string): string[] {
+/**
+ * The node flags `pnpm start:<service>` gives every service (package.json's
+ * scripts), or a problem when the services' scripts disagree: the image must
+ * start them the same way, or what was measured is not what runs.
+ */
+export function startFlags(scripts: Record<string, string>): string[] | string {
+  const flags = new Set<string>();
+  for (const [name, command] of Object.entries(scripts)) {
+    const m = /(?:^|&& )node ((?:--\S+ )*)dist\/services\/[a-z-]+\/bin\.js$/.exec(command);
+    if (name.startsWith('start:') && m) flags.add((m[1] as string).trim());
+  }
+  if (flags.size === 0) return "package.json has no start:<service> script that runs a service's bundle on node";
+  if (flags.size > 1)
+    return `package.json's start:<service> scripts give the services different node flags: ${[...flags].map((f) => `"${f}"`).join(', ')}`;
+  return [...flags][0]!.split(' ').filter(Boolean);
+}
+
+/** An exec-form instruction's argv (a JSON array of strings), or undefined. */
+function execForm(args: string): string[] | undefined {
+  try {
+    const v: unknown = JSON.parse(args);
+    return Array.isArray(v) && v.every((a) => typeof a === 'string') ? (v as string[]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `expectedFlags`: the node flags the entrypoint must carry (startFlags), when known. */
+export function checkDockerfile(text: string, expectedFlags?: string[]): string[] {
   const out: string[] = [];
   const ins = instructions(text);
   const froms = ins.filter((i) => i.op === 'FROM');
@@ -42,9 +70,14 @@ export function checkDockerfile(text: string): string[] {
   else if (!/^\d+(:\d+)?$/.test(user.args))
     out.push(`line ${user.line}: USER ${user.args}: use a numeric uid so Kubernetes can verify runAsNonRoot`);
   const entry = final.filter((i) => i.op === 'ENTRYPOINT').pop();
-  if (!entry || entry.args !== '["node"]')
+  const argv = entry && execForm(entry.args);
+  if (!entry || !argv || argv[0] !== 'node' || !argv.slice(1).every((a) => a.startsWith('--')))
     out.push(
-      'the final stage\'s ENTRYPOINT must be ["node"] (the chart and compose pass the bundle, dist/services/<name>/bin.js, as the argument)',
+      'the final stage\'s ENTRYPOINT must be ["node"], with node\'s own flags at most (the chart and compose pass the bundle, dist/services/<name>/bin.js, as the argument)',
+    );
+  else if (expectedFlags && argv.slice(1).join(' ') !== expectedFlags.join(' '))
+    out.push(
+      `line ${entry.line}: ENTRYPOINT ${entry.args}: node's flags must be those pnpm start:<service> gives the services (${expectedFlags.join(' ') || 'none'})`,
     );
   const cmd = final.filter((i) => i.op === 'CMD').pop();
   if (cmd && !/^\["dist\/services\/[a-z-]+\/bin\.js"\]$/.test(cmd.args))
