@@ -55,7 +55,7 @@ USER 1000:1000
 EXPOSE 8288
 # node itself is PID 1 (not pnpm), so SIGTERM reaches the service and it drains.
 # NODE_OPTIONS=--enable-source-maps maps stack traces to the TypeScript sources' lines.
-# The young generation as package.json's start scripts set it: Node 20's own size, which Node 22
-# and later quadruple (RSS ~230 MiB after W2 where it is ~140; docs/deploy.md "Memory").
+# The young generation as package.json's start scripts set it: Node 20's and 22's own size, which
+# Node 24 quadruples (RSS ~230 MiB after W2 where it is ~140; docs/deploy.md "Memory").
 ENTRYPOINT ["node", "--max-semi-space-size=16"]
 CMD ["dist/services/gateway/bin.js"]
