@@ -183,6 +183,8 @@ export async function startRestate(): Promise<RestatePeer> {
   const env = {
     ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('RESTATE_'))),
     RESTATE_BASE_DIR: dataDir,
+    // Its invoker makes a directory per partition under the temp dir and leaves them: in dataDir, they go with it.
+    TMPDIR: dataDir,
     RESTATE_NODE_NAME: 'bench',
     RESTATE_LISTEN_MODE: 'tcp',
     RESTATE_INGRESS__BIND_ADDRESS: `127.0.0.1:${ingressPort}`,
