@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, loadChart, renderChart, type RenderOptions } from './render.js';
 import { validateObjects, type ValidateOptions } from './validate.js';
 import { checkComposeFleet, InterpolationError, loadCompose, secretDefaults, validateComposeSchema } from './compose.js';
-import { checkDockerfile, startFlags } from './dockerfile.js';
+import { checkDockerfile } from './dockerfile.js';
 
 /** Every check `pnpm deploy:check` runs, as lines of output and one verdict. */
 
@@ -126,13 +126,8 @@ export async function runChecks(): Promise<Report> {
   if (defaults.length) fail('compose without SERVICE_SEAL_KEY: refused', defaults);
   else pass('compose without SERVICE_SEAL_KEY: refused');
 
-  const flags = startFlags(
-    (JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts,
-  );
-  const dockerProblems = [
-    ...(typeof flags === 'string' ? [flags] : []),
-    ...checkDockerfile(readFileSync(path.join(REPO, 'Dockerfile'), 'utf8'), typeof flags === 'string' ? undefined : flags),
-  ];
+  const scripts = (JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+  const dockerProblems = checkDockerfile(readFileSync(path.join(REPO, 'Dockerfile'), 'utf8'), scripts);
   if (dockerProblems.length) fail('Dockerfile: multi-stage, non-root, bundles on plain node', dockerProblems);
   else pass('Dockerfile: multi-stage, non-root, bundles on plain node');
 

@@ -31,8 +31,9 @@ function instructions(text: string): Instruction[] {
 
 /**
  * The node flags `pnpm start:<service>` gives every service (package.json's
- * scripts), or a problem when the services' scripts disagree: the image must
- * start them the same way, or what was measured is not what runs.
+ * scripts, read as test-e2e's nodeFlagsOf reads them to start the fleet), or a
+ * problem when the services' scripts disagree: the image must start them the
+ * same way, or what was measured is not what runs.
  */
 export function startFlags(scripts: Record<string, string>): string[] | string {
   const flags = new Set<string>();
@@ -56,9 +57,12 @@ function execForm(args: string): string[] | undefined {
   }
 }
 
-/** `expectedFlags`: the node flags the entrypoint must carry (startFlags), when known. */
-export function checkDockerfile(text: string, expectedFlags?: string[]): string[] {
+/** `scripts`: package.json's, whose start:<service> flags the entrypoint must give node (startFlags). */
+export function checkDockerfile(text: string, scripts?: Record<string, string>): string[] {
   const out: string[] = [];
+  const flags = scripts && startFlags(scripts);
+  if (typeof flags === 'string') out.push(flags);
+  const expectedFlags = Array.isArray(flags) ? flags : undefined;
   const ins = instructions(text);
   const froms = ins.filter((i) => i.op === 'FROM');
   if (froms.length < 2) out.push('not multi-stage: build dependencies in one stage, copy the result into the final one');
