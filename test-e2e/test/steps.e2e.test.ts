@@ -34,6 +34,12 @@ describe.each(modes)('step kinds end to end on %s', (mode) => {
     dep = await startDeployment(mode);
     runner = await startRunner(dep, (r) => {
       r.workflow<{ n: number }>('double', async ({ event, step }) => step.run('double', () => event.data.n * 2));
+      r.workflow('timed', async ({ step }) => {
+        const nap = (ms: number) => new Promise((res) => setTimeout(res, ms));
+        await step.run('slow', () => nap(300).then(() => 1));
+        await step.run('quick', () => 2);
+        return step.run('slower', () => nap(400).then(() => 3));
+      });
       r.workflow('listener', { triggers: [{ event: 'journey.done' }] }, async ({ event, step }) =>
         step.run('note', () => {
           listened.push(event.data);
@@ -60,6 +66,23 @@ describe.each(modes)('step kinds end to end on %s', (mode) => {
     await runner?.close();
     await dep?.stop();
     hooks?.close();
+  }, 60_000);
+
+  // The console's waterfall draws each step from startedAt to endedAt: a step's start is when its code began.
+  it("times each step from when its code began to when its result was stored", async () => {
+    const sent = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'timed', data: {} } });
+    const runId: string = sent.body.runId;
+    await eventually('the timed run to succeed', async () => runReached((await api(dep.base, 'GET', `/v1/runs/${runId}`, { key: dep.secretKey })).body));
+    const steps: { name: string; startedAt: string; endedAt: string }[] = (await api(dep.base, 'GET', `/v1/runs/${runId}/steps`, { key: dep.secretKey })).body;
+    const t = Object.fromEntries(steps.map((s) => [s.name, { start: Date.parse(s.startedAt), end: Date.parse(s.endedAt) }]));
+    expect(Object.keys(t)).toEqual(['slow', 'quick', 'slower']);
+    expect(t.slow!.end - t.slow!.start).toBeGreaterThanOrEqual(290);
+    expect(t.quick!.end - t.quick!.start).toBeLessThan(250);
+    expect(t.slower!.end - t.slower!.start).toBeGreaterThanOrEqual(390);
+    // One after another, as they ran.
+    expect(t.quick!.start).toBeGreaterThanOrEqual(t.slow!.end - 50);
+    expect(t.slower!.start).toBeGreaterThanOrEqual(t.quick!.start);
+    expect(t.slower!.end - t.slow!.start).toBeGreaterThanOrEqual(690);
   }, 60_000);
 
   it('runs a journey through sleep, an awaited event, a child, an emit and a webhook', async () => {

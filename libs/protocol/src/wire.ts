@@ -108,6 +108,13 @@ export interface StepRunOpcode extends OpcodeBase {
   /** Journal block stored opaquely. */
   ai?: unknown;
   usage?: Usage;
+  /**
+   * Extension: when the step's code began, UTC epoch ms (the step record's
+   * `startedAt`). The service keeps it between the start of the pass and the
+   * moment the step reached it; without it, the step counts from the pass's
+   * start or from the checkpoint before it.
+   */
+  startedAtMs?: number;
 }
 
 export interface SleepOpcode extends OpcodeBase {

@@ -107,7 +107,7 @@ describe('runner.connect()', () => {
     await until('two results', () => fake!.frames.filter((f) => f.type === 'invoke.result').length === 2);
     const results = Object.fromEntries(fake.frames.filter((f) => f.type === 'invoke.result').map((f) => [f.id, f.payload as { status: number; body: string }]));
     expect(results['i-1']!.status).toBe(200);
-    expect(JSON.parse(results['i-1']!.body)).toEqual({ data: 7, opcodes: [{ op: 'StepRun', id: hashStepId('a'), name: 'a', data: 7 }], logs: [] });
+    expect(JSON.parse(results['i-1']!.body)).toEqual({ data: 7, opcodes: [{ op: 'StepRun', id: hashStepId('a'), name: 'a', data: 7, startedAtMs: expect.any(Number) }], logs: [] });
     expect(results['i-2']!.status).toBe(401);
     await conn.close();
     expect(conn.state).toBe('closed');

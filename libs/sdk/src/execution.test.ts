@@ -28,7 +28,7 @@ describe('executePass', () => {
     };
     const r = await executePass(handler, input());
     expect(r.status).toBe(206);
-    expect(r.body).toEqual({ opcodes: [{ op: 'StepRun', id: hashStepId('a'), name: 'a', data: 1 }], logs: [] });
+    expect(r.body).toEqual({ opcodes: [{ op: 'StepRun', id: hashStepId('a'), name: 'a', data: 1, startedAtMs: expect.any(Number) }], logs: [] });
     expect(calls).toEqual(['a', 'after a=1']);
   });
 
@@ -39,7 +39,7 @@ describe('executePass', () => {
       return { b };
     };
     const r = await executePass(handler, input(memoOf({ a: { data: 1 } })));
-    expect(r).toEqual({ status: 200, body: { data: { b: 2 }, logs: [], opcodes: [{ op: 'StepRun', id: hashStepId('b'), name: 'b', data: 2 }] } });
+    expect(r).toEqual({ status: 200, body: { data: { b: 2 }, logs: [], opcodes: [{ op: 'StepRun', id: hashStepId('b'), name: 'b', data: 2, startedAtMs: expect.any(Number) }] } });
     // A failed step is never final (it may be retried), a parking step needs the service: both stay 206.
     const failing = await executePass(async ({ step }) => step.run('a', () => { throw new Error('no'); }).catch(() => 'caught'), input());
     expect(failing.status).toBe(206);
@@ -219,7 +219,7 @@ describe('executePass', () => {
       return 'done';
     };
     const first = await executePass(handler, input());
-    expect(first).toEqual({ status: 200, body: { data: 'done', logs: [], opcodes: [{ op: 'StepRun', id: hashStepId('fire'), name: 'fire', data: 'and forget' }] } });
+    expect(first).toEqual({ status: 200, body: { data: 'done', logs: [], opcodes: [{ op: 'StepRun', id: hashStepId('fire'), name: 'fire', data: 'and forget', startedAtMs: expect.any(Number) }] } });
     const later = await executePass(handler, input(memoOf({ fire: { data: 'and forget' } })));
     expect(later).toEqual({ status: 200, body: { data: 'done', logs: [] } });
     // One that fails is reported for the service to retry or fail: 206.

@@ -264,7 +264,7 @@ export async function executePass<TData = unknown>(
   }
 
   async function runNewStep(name: string, hashed: string, fn: () => unknown, options: StepRunOptions | undefined): Promise<Found> {
-    const op: StepRunOpcode = { op: 'StepRun', id: hashed, name };
+    const op: StepRunOpcode = { op: 'StepRun', id: hashed, name, startedAtMs: Date.now() };
     let ahead: (() => unknown) | undefined;
     try {
       if (options?.input !== undefined) op.input = normalise(options.input, `input of step "${name}"`).value;

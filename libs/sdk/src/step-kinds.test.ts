@@ -72,7 +72,7 @@ describe('step opcodes', () => {
       { op: 'Infer', ...id('raw'), data: { kind: 'infer', model: 'm', body: { x: 1 } } },
       { op: 'Infer', ...id('vec:batch-0'), data: { kind: 'embed', model: 'e', inputs: ['a', 'b'] } },
       { op: 'Score', ...id('quality'), data: { name: 'accuracy', value: 0.9, comment: 'fine' } },
-      { op: 'StepRun', ...id('work'), data: 42 },
+      { op: 'StepRun', ...id('work'), data: 42, startedAtMs: expect.any(Number) },
     ]);
   });
 
@@ -82,7 +82,7 @@ describe('step opcodes', () => {
     const r = await executePass(handler, input());
     expect(r.status).toBe(200);
     expect((r.body as { opcodes: Opcode[] }).opcodes).toEqual([
-      { op: 'StepRun', ...id('own-call'), data: { text: 'hi', tokens: [3, 4] }, usage: { model: 'local', tokensIn: 3, tokensOut: 4 } },
+      { op: 'StepRun', ...id('own-call'), data: { text: 'hi', tokens: [3, 4] }, usage: { model: 'local', tokensIn: 3, tokensOut: 4 }, startedAtMs: expect.any(Number) },
     ]);
   });
 

@@ -148,8 +148,10 @@ export const Step = component(
       .optional()
       .meta({ description: 'SPEC Usage of the model call an AI step made (cacheHit only when the inference cache was engaged).' }),
     childRunId: z.string().optional().meta({ description: 'The child run of a RunWorkflow step.' }),
-    startedAt: timestamp(),
-    endedAt: timestamp().optional(),
+    startedAt: timestamp(
+      "When the step began: for a run step, when its code began (its first attempt's, as the runner's `startedAtMs` says, kept within the pass; a runner that does not say: when the pass, or the checkpoint before it, reached the runner); for any other step, when it was recorded.",
+    ),
+    endedAt: timestamp('When its result was stored; absent while it is parked or retrying.').optional(),
   }),
 );
 export const Score = component(

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { hashStepId } from '@dws/protocol';
-import { backoffMs, decide, MISSING_RUNNER_LIMIT_MS, TRANSPORT_BUDGET, usageOf, type RunView } from './reply.js';
+import { backoffMs, checkpointSteps, decide, MISSING_RUNNER_LIMIT_MS, stepStart, TRANSPORT_BUDGET, usageOf, type RunView } from './reply.js';
 
 const run = (over: Partial<RunView> = {}): RunView => ({
   attempt: 1, transportFailures: 0, noRunnerSinceMs: null, stepAttempts: new Map(), maxAttempts: 1, workflow: 'wf', runner: '',
@@ -121,6 +121,30 @@ describe('decide', () => {
     expect(backoffMs(1, () => 1)).toBe(1000);
     expect(backoffMs(3, () => 1)).toBe(4000);
     expect(backoffMs(20, () => 1)).toBe(30_000);
+  });
+});
+
+describe('stepStart', () => {
+  it("takes the runner's start of a step within the pass, and the pass's start or last checkpoint without one", () => {
+    const from = NOW - 500;
+    expect(stepStart({ stepsFromMs: from }, NOW - 200, NOW)).toBe(NOW - 200);
+    // The runner's clock is not ours: before the pass began, or after the step reached us, is kept to the pass.
+    expect(stepStart({ stepsFromMs: from }, NOW - 60_000, NOW)).toBe(from);
+    expect(stepStart({ stepsFromMs: from }, NOW + 60_000, NOW)).toBe(NOW);
+    for (const said of [undefined, 'soon', Number.NaN, null]) expect(stepStart({ stepsFromMs: from }, said, NOW)).toBe(from);
+    expect(stepStart({}, undefined, NOW)).toBe(NOW);
+  });
+
+  it('gives every StepRun of a reply or a checkpoint its start', () => {
+    const ran = { op: 'StepRun', id, name: 'a', data: 1, startedAtMs: NOW - 120 };
+    expect(checkpointSteps(run({ stepsFromMs: NOW - 300 }), [ran], NOW, ids)).toMatchObject([{ id, startedAtMs: NOW - 120 }]);
+    expect(decide(run({ stepsFromMs: NOW - 300 }), reply(200, { data: 2, opcodes: [{ ...ran, startedAtMs: undefined }], logs: [] }), NOW, ids)).toMatchObject({
+      steps: [{ id, startedAtMs: NOW - 300 }],
+    });
+    const failed = { op: 'StepRun', id, name: 'a', error: { message: 'x' }, startedAtMs: NOW - 50 };
+    expect(decide(run({ stepsFromMs: NOW - 300, maxAttempts: 2 }), reply(206, { opcodes: [failed], logs: [] }), NOW, ids)).toMatchObject({
+      steps: [{ id, status: 'retrying', startedAtMs: NOW - 50 }],
+    });
   });
 });
 

@@ -27,6 +27,8 @@ export interface RunView {
   hasOpenPending: boolean;
   /** Steps the runner checkpointed during this pass: progress even when its reply reports nothing new. */
   checkpointed?: number;
+  /** When the runner may have begun the steps it reports next (ms epoch): the pass's start, or its last checkpoint's answer. */
+  stepsFromMs?: number;
   /** The workflow's AI spend ceilings and what is spent against them: present only when some ceiling is set and the pass asks for a model call. */
   aiSpend?: AiSpendView;
 }
@@ -62,6 +64,8 @@ export interface StepOutcome {
   memo: boolean;
   /** SPEC Usage a StepRun reported (a model call the runner made itself: step.ai.wrap), as JSON text. */
   usageJson?: string;
+  /** A StepRun: when its code began (ms epoch), stored as the step's start; others start when stored. */
+  startedAtMs?: number;
 }
 
 export type Decision =
@@ -282,6 +286,17 @@ export function usageOf(raw: unknown): string | undefined {
 }
 
 /**
+ * When a StepRun began: what the runner says (`startedAtMs`), kept between
+ * the earliest it can have begun in this pass and now (the runner's clock is
+ * not ours); without it, that earliest moment.
+ */
+export function stepStart(run: Pick<RunView, 'stepsFromMs'>, said: unknown, nowMs: number): number {
+  const from = Math.min(run.stepsFromMs ?? nowMs, nowMs);
+  const at = finite(said);
+  return at === undefined ? from : Math.min(Math.max(at, from), nowMs);
+}
+
+/**
  * One opcode -> one step outcome. Pure except for the ids it draws (child
  * runs, emitted events, deliveries), which are persisted with the step so a
  * replay sees the same ones.
@@ -302,17 +317,18 @@ function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, 
     case 'StepRun': {
       const inputJson = raw.input === undefined ? undefined : JSON.stringify(raw.input);
       const usageJson = usageOf(raw.usage);
+      const startedAtMs = stepStart(run, raw.startedAtMs, nowMs);
       if (raw.error === undefined) {
-        return { step: { ...base, status: 'succeeded', dataJson: JSON.stringify(raw.data ?? null), inputJson, memo: true, ...(usageJson ? { usageJson } : {}) } };
+        return { step: { ...base, status: 'succeeded', dataJson: JSON.stringify(raw.data ?? null), inputJson, memo: true, startedAtMs, ...(usageJson ? { usageJson } : {}) } };
       }
       const error = asStepError(raw.error, 'Step failed.');
       const retriable = raw.retriable !== false;
       if (retriable && attempts < run.maxAttempts) {
         const after = finite(raw.retryAfterMs) !== undefined && (raw.retryAfterMs as number) >= 0 ? (raw.retryAfterMs as number) : backoffMs(attempts, rnd);
         // The memo never holds an error that will still be retried.
-        return { step: { ...base, status: 'retrying', error, inputJson, memo: false }, retryAfterMs: after };
+        return { step: { ...base, status: 'retrying', error, inputJson, memo: false, startedAtMs }, retryAfterMs: after };
       }
-      return { step: { ...base, status: 'failed', error, inputJson, memo: true }, fatal: retriable ? undefined : error };
+      return { step: { ...base, status: 'failed', error, inputJson, memo: true, startedAtMs }, fatal: retriable ? undefined : error };
     }
     case 'Sleep': {
       const ms = finite(raw.sleepMs);

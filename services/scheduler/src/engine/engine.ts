@@ -234,6 +234,7 @@ export class Engine {
     for (;;) {
       run.invoking = true;
       run.checkpointed = 0;
+      run.stepsFromMs = Date.now();
       // Tracing off: undefined, and nothing more is done for it.
       const trace = PassTrace.start(run);
       run.trace = trace;
@@ -281,6 +282,7 @@ export class Engine {
       pendingDeadlines: deadlines,
       hasOpenPending: open,
       checkpointed: run.checkpointed,
+      stepsFromMs: run.stepsFromMs,
       ...(aiSpend ? { aiSpend } : {}),
     };
   }
@@ -358,6 +360,8 @@ export class Engine {
     run.stepCount += newSteps;
     run.nextSeq += frames.length;
     run.checkpointed += placed.length;
+    // The runner begins its next step once this answer reaches it.
+    run.stepsFromMs = Date.now();
     for (const s of placed) {
       run.known.set(s.id, s.idx);
       run.stepAttempts.delete(s.id);

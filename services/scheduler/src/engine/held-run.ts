@@ -47,6 +47,8 @@ export interface HeldRun {
   invoking: boolean;
   /** Checkpoints applied during the pass in flight. */
   checkpointed: number;
+  /** Where the steps the runner reports next may have begun (ms epoch): the pass's start, then each checkpoint's answer. */
+  stepsFromMs: number;
   /** The checkpoint being applied, if any: checkpoints and the pass's own reply apply one at a time. */
   applying: Promise<unknown>;
   /** The spans of the pass in flight, with tracing on: its checkpoints' go under it. */
@@ -61,7 +63,7 @@ export interface HeldRun {
   firstFramesAgain: NewFrame[] | undefined;
 }
 
-type Fresh = 'memo' | 'known' | 'stepAttempts' | 'pending' | 'logKeys' | 'pendingFrames' | 'invoking' | 'checkpointed' | 'applying' | 'trace' | 'firstFramesAgain';
+type Fresh = 'memo' | 'known' | 'stepAttempts' | 'pending' | 'logKeys' | 'pendingFrames' | 'invoking' | 'checkpointed' | 'stepsFromMs' | 'applying' | 'trace' | 'firstFramesAgain';
 
 export function newHeldRun(fields: Omit<HeldRun, Fresh>): HeldRun {
   return {
@@ -74,6 +76,7 @@ export function newHeldRun(fields: Omit<HeldRun, Fresh>): HeldRun {
     pendingFrames: [],
     invoking: false,
     checkpointed: 0,
+    stepsFromMs: 0,
     applying: Promise.resolve(),
     trace: undefined,
     firstFramesAgain: undefined,

@@ -94,20 +94,21 @@ function stepsJson(steps: (StepOutcome & { idx: number })[]): string {
     steps.map((s) => ({
       step_id: s.id, name: s.name, op: s.op, idx: s.idx, status: s.status, data: s.dataJson ?? null,
       error: s.error ?? null, input: s.inputJson ?? null, attempts: s.attempts, wake_at: s.wakeAtMs ?? null,
-      child_run_id: s.child?.runId ?? null, usage: s.usageJson ?? null,
+      child_run_id: s.child?.runId ?? null, usage: s.usageJson ?? null, started_at: s.startedAtMs ?? null,
     })),
   );
 }
 
 /** CTE body: upsert the steps of the jsonb `steps` for each row of the run CTE `r` (rows that passed the guard). */
 const upsertSteps = (ws: string, steps: string): string => `
-       insert into scheduler.steps (run_id, step_id, workspace_id, name, op, idx, status, data, error, input, attempts, wake_at, child_run_id, ended_at, usage)
+       insert into scheduler.steps (run_id, step_id, workspace_id, name, op, idx, status, data, error, input, attempts, wake_at, child_run_id, ended_at, usage, created_at)
        select r.id, x.step_id, ${ws}, x.name, x.op, x.idx, x.status, x.data, x.error, x.input, x.attempts,
               case when x.wake_at is null then null else to_timestamp(x.wake_at / 1000.0) end, x.child_run_id,
-              case when x.status in ('succeeded', 'failed') then now() end, x.usage::jsonb
+              case when x.status in ('succeeded', 'failed') then now() end, x.usage::jsonb,
+              case when x.started_at is null then now() else least(to_timestamp(x.started_at / 1000.0), now()) end
          from r, jsonb_to_recordset(${steps})
               as x(step_id text, name text, op text, idx int, status text, data text, error jsonb, input text, attempts int,
-                   wake_at bigint, child_run_id text, usage text)
+                   wake_at bigint, child_run_id text, usage text, started_at bigint)
        on conflict (run_id, step_id) do update set status = excluded.status, data = excluded.data, error = excluded.error,
          attempts = excluded.attempts, wake_at = excluded.wake_at, child_run_id = excluded.child_run_id, ended_at = excluded.ended_at,
          usage = excluded.usage`;
