@@ -66,6 +66,32 @@ describe.each(modes())('scheduler engine (%s)', (mode) => {
     expect(steps.map((s: any) => [s.name, s.status])).toEqual([['before', 'succeeded'], ['nap', 'succeeded'], ['after', 'succeeded']]);
   });
 
+  it('a run woken from its sleep reads running while its next pass is out, not only once that pass is stored', async () => {
+    const id = await h.start('sleepy');
+    await h.waitFor(id, ['waiting']);
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let out = false;
+    invoker.hold = async (runId) => {
+      if (runId !== id) return;
+      out = true;
+      await held;
+    };
+    try {
+      await until(async () => out, 10_000, 'the pass after the wake');
+      await until(async () => (await h.call('runs.get', { params: { id } })).body.status === 'running', 5_000, 'the run to read running');
+      const frames = await h.db.query<{ payload: any }>(`select payload from scheduler.frames where run_id = $1 and kind = 'run_status' order by seq`, [id]);
+      expect(frames.map((f) => f.payload.status)).toEqual(['queued', 'running', 'waiting', 'running']);
+    } finally {
+      invoker.hold = undefined;
+      release();
+    }
+    await h.waitFor(id, ['succeeded']);
+    const all = await h.db.query<{ seq: number; kind: string; payload: any }>('select seq, kind, payload from scheduler.frames where run_id = $1 order by seq', [id]);
+    expect(all.map((f) => f.seq)).toEqual(all.map((_, i) => i + 1));
+    expect(all.filter((f) => f.kind === 'run_status').map((f) => f.payload.status)).toEqual(['queued', 'running', 'waiting', 'running', 'succeeded']);
+  });
+
   it('a SleepUntil in the past wakes on the next cycle', async () => {
     const id = await h.start('pastDeadline');
     await h.waitFor(id, ['succeeded'], 5_000);

@@ -235,6 +235,7 @@ export class Engine {
       run.invoking = true;
       run.checkpointed = 0;
       run.stepsFromMs = Date.now();
+      this.markRunning(run);
       // Tracing off: undefined, and nothing more is done for it.
       const trace = PassTrace.start(run);
       run.trace = trace;
@@ -370,6 +371,32 @@ export class Engine {
     }
     this.publishLive(run, frames);
     return true;
+  }
+
+  /**
+   * A run claimed queued or waiting reads `running` from the start of its
+   * pass (GET /runs/{id}, its stream), not only once the pass's first step is
+   * stored, which with one step per pass or a long step is the whole step.
+   * Written as a checkpoint of no steps (the same guard, group committed),
+   * alongside the invoke; checkpoints and the pass's reply apply after it.
+   * Refused (a pause asked meanwhile, the lease lost), its frame waits for
+   * the pass's own write as before.
+   */
+  private markRunning(run: HeldRun): void {
+    if (run.pendingFrames.length === 0) return;
+    const pass = run.pass;
+    const frames = run.pendingFrames.splice(0);
+    const undo = () => void run.pendingFrames.unshift(...frames);
+    run.applying = run.applying
+      .then(() => {
+        frames.forEach((f, i) => (f.seq = run.nextSeq + i));
+        return this.checkpointWrites.submit({ runId: run.id, pass, newSteps: 0, nextSeq: run.nextSeq + frames.length, steps: [], frames });
+      })
+      .then((ok) => {
+        if (!ok) return undo();
+        run.nextSeq += frames.length;
+        this.publishLive(run, frames);
+      }, undo);
   }
 
   /** The memo holds this step's result (not a pending marker). */
