@@ -119,13 +119,17 @@ describe('deploy/helm/dws', () => {
     expect(await validateObjects(withQueue, { skipUnknownFields: true })).toEqual([]);
   });
 
-  it('lists three NATS servers with values-nats-cluster.yaml', () => {
+  it('lists three NATS servers with values-nats-cluster.yaml, and keeps three copies of each stream', () => {
     const { objects: cluster } = render({ secrets: TEST_VALUES.secrets, postgres: TEST_VALUES.postgres }, [
       path.join(CHART_DIR, 'values-nats-cluster.yaml'),
     ]);
-    const servers = (find(cluster, 'ConfigMap', 'dws').data.NATS_URL as string).split(',');
+    const data = find(cluster, 'ConfigMap', 'dws').data;
+    const servers = (data.NATS_URL as string).split(',');
     expect(servers).toHaveLength(3);
     for (const s of servers) expect(s).toMatch(/^nats:\/\/nats-[0-2]\.[a-z.-]+:4222$/);
+    expect(data.SERVICE_BUS_REPLICAS).toBe('3');
+    // The rest of the defaults' config stays.
+    expect(data.SERVICE_RUN_LEASE_MS).toBe('15000');
   });
 
   it('reads everything from existing Secrets when told to, and makes no Secret', () => {

@@ -37,6 +37,8 @@ export class Spill {
     private readonly js: JetStreamClient,
     /** The server's max_payload, as it announced it on connect. */
     private readonly maxPayload: () => number,
+    /** Copies of each store, as of the bus's streams. */
+    private readonly replicas = 1,
   ) {}
 
   /** True when `data` (plus headers) would not fit in one message. */
@@ -76,7 +78,7 @@ export class Spill {
     if (!s) {
       const ttlMs = Object.values(BUCKETS).find((b) => b.name === bucket)?.ttlMs ?? BUCKETS.durable.ttlMs;
       // Created on first use and idempotently: every replica may race here.
-      s = new Objm(this.js).create(bucket, { ttl: nanos(ttlMs) });
+      s = new Objm(this.js).create(bucket, { ttl: nanos(ttlMs), replicas: this.replicas });
       s.catch(() => this.stores.delete(bucket));
       this.stores.set(bucket, s);
     }

@@ -81,6 +81,13 @@ export interface JetStreamBusOptions {
   name?: string;
   /** Receives failures no caller sees (pull errors, dead-lettering, subscriber throws). @default silent */
   log?: BusLogger;
+  /**
+   * Copies JetStream keeps of every stream this bus creates (and of its spill
+   * stores), on as many servers: 3 on a three-node cluster keeps the bus
+   * available and its messages safe when a server is lost. A stream made
+   * with another count is scaled to it. @default 1
+   */
+  replicas?: number;
 }
 
 /** Connect to NATS (retrying reconnects forever) and return a Bus over JetStream. Fails if JetStream is off. */
@@ -93,7 +100,7 @@ export async function connectJetStreamBus(opts: JetStreamBusOptions): Promise<Bu
   writesPerLoopTurn(nc);
   try {
     const jsm = await jetstreamManager(nc);
-    return new JetStreamBus(nc, jsm, opts.log ?? { warn: () => undefined });
+    return new JetStreamBus(nc, jsm, opts.log ?? { warn: () => undefined }, opts.replicas ?? 1);
   } catch (err) {
     await nc.close();
     throw err;
@@ -156,6 +163,8 @@ export function writesPerLoopTurn(nc: NatsConnection): void {
 }
 
 const API_STREAM_NAME_IN_USE = 10058;
+/** "replicas > 1 not supported in non-clustered mode". */
+const API_REPLICAS_NEED_CLUSTER = 10074;
 
 class JetStreamBus implements Bus {
   readonly kind = 'jetstream' as const;
@@ -178,9 +187,10 @@ class JetStreamBus implements Bus {
     private readonly nc: NatsConnection,
     private readonly jsm: JetStreamManager,
     private readonly log: BusLogger,
+    private readonly replicas: number,
   ) {
     this.js = jsm.jetstream();
-    this.spill = new Spill(this.js, () => nc.info?.max_payload ?? 1024 * 1024);
+    this.spill = new Spill(this.js, () => nc.info?.max_payload ?? 1024 * 1024, replicas);
   }
 
   async ensureStream(spec: StreamSpec): Promise<void> {
@@ -190,6 +200,7 @@ class JetStreamBus implements Bus {
       subjects: r.subjects,
       max_age: nanos(r.maxAgeMs),
       duplicate_window: nanos(r.duplicateWindowMs),
+      num_replicas: this.replicas,
     };
     const cfg: Partial<StreamConfig> & { name: string } = {
       name: r.name,
@@ -208,6 +219,10 @@ class JetStreamBus implements Bus {
         if (apiErrorCode(err) !== API_STREAM_NAME_IN_USE) throw err;
         await this.jsm.streams.update(r.name, changeable);
       }
+    }).catch((err: unknown) => {
+      throw this.replicas > 1 && apiErrorCode(err) === API_REPLICAS_NEED_CLUSTER
+        ? new Error(`stream ${r.name}: ${this.replicas} replicas need a NATS cluster with JetStream on at least ${this.replicas} servers (${errorMessage(err)})`, { cause: err })
+        : err;
     });
   }
 

@@ -11,6 +11,8 @@ describe('loadConfig', () => {
     expect(cfg.LOG_LEVEL).toBe('info');
     expect(cfg.SERVICE_HEAP_GROWTH_PERCENT).toBe(50);
     expect(cfg.SERVICE_QUIET_GC_SECONDS).toBe(30);
+    expect(cfg.SERVICE_BUS_REPLICAS).toBe(1);
+    expect(loadConfig({ SERVICE_BUS_REPLICAS: '3' }).SERVICE_BUS_REPLICAS).toBe(3);
   });
 
   it('names the variable of a bad value', () => {
@@ -20,6 +22,7 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ NATS_URL: 'localhost:4222' })).toThrow(/NATS_URL/);
     expect(() => loadConfig({ SERVICE_HEAP_GROWTH_PERCENT: '-5' })).toThrow(/SERVICE_HEAP_GROWTH_PERCENT/);
     expect(() => loadConfig({ SERVICE_QUIET_GC_SECONDS: '1.5' })).toThrow(/SERVICE_QUIET_GC_SECONDS/);
+    for (const n of ['0', '6', 'three']) expect(() => loadConfig({ SERVICE_BUS_REPLICAS: n })).toThrow(/SERVICE_BUS_REPLICAS/);
   });
 
   it('treats blank values as unset', () => {

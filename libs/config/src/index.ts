@@ -53,6 +53,11 @@ const schema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_-]*$/, 'letters, digits, _ or - only')
     .default(''),
+  /**
+   * Copies NATS JetStream keeps of each of the fleet's streams (num_replicas): 3 on a three-node cluster keeps the
+   * bus up and its messages safe when a server is lost; more than 1 needs a cluster. Existing streams are scaled.
+   */
+  SERVICE_BUS_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
   /** pino level. */
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** How long a scheduler replica holds a run it drives before another may take it over (ms). */

@@ -51,7 +51,7 @@ export async function openInfra(cfg: Config, log: Logger, opts: { standalone: bo
   try {
     bus = cfg.NATS_URL
       ? prefixedBus(
-          await untilReachable('nats-server', () => connectJetStreamBus({ servers: cfg.NATS_URL!, name: opts.name, log }), reach),
+          await untilReachable('nats-server', () => connectJetStreamBus({ servers: cfg.NATS_URL!, name: opts.name, log, replicas: cfg.SERVICE_BUS_REPLICAS }), reach),
           cfg.SERVICE_BUS_PREFIX,
         )
       : // The embedded bus keeps its streams in the same database, so kill -9 loses no message.

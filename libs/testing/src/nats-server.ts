@@ -39,10 +39,20 @@ export interface NatsServer {
  * threads: on a small machine shared with the fleet, 1 halves its wake-ups
  * (docs/deploy.md).
  */
-export async function startNatsServer(o: { port?: number; storeDir: string; gomaxprocs?: number }): Promise<NatsServer> {
+export async function startNatsServer(o: {
+  port?: number;
+  storeDir: string;
+  gomaxprocs?: number;
+  /** A member of a JetStream cluster: its name, its route port and the other members' route ports. */
+  cluster?: { name: string; serverName: string; port: number; routes: number[] };
+}): Promise<NatsServer> {
   const port = o.port ?? (await freePort());
   const env = o.gomaxprocs ? { ...process.env, GOMAXPROCS: String(o.gomaxprocs) } : process.env;
-  const child = spawn(NATS_BIN, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', o.storeDir], { stdio: 'ignore', env });
+  const c = o.cluster;
+  const clustered = c
+    ? ['-n', c.serverName, '--cluster_name', c.name, '--cluster', `nats://127.0.0.1:${c.port}`, '--routes', c.routes.map((r) => `nats://127.0.0.1:${r}`).join(',')]
+    : [];
+  const child = spawn(NATS_BIN, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', o.storeDir, ...clustered], { stdio: 'ignore', env });
   const kill = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((r) => child.once('exit', r));
