@@ -94,8 +94,8 @@ class Pass {
 const workflows: Record<string, (p: Pass, x: number) => unknown> = {
   'spec.raw': (p, x) => {
     const a = p.run('add', () => x + 1);
-    // The same step id again: stored under `add:1`.
-    const b = p.run('add', () => a * 10);
+    // The same step id again: stored under `add:1`. Its work takes 150 ms (this runner is synchronous).
+    const b = p.run('add', () => (Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 150), a * 10));
     p.sleep('nap', 20);
     const c = p.run('flaky', (attempt) => {
       if (attempt === 1) throw new Error('first attempt fails');
@@ -277,6 +277,10 @@ describe.each(cases)('a runner written from SPEC.md alone, on %s, over %s', (mod
     expect(memo[sha256('flaky')]).toEqual({ data: 'ok after 2' });
     expect(memo[sha256('nap')]!.pending).not.toBe(true);
     expect(passes.every((p) => p.ctx.workflow === 'spec.raw' && p.ctx.app === `spec-${transport}` && p.event.data.x === 4)).toBe(true);
+    // It sends no startedAtMs: a step is timed from the start of the pass that ran it.
+    const steps: { name: string; startedAt: string; endedAt: string }[] = (await api(dep.base, 'GET', `/v1/runs/${runId}/steps`, { key: dep.secretKey })).body;
+    const slow = steps.find((st) => st.name === 'add:1')!;
+    expect(Date.parse(slow.endedAt) - Date.parse(slow.startedAt)).toBeGreaterThanOrEqual(140);
   });
 
   it('fails the step of an opcode the service does not know instead of re-invoking forever', async () => {
