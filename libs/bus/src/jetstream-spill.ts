@@ -77,8 +77,14 @@ export class Spill {
     let s = this.stores.get(bucket);
     if (!s) {
       const ttlMs = Object.values(BUCKETS).find((b) => b.name === bucket)?.ttlMs ?? BUCKETS.durable.ttlMs;
-      // Created on first use and idempotently: every replica may race here.
-      s = new Objm(this.js).create(bucket, { ttl: nanos(ttlMs), replicas: this.replicas });
+      // Created on first use and idempotently: every replica may race here. One made earlier with
+      // another count of copies is taken as it is by create(): scaled here, as the bus's streams are.
+      s = new Objm(this.js).create(bucket, { ttl: nanos(ttlMs), replicas: this.replicas }).then(async (store) => {
+        const jsm = await this.js.jetstreamManager();
+        const name = `OBJ_${bucket}`;
+        if ((await jsm.streams.info(name)).config.num_replicas !== this.replicas) await jsm.streams.update(name, { num_replicas: this.replicas });
+        return store;
+      });
       s.catch(() => this.stores.delete(bucket));
       this.stores.set(bucket, s);
     }

@@ -60,7 +60,7 @@ maybe('jetstream bus on a three-node cluster (SERVICE_BUS_REPLICAS)', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('keeps three copies of each stream, scales one made with one, and goes on with a server gone', async () => {
+  it('keeps three copies of each stream and spill store, scales one made with one, and goes on with a server gone', async () => {
     const single = await connectJetStreamBus({ servers: urls, name: 'cluster-r1' });
     const bus: Bus = await connectJetStreamBus({ servers: urls, name: 'cluster-r3', replicas: 3 });
     const nc = await connect({ servers: urls.split(',') });
@@ -78,6 +78,13 @@ maybe('jetstream bus on a three-node cluster (SERVICE_BUS_REPLICAS)', () => {
         });
         expect(info.config.num_replicas).toBe(3);
       }
+
+      // A payload past max_payload goes through a spill store; one made with one copy is scaled too.
+      const big = new Uint8Array(2 * 1024 * 1024).fill(7);
+      await until('a spilled publish with one copy', async () => (await single.publish('clustera.big', big), true));
+      expect((await jsm.streams.info('OBJ_DWS_SPILL')).config.num_replicas).toBe(1);
+      await until('a spilled publish with three', async () => (await bus.publish('clustera.big', big), true));
+      expect((await jsm.streams.info('OBJ_DWS_SPILL')).config.num_replicas).toBe(3);
 
       const got: string[] = [];
       const dec = new TextDecoder();
