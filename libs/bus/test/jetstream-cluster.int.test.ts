@@ -118,6 +118,10 @@ maybe('jetstream bus on a single server with SERVICE_BUS_REPLICAS above 1', () =
       );
     } finally {
       await bus.close();
+      // Nothing left behind should a server take it after all.
+      const nc = await connect({ servers: url });
+      await (await jetstreamManager(nc)).streams.delete(name).catch(() => false);
+      await nc.close();
     }
   });
 });
