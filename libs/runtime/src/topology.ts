@@ -68,6 +68,8 @@ export const subjects = {
   runFinished: 'scheduler.fact.run.finished',
   /** StepFailed: scheduler -> webhook-dispatcher (step.failed). */
   stepFailed: 'scheduler.fact.step.failed',
+  /** ModelCeilingReached: scheduler -> gateway (a model call refused at a workspace's monthly ceiling: suspend it). */
+  modelCeilingReached: 'scheduler.fact.model.ceiling',
   /** InvokeRequest/InvokeResult: scheduler -> invoker, core request/reply. */
   invoke: 'invoker.invoke',
   /** Core request: where a run's passes may go directly (RouteRequest -> RouteReply). */

@@ -67,7 +67,7 @@ export async function startGateway(
   outbox.start();
 
   // The default workspace, and its announcement on every start (the invoker signs invokes with its key),
-  // with its stored suspension, providers and retention window: announcing `false` or none would overwrite
+  // with its stored suspension, providers, retention window and limits: announcing `false` or none would overwrite
   // them downstream. Both are idempotent (a repeated announcement is the same fact), so a Postgres restart
   // during the start is ridden out.
   const { credentials, pending } = await whileConnectionLost(
@@ -82,6 +82,7 @@ export async function startGateway(
           suspended: row?.suspended ?? false,
           providers: row ? providersOf(row, sealKey) : {},
           retentionDays: row?.retention_days ?? null,
+          limits: row?.limits ?? {},
         });
       });
       return { credentials, pending };

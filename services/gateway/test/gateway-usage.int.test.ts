@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createLogger } from '@dws/log';
-import { create, fromBinary, RunFinishedSchema, toBinary, WorkspaceUpsertedSchema } from '@dws/proto';
+import { create, fromBinary, ModelCeilingReachedSchema, RunFinishedSchema, toBinary, WorkspaceUpsertedSchema } from '@dws/proto';
 import { Outbox, streams, subjects } from '@dws/runtime';
 import { uniqueName } from '@dws/testing';
 import { UsageMeter } from '../src/handlers/usage-meter.js';
@@ -20,7 +20,7 @@ d('gateway usage ceilings', () => {
   let g: TestGateway;
   let clock = Date.UTC(2026, 2, 15, 12);
   let stopFacts: () => Promise<void>;
-  const announced: { workspaceId: string; suspended: boolean }[] = [];
+  const announced: { workspaceId: string; suspended: boolean; modelTokensPerMonth: number; modelCostPerMonth: number }[] = [];
 
   beforeAll(async () => {
     g = await startTestGateway({ gateway: { usage: { now: () => clock, sweepMs: 100 } } });
@@ -28,7 +28,7 @@ d('gateway usage ceilings', () => {
     await g.bus.ensureStream(streams.gatewayFacts);
     stopFacts = await consumeOnce(g.bus, subjects.workspaceUpserted, (data) => {
       const f = fromBinary(WorkspaceUpsertedSchema, data);
-      announced.push({ workspaceId: f.workspaceId, suspended: f.suspended });
+      announced.push({ workspaceId: f.workspaceId, suspended: f.suspended, modelTokensPerMonth: f.modelTokensPerMonth, modelCostPerMonth: f.modelCostPerMonth });
     });
   }, 60_000);
   afterAll(async () => {
@@ -186,6 +186,51 @@ d('gateway usage ceilings', () => {
     await eventually(async () => (await read(other.id)).suspendedReason === 'usage_limit');
     expect((await admin('PATCH', `/${other.id}`, { suspended: true })).body).toMatchObject({ suspended: true, suspendedReason: 'operator' });
     expect((await admin('PATCH', `/${other.id}`, { limits: { runsPerMonth: 50 } })).body).toMatchObject({ suspended: true, suspendedReason: 'operator' });
+  });
+
+  it('announces model ceilings, suspends when the scheduler reports one reached, and lifts when it is raised', async () => {
+    const ws = await workspace();
+    const patched = await admin('PATCH', `/${ws.id}`, { limits: { modelTokensPerMonth: 1000, modelCostPerMonth: 2.5 } });
+    expect(patched.body).toMatchObject({ suspended: false, limits: { modelTokensPerMonth: 1000, modelCostPerMonth: 2.5 } });
+    expect(patched.body.usage.model).toBeUndefined();
+    await eventually(async () => announced.some((f) => f.workspaceId === ws.id && f.modelTokensPerMonth === 1000 && f.modelCostPerMonth === 2.5));
+
+    const report = (month: string, tokens: number, cost: number) =>
+      g.bus.publish(
+        subjects.modelCeilingReached,
+        toBinary(ModelCeilingReachedSchema, create(ModelCeilingReachedSchema, { workspaceId: ws.id, month, tokens, cost, atMs: BigInt(clock) })),
+        { msgId: uniqueName('ceiling') },
+      );
+    await report('2026-03', 1100, 0.5);
+    await eventually(async () => (await read(ws.id)).suspended === true);
+    expect(await read(ws.id)).toMatchObject({ suspendedReason: 'usage_limit', usage: { month: '2026-03', runs: 0, model: { tokens: 1100, cost: 0.5 } } });
+    await eventually(async () => announced.some((f) => f.workspaceId === ws.id && f.suspended));
+    expect(await replay(ws)).toBe(403);
+
+    // A report arriving late with smaller figures does not lower them.
+    await report('2026-03', 900, 0.1);
+    await new Promise((r) => setTimeout(r, 300)); // its own consumer: nothing to wait on that it would change
+    expect((await read(ws.id)).usage.model).toEqual({ tokens: 1100, cost: 0.5 });
+
+    // Raised above what was used: lifted. Lowered to it (a fractional cost ceiling): suspended again at once.
+    expect((await admin('PATCH', `/${ws.id}`, { limits: { modelTokensPerMonth: 5000 } })).body).toMatchObject({ suspended: false, suspendedReason: null });
+    expect(await replay(ws)).toBe(201);
+    expect((await admin('PATCH', `/${ws.id}`, { limits: { modelCostPerMonth: 0.25 } })).body).toMatchObject({ suspended: true, suspendedReason: 'usage_limit' });
+    expect((await admin('PATCH', `/${ws.id}`, { limits: { modelCostPerMonth: null } })).body).toMatchObject({
+      suspended: false,
+      limits: { modelTokensPerMonth: 5000 },
+    });
+    await eventually(async () => announced.filter((f) => f.workspaceId === ws.id).at(-1)?.modelCostPerMonth === 0);
+
+    // Another month's report suspends nothing now.
+    await report('2026-02', 99_999, 99);
+    await eventually(async () => (await g.tdb.db.query(`select 1 from gateway.usage where workspace_id = $1 and month = '2026-02'`, [ws.id])).length === 1);
+    expect(await read(ws.id)).toMatchObject({ suspended: false, usage: { month: '2026-03', model: { tokens: 1100 } } });
+
+    for (const limits of [{ modelTokensPerMonth: 1.5 }, { modelTokensPerMonth: 0 }, { modelCostPerMonth: 0 }, { modelCostPerMonth: -1 }, { modelCostPerMonth: '1' }]) {
+      const r = await admin('PATCH', `/${ws.id}`, { limits });
+      expect({ limits, status: r.status, code: r.body?.error?.code }).toEqual({ limits, status: 400, code: 'invalid_body' });
+    }
   });
 
   it('refuses unknown limit names and values that are not positive integers with 400 and the error body', async () => {

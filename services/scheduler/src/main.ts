@@ -6,7 +6,15 @@ import { followRetention, gauge, Outbox, Retention, RunnerHttp, sealKeyFor, serv
 import { Engine } from './engine/engine.js';
 import { WorkflowConfigs } from './engine/workflow-configs.js';
 import { DirectRoutes } from './engine/direct-routes.js';
-import { consumeApprovalsListed, consumeDeferredWakes, consumeResolves, consumeStartRuns, consumeWorkflowFacts, serveDirectStarts } from './handlers/commands.js';
+import {
+  consumeApprovalsListed,
+  consumeDeferredWakes,
+  consumeResolves,
+  consumeStartRuns,
+  consumeWorkflowFacts,
+  consumeWorkspaceFacts,
+  serveDirectStarts,
+} from './handlers/commands.js';
 import { schedulerApi } from './handlers/api.js';
 import { controlApi } from './handlers/control-api.js';
 import { publishFrames } from './engine/live.js';
@@ -52,6 +60,7 @@ export async function startScheduler(cfg: Config, infra: Infra, opts: SchedulerO
     ...(opts.claimPollMs ? { pollMs: opts.claimPollMs } : {}),
   });
   const facts = await consumeWorkflowFacts({ bus, workflows });
+  const workspaceFacts = await consumeWorkspaceFacts({ bus, db });
   const starts = await consumeStartRuns({ bus, db, engine, outbox });
   const directStarts = serveDirectStarts({ bus, db, engine, outbox });
   engine.start();
@@ -107,6 +116,7 @@ export async function startScheduler(cfg: Config, infra: Infra, opts: SchedulerO
       await resolves.stop();
       await listed.stop();
       await Promise.all(facts.map((f) => f.stop()));
+      await workspaceFacts.stop();
       await engine.stop();
       await checkpointSockets.close();
       await http.close();

@@ -1,5 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import { ApiRequestSchema, create, EmitEventSchema, fromBinary, ResolveStepSchema, RunFinishedSchema, StepFailedSchema, StepHandoffSchema, toBinary } from '@dws/proto';
+import {
+  ApiRequestSchema,
+  create,
+  EmitEventSchema,
+  fromBinary,
+  ModelCeilingReachedSchema,
+  ResolveStepSchema,
+  RunFinishedSchema,
+  StepFailedSchema,
+  StepHandoffSchema,
+  toBinary,
+  WorkspaceUpsertedSchema,
+} from '@dws/proto';
 import { streams, subjects } from '@dws/runtime';
 import { modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
 
@@ -295,6 +307,73 @@ describe.each(modes())('scheduler engine (%s)', (mode) => {
       expect(steps.find((s: any) => s.name === 'ask')).toMatchObject({ op: 'Infer', status: 'succeeded', output: { text: 'hi' }, usage });
     } finally {
       await sub.stop();
+    }
+  });
+
+  it("refuses a model call at the workspace's monthly model ceiling (the gateway's fact), reports it, and keeps to the fact", async () => {
+    const ceilings = (modelTokensPerMonth: number) =>
+      h.bus.publish(
+        subjects.workspaceUpserted,
+        toBinary(WorkspaceUpsertedSchema, create(WorkspaceUpsertedSchema, { workspaceId: WS, name: WS, signingKey: 'k', modelTokensPerMonth })),
+      );
+    const handed: { runId: string; stepId: string }[] = [];
+    const reported: { month: string; tokens: number }[] = [];
+    await h.bus.ensureStream(streams.invokerCmds);
+    await h.bus.ensureStream(streams.schedulerFacts);
+    await h.bus.ensureStream(streams.gatewayFacts);
+    const subs = [
+      await h.bus.consume({ stream: streams.invokerCmds.name, durable: `infer-ceiling${Date.now()}`, filterSubject: subjects.requestInference }, async (m) => {
+        const x = fromBinary(StepHandoffSchema, m.data);
+        handed.push({ runId: x.runId, stepId: x.stepId });
+      }),
+      await h.bus.consume({ stream: streams.schedulerFacts.name, durable: `ceiling${Date.now()}`, filterSubject: subjects.modelCeilingReached }, async (m) => {
+        const x = fromBinary(ModelCeilingReachedSchema, m.data);
+        if (x.workspaceId === WS) reported.push({ month: x.month, tokens: x.tokens });
+      }),
+    ];
+    try {
+      // What this workspace's steps recorded this month so far (other tests' model calls).
+      const [row] = await h.db.query<{ used: number }>(
+        `select coalesce(sum((usage->>'tokensIn')::numeric + (usage->>'tokensOut')::numeric), 0)::float8 as used from scheduler.steps
+          where workspace_id = $1 and usage is not null and ended_at >= date_trunc('month', now() at time zone 'UTC') at time zone 'UTC'`,
+        [WS],
+      );
+      const used = Number(row!.used);
+      await ceilings(used + 5);
+      await until(async () => (await h.db.query('select 1 from scheduler.model_ceilings where workspace_id = $1', [WS])).length === 1, 10_000, 'the ceilings');
+
+      // Under it: the call is handed over and its usage (8 tokens) recorded.
+      const first = await h.start('thinker');
+      await until(() => handed.some((x) => x.runId === first), 10_000, 'the Infer hand-off');
+      await h.waitFor(first, ['waiting']);
+      const usage = new TextEncoder().encode(JSON.stringify({ model: 'any', tokensIn: 3, tokensOut: 5 }));
+      const stepId = handed.find((x) => x.runId === first)!.stepId;
+      await h.bus.publish(
+        subjects.resolveStep,
+        toBinary(ResolveStepSchema, create(ResolveStepSchema, { workspaceId: WS, runId: first, stepId, data: new TextEncoder().encode('{"text":"hi"}'), usage })),
+      );
+      await h.waitFor(first, ['succeeded']);
+
+      // At it: not handed over; the step fails naming the ceiling, and the gateway is told.
+      const second = await h.start('thinker');
+      const failed = await h.waitFor(second, ['failed']);
+      const month = new Date().toISOString().slice(0, 7);
+      const message = `Workspace model usage ceiling reached: this workspace used ${used + 8} model tokens of its ${used + 5} for ${month} (UTC).`;
+      expect(failed.error).toMatchObject({ message });
+      const steps = (await h.call('runs.steps', { params: { id: second } })).body;
+      expect(steps.find((s: any) => s.name === 'ask')).toMatchObject({ op: 'Infer', status: 'failed', error: { message } });
+      await until(() => reported.length > 0, 10_000, 'the ModelCeilingReached fact');
+      expect(reported).toEqual([{ month, tokens: used + 8 }]);
+      expect(handed.some((x) => x.runId === second)).toBe(false);
+
+      // The ceiling removed (a fact with none): the row goes, and calls are made again.
+      await ceilings(0);
+      await until(async () => (await h.db.query('select 1 from scheduler.model_ceilings where workspace_id = $1', [WS])).length === 0, 10_000, 'no ceilings');
+      const third = await h.start('thinker');
+      await until(() => handed.some((x) => x.runId === third), 10_000, 'the Infer hand-off once the ceiling is gone');
+    } finally {
+      await ceilings(0);
+      for (const sub of subs) await sub.stop();
     }
   });
 

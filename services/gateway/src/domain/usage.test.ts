@@ -28,6 +28,18 @@ describe('ceilings', () => {
     expect(overCeiling({ steps: 1 }, runs(5))).toBe(false);
   });
 
+  it('counts a model ceiling reached once a refused call reported usage at or over it', () => {
+    const limits = { modelTokensPerMonth: 1000, modelCostPerMonth: 2.5 };
+    expect(overCeiling(limits, runs(0))).toBe(false);
+    expect(overCeiling(limits, { ...runs(0), model: { tokens: 999, cost: 2.49 } })).toBe(false);
+    expect(overCeiling(limits, { ...runs(0), model: { tokens: 1000, cost: 0 } })).toBe(true);
+    expect(overCeiling(limits, { ...runs(0), model: { tokens: 0, cost: 2.5 } })).toBe(true);
+    // Raised above what was used: no longer reached (the next refused call reports again).
+    expect(overCeiling({ modelTokensPerMonth: 5000 }, { ...runs(0), model: { tokens: 1000, cost: 0 } })).toBe(false);
+    // A cost ceiling may be fractional; a token ceiling must be an integer.
+    expect(overCeiling({ modelTokensPerMonth: 10.5 }, { ...runs(0), model: { tokens: 20, cost: 0 } })).toBe(false);
+  });
+
   it('merges limits and removes a null one', () => {
     expect(mergeLimits({ runsPerMonth: 3, legacy: 1 }, { runsPerMonth: null })).toEqual({ legacy: 1 });
     expect(mergeLimits({}, { runsPerMonth: 7 })).toEqual({ runsPerMonth: 7 });

@@ -10,9 +10,25 @@
  * a new name needs a meter feeding `Usage` and a line in `overCeiling`.
  */
 export const LIMITS = {
-  runsPerMonth:
-    'Runs that ended (succeeded, failed or cancelled) in the current UTC calendar month. Reaching it suspends the workspace ' +
-    '(suspendedReason usage_limit) until the month turns or the limit is raised or removed.',
+  runsPerMonth: {
+    integer: true,
+    description:
+      'Runs that ended (succeeded, failed or cancelled) in the current UTC calendar month. Reaching it suspends the workspace ' +
+      '(suspendedReason usage_limit) until the month turns or the limit is raised or removed.',
+  },
+  modelTokensPerMonth: {
+    integer: true,
+    description:
+      "Model tokens (in + out) the workspace's steps recorded in the current UTC month (Infer steps and step.ai.wrap usage, as GET /v1/usage counts them). " +
+      'A model call the service would make at or past it is not made: its step fails saying so, and the workspace is suspended (usage_limit) ' +
+      'until the month turns or the limit is raised above what was used.',
+  },
+  modelCostPerMonth: {
+    integer: false,
+    description:
+      'Priced cost of the model calls the workspace\'s steps recorded in the current UTC month (the Usage cost field; unpriced calls count 0). ' +
+      'Enforced like modelTokensPerMonth.',
+  },
 } as const;
 
 export type LimitName = keyof typeof LIMITS;
@@ -30,6 +46,12 @@ export interface Suspension {
 export interface Usage {
   month: string;
   runs: number;
+  /**
+   * The month's model usage as the scheduler reported it when it refused a
+   * model call at a ceiling (the live figure is GET /v1/usage's); absent
+   * until a call was refused this month.
+   */
+  model?: { tokens: number; cost: number };
 }
 
 /** The UTC calendar month of an instant, `YYYY-MM`: the key usage is counted under. */
@@ -43,16 +65,25 @@ export function previousMonth(month: string): string {
   return monthOf(Date.UTC(y, m - 2, 1));
 }
 
-/** A stored limit as a ceiling: only positive integers count (rows written before validation may hold anything). */
-function ceiling(limits: Record<string, unknown>, name: LimitName): number | undefined {
+/** A stored limit as a ceiling: only positive numbers (integers where the limit counts) count; rows written before validation may hold anything. */
+export function ceiling(limits: Record<string, unknown>, name: LimitName): number | undefined {
   const v = limits[name];
-  return typeof v === 'number' && Number.isInteger(v) && v > 0 ? v : undefined;
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 && (!LIMITS[name].integer || Number.isInteger(v)) ? v : undefined;
 }
 
-/** True when some ceiling is reached: a ceiling of N admits N runs, then the workspace stops starting new ones. */
+/**
+ * True when some ceiling is reached: a ceiling of N admits N runs, then the
+ * workspace stops starting new ones; a model ceiling counts as reached once
+ * the scheduler refused a call at it this month and it is still at or under
+ * what was used then.
+ */
 export function overCeiling(limits: Record<string, unknown>, usage: Usage): boolean {
   const runs = ceiling(limits, 'runsPerMonth');
-  return runs !== undefined && usage.runs >= runs;
+  if (runs !== undefined && usage.runs >= runs) return true;
+  if (!usage.model) return false;
+  const tokens = ceiling(limits, 'modelTokensPerMonth');
+  const cost = ceiling(limits, 'modelCostPerMonth');
+  return (tokens !== undefined && usage.model.tokens >= tokens) || (cost !== undefined && usage.model.cost >= cost);
 }
 
 /** Limits after a PATCH: merged, a null value removes that limit. */

@@ -37,7 +37,7 @@ export class AdminApi {
     const pending = await this.d.db.tx(async (tx) => {
       await insertWorkspace(tx, { id, name, signingKeySealed: seal(signingKey, this.d.sealKey) });
       for (const kind of ['secret', 'public', 'console'] as const) await insertKey(tx, { workspaceId: id, kind, name: kind, key: keys[kind] });
-      return announceWorkspace(tx, this.d.outbox, { id, name, signingKey, suspended: false, providers: {}, retentionDays: null });
+      return announceWorkspace(tx, this.d.outbox, { id, name, signingKey, suspended: false, providers: {}, retentionDays: null, limits: {} });
     });
     await this.d.outbox.afterCommit(pending);
     return { id, name, secretKey: keys.secret, publicKey: keys.public, consoleKey: keys.console, signingKey };
@@ -47,7 +47,7 @@ export class AdminApi {
     const w = await workspaceById(this.d.db, id);
     if (!w) throw notFound('workspace');
     const month = monthOf(this.d.now());
-    return workspaceRecord(w, { month, runs: await usageOf(this.d.db, id, month) }, this.d.sealKey);
+    return workspaceRecord(w, await usageOf(this.d.db, id, month), this.d.sealKey);
   }
 
   /**

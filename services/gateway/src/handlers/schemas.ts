@@ -321,7 +321,17 @@ export const Workspace = component(
       .int()
       .meta({ description: 'Days the workspace keeps its history (ended runs, events, deliveries, audit rows); 30 unless set.' }),
     usage: z
-      .object({ month: z.string().meta({ description: 'Current UTC month, YYYY-MM.' }), runs: z.number().int().meta({ description: 'Runs that ended in it.' }) })
+      .object({
+        month: z.string().meta({ description: 'Current UTC month, YYYY-MM.' }),
+        runs: z.number().int().meta({ description: 'Runs that ended in it.' }),
+        model: z
+          .object({ tokens: z.number(), cost: z.number() })
+          .optional()
+          .meta({
+            description:
+              "The month's model usage when a model call was last refused at the workspace's model ceiling (absent until one was); GET /v1/usage has the live figure.",
+          }),
+      })
       .meta({ description: 'What the limits are measured against.' }),
     createdAt: timestamp(),
   }),
@@ -492,20 +502,25 @@ export const CreateKeyBody = component(
   'CreateKeyBody',
   z.object({ kind: z.enum(['secret', 'public', 'console']), name: name('Label of the key in the audit log.') }),
 );
-/**
- * The recognised limits (domain/usage.ts LIMITS), one optional field each: a
- * positive integer sets it, null removes it; any other name is a 400.
- */
 const ProviderPatch = z.strictObject({
   baseUrl: z.url({ protocol: /^https?$/ }).max(2048).nullable().optional().meta({ description: 'The provider API\'s base URL (absolute http(s)).' }),
   apiKey: z.string().min(1).max(4096).nullable().optional().meta({ description: 'Write-only: shown as apiKeySet.' }),
 });
+/**
+ * The recognised limits (domain/usage.ts LIMITS), one optional field each: a
+ * positive number (an integer where the limit counts) sets it, null removes
+ * it; any other name is a 400.
+ */
 const LimitsBody = z
   .strictObject(
     Object.fromEntries(
-      Object.entries(LIMITS).map(([limitName, description]) => [
+      Object.entries(LIMITS).map(([limitName, { integer, description }]) => [
         limitName,
-        z.number().int().positive().nullable().optional().meta({ description: `${description} A positive integer; null removes it.` }),
+        (integer ? z.number().int() : z.number())
+          .positive()
+          .nullable()
+          .optional()
+          .meta({ description: `${description} A positive ${integer ? 'integer' : 'number'}; null removes it.` }),
       ]),
     ) as Record<LimitName, z.ZodOptional<z.ZodNullable<z.ZodNumber>>>,
   )

@@ -1,11 +1,11 @@
 import type { Bus, BusMessage, Subscription } from '@dws/bus';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
-import { fromBinary, RunFinishedSchema, type RunFinished } from '@dws/proto';
+import { fromBinary, ModelCeilingReachedSchema, RunFinishedSchema, type ModelCeilingReached, type RunFinished } from '@dws/proto';
 import { streams, subjects, type Outbox } from '@dws/runtime';
 import { GroupCommit } from '@dws/protocol';
 import { monthOf, previousMonth } from '../domain/usage.js';
-import { countRunEnds, pruneMeteredRuns, usageSuspendedIds } from '../store/usage.js';
+import { countRunEnds, pruneMeteredRuns, recordModelUsage, usageSuspendedIds } from '../store/usage.js';
 import { lockWorkspace } from '../store/workspaces.js';
 import { settleWorkspace, type Settled } from './workspace-state.js';
 
@@ -29,6 +29,8 @@ export interface UsageMeterDeps {
 
 /** The work group of every gateway replica on RunFinished. */
 export const USAGE_DURABLE = 'gateway-usage';
+/** The work group of every gateway replica on ModelCeilingReached. */
+export const MODEL_CEILING_DURABLE = 'gateway-model-ceilings';
 
 /**
  * Meters `runsPerMonth`: counts RunFinished facts (scheduler.fact.run.finished)
@@ -39,6 +41,11 @@ export const USAGE_DURABLE = 'gateway-usage';
  * statement that counts it. A seq watermark would not do here: a failed
  * delivery is redelivered after a backoff while later messages go on, and
  * every replica joins the work group, so facts are not applied in stream order.
+ *
+ * Model ceilings (modelTokensPerMonth, modelCostPerMonth) are metered by the
+ * scheduler, which has every step's usage: it refuses a model call at one and
+ * reports the month's figures (scheduler.fact.model.ceiling); they are kept
+ * with the month's count and settled the same way.
  *
  * Month rollover: a sweep on every replica (each `sweepMs`, and at start)
  * re-settles usage-suspended workspaces against the current month, so a
@@ -59,6 +66,7 @@ export class UsageMeter {
     (e) => e.runId,
   );
   private sub: Subscription | undefined;
+  private ceilingSub: Subscription | undefined;
   private timer: NodeJS.Timeout | undefined;
   private sweeping: Promise<unknown> = Promise.resolve();
   private stopped = false;
@@ -84,6 +92,16 @@ export class UsageMeter {
       },
       (msg) => this.handle(msg),
     );
+    this.ceilingSub = await this.d.bus.consume(
+      {
+        stream: streams.schedulerFacts.name,
+        durable: MODEL_CEILING_DURABLE,
+        filterSubject: subjects.modelCeilingReached,
+        backoffMs: [250, 1000, 5000, 30_000],
+        maxDeliver: 100,
+      },
+      (msg) => this.handleCeiling(msg),
+    );
     this.schedule(0);
   }
 
@@ -91,6 +109,7 @@ export class UsageMeter {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.sub?.stop();
+    await this.ceilingSub?.stop();
     await this.sweeping;
   }
 
@@ -118,6 +137,30 @@ export class UsageMeter {
     const settled = await this.d.db.tx(async (tx): Promise<Settled | undefined> => {
       const row = await lockWorkspace(tx, fact.workspaceId);
       return row ? settleWorkspace(tx, this.d, row, current) : undefined;
+    });
+    await this.published(settled);
+  }
+
+  /** One ModelCeilingReached: keep the month's reported model usage, then settle the workspace (a repeat changes nothing). */
+  async handleCeiling(msg: BusMessage): Promise<void> {
+    let fact: ModelCeilingReached;
+    try {
+      fact = fromBinary(ModelCeilingReachedSchema, msg.data);
+    } catch (err) {
+      this.d.log.warn({ err, seq: msg.seq }, 'unreadable ModelCeilingReached; ignored');
+      return;
+    }
+    if (!fact.workspaceId || !/^\d{4}-\d{2}$/.test(fact.month)) {
+      this.d.log.warn({ seq: msg.seq }, 'ModelCeilingReached without workspace or month; ignored');
+      return;
+    }
+    const current = monthOf(this.d.now());
+    const settled = await this.d.db.tx(async (tx): Promise<Settled | undefined> => {
+      const row = await lockWorkspace(tx, fact.workspaceId);
+      if (!row) return undefined;
+      const usage = await recordModelUsage(tx, fact.workspaceId, fact.month, fact.tokens, fact.cost);
+      // A report of another month (clocks apart at its turn) is kept under it and settles nothing now.
+      return settleWorkspace(tx, this.d, row, current, {}, fact.month === current ? usage : undefined);
     });
     await this.published(settled);
   }

@@ -4,22 +4,30 @@ import { create, toBinary, WorkspaceUpsertedSchema } from '@dws/proto';
 import { seal, unseal } from '@dws/protocol';
 import { subjects, type Outbox, type PendingPublish } from '@dws/runtime';
 import { mergeProviders, type Providers, type ProvidersPatch } from '../domain/providers.js';
-import { mergeLimits, operatorChange, settleSuspension, type LimitsPatch, type Suspension, type Usage } from '../domain/usage.js';
+import { ceiling, mergeLimits, operatorChange, settleSuspension, type LimitsPatch, type Suspension, type Usage } from '../domain/usage.js';
 import { lockUsage } from '../store/usage.js';
 import { saveWorkspaceState, type WorkspaceRow } from '../store/workspaces.js';
 
 /**
  * Write the WorkspaceUpserted fact into the outbox inside `tx`: the invoker
  * learns the signing key, suspension and model providers from it, ingest the
- * suspension, every service that keeps history the retention window (null:
- * the default, announced as 0). Every change is a new fact (its own msgId); the consumers
+ * suspension, the scheduler the monthly model ceilings, every service that
+ * keeps history the retention window (null: the default, announced as 0). Every change is a new fact (its own msgId); the consumers
  * upsert, so order within the stream wins. The fact is always whole: a
  * missing field would wipe the consumer's copy.
  */
 export async function announceWorkspace(
   tx: Database,
   outbox: Outbox,
-  w: { id: string; name: string; signingKey: string; suspended: boolean; providers: Providers; retentionDays: number | null },
+  w: {
+    id: string;
+    name: string;
+    signingKey: string;
+    suspended: boolean;
+    providers: Providers;
+    retentionDays: number | null;
+    limits: Record<string, unknown>;
+  },
 ) {
   const fact = create(WorkspaceUpsertedSchema, {
     workspaceId: w.id,
@@ -28,6 +36,8 @@ export async function announceWorkspace(
     suspended: w.suspended,
     providers: enc.encode(JSON.stringify(w.providers)),
     retentionDays: w.retentionDays ?? 0,
+    modelTokensPerMonth: ceiling(w.limits, 'modelTokensPerMonth') ?? 0,
+    modelCostPerMonth: ceiling(w.limits, 'modelCostPerMonth') ?? 0,
   });
   return outbox.enqueue(tx, [{ subject: subjects.workspaceUpserted, msgId: `ws-${w.id}-${randomUUID()}`, payload: toBinary(WorkspaceUpsertedSchema, fact) }]);
 }
@@ -48,6 +58,7 @@ export function announceRow(tx: Database, outbox: Outbox, sealKey: Buffer, row: 
     suspended: row.suspended,
     providers: providersOf(row, sealKey),
     retentionDays: row.retention_days,
+    limits: row.limits ?? {},
   });
 }
 
@@ -75,8 +86,8 @@ export interface WorkspaceChange {
  * the admin PATCH always has. A PATCH is always announced; otherwise only a
  * change of `suspended` is.
  *
- * `knownRuns` skips the usage read when the caller has just counted (and so
- * locked) the current month itself.
+ * `known` skips the usage read when the caller has just written (and so
+ * locked) the current month's usage itself.
  */
 export async function settleWorkspace(
   tx: Database,
@@ -84,11 +95,11 @@ export async function settleWorkspace(
   row: WorkspaceRow,
   month: string,
   change: WorkspaceChange = {},
-  knownRuns?: number,
+  known?: Usage,
 ): Promise<Settled> {
   const current: Suspension = { suspended: row.suspended, reason: row.suspended ? (row.suspended_reason ?? 'operator') : null };
   const limits = change.limits ? mergeLimits(row.limits ?? {}, change.limits) : (row.limits ?? {});
-  const usage: Usage = { month, runs: knownRuns ?? (await lockUsage(tx, row.id, month)) };
+  const usage = known ?? (await lockUsage(tx, row.id, month));
   const next = settleSuspension(operatorChange(current, change.suspended), limits, usage);
   const patched = change.suspended !== undefined || change.limits !== undefined || change.providers !== undefined || change.retentionDays !== undefined;
   const moved = next.suspended !== row.suspended || next.reason !== row.suspended_reason;

@@ -1,4 +1,4 @@
-import { bigint, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, boolean, doublePrecision, index, integer, jsonb, pgSchema, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { outboxTable } from '@dws/runtime';
 
 export const gateway = pgSchema('gateway');
@@ -35,13 +35,21 @@ export const apiKeys = gateway.table(
   (t) => [index('api_keys_ws').on(t.workspaceId)],
 );
 
-/** Runs that ended, per workspace and UTC month (`YYYY-MM`), counted from RunFinished facts: what `runsPerMonth` caps. */
+/**
+ * Runs that ended, per workspace and UTC month (`YYYY-MM`), counted from
+ * RunFinished facts: what `runsPerMonth` caps. `model_tokens` and
+ * `model_cost`: the month's model usage the scheduler reported when it
+ * refused a model call at a model ceiling (ModelCeilingReached; null until
+ * then), what the model limits are settled against.
+ */
 export const usage = gateway.table(
   'usage',
   {
     workspaceId: text('workspace_id').notNull(),
     month: text('month').notNull(),
     runs: bigint('runs', { mode: 'number' }).notNull().default(0),
+    modelTokens: doublePrecision('model_tokens'),
+    modelCost: doublePrecision('model_cost'),
   },
   (t) => [primaryKey({ columns: [t.workspaceId, t.month] })],
 );

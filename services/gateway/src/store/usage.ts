@@ -1,4 +1,5 @@
 import type { Database } from '@dws/db';
+import type { Usage } from '../domain/usage.js';
 
 /**
  * Count the ends of several runs in ONE statement (the meter's group
@@ -31,25 +32,53 @@ export async function countRunEnds(db: Database, ends: { runId: string; workspac
   return new Set(rows.map((r) => r.id));
 }
 
+type UsageRow = { runs: number; model_tokens: number | null; model_cost: number | null };
+
+function toUsage(month: string, r: UsageRow | undefined): Usage {
+  if (!r) return { month, runs: 0 };
+  const model = r.model_tokens !== null || r.model_cost !== null ? { tokens: Number(r.model_tokens ?? 0), cost: Number(r.model_cost ?? 0) } : undefined;
+  return { month, runs: Number(r.runs), ...(model ? { model } : {}) };
+}
+
 /**
- * The month's count, holding its row lock until commit (the row is created at
+ * The month's usage, holding its row lock until commit (the row is created at
  * 0 if needed, so there is always one to lock): a decision taken on it cannot
  * miss a run the meter is counting at the same moment.
  */
-export async function lockUsage(tx: Database, workspaceId: string, month: string): Promise<number> {
-  const rows = await tx.query<{ runs: number }>(
+export async function lockUsage(tx: Database, workspaceId: string, month: string): Promise<Usage> {
+  const rows = await tx.query<UsageRow>(
     `insert into gateway.usage (workspace_id, month, runs) values ($1, $2, 0)
      on conflict (workspace_id, month) do update set runs = gateway.usage.runs
-     returning runs`,
+     returning runs, model_tokens, model_cost`,
     [workspaceId, month],
   );
-  return Number(rows[0]!.runs);
+  return toUsage(month, rows[0]);
 }
 
-/** The month's count for display (no lock); 0 before the first run ends. */
-export async function usageOf(db: Database, workspaceId: string, month: string): Promise<number> {
-  const rows = await db.query<{ runs: number }>('select runs from gateway.usage where workspace_id = $1 and month = $2', [workspaceId, month]);
-  return rows[0] ? Number(rows[0].runs) : 0;
+/**
+ * Record the month's model usage a refused model call reported (the larger
+ * figure wins: reports of one month only grow, and may arrive out of order),
+ * holding the row lock like {@link lockUsage}, and return the month's usage.
+ */
+export async function recordModelUsage(tx: Database, workspaceId: string, month: string, tokens: number, cost: number): Promise<Usage> {
+  const rows = await tx.query<UsageRow>(
+    `insert into gateway.usage (workspace_id, month, runs, model_tokens, model_cost) values ($1, $2, 0, $3, $4)
+     on conflict (workspace_id, month) do update
+       set model_tokens = greatest(gateway.usage.model_tokens, excluded.model_tokens),
+           model_cost = greatest(gateway.usage.model_cost, excluded.model_cost)
+     returning runs, model_tokens, model_cost`,
+    [workspaceId, month, tokens, cost],
+  );
+  return toUsage(month, rows[0]);
+}
+
+/** The month's usage for display (no lock); nothing counted before the first run ends. */
+export async function usageOf(db: Database, workspaceId: string, month: string): Promise<Usage> {
+  const rows = await db.query<UsageRow>('select runs, model_tokens, model_cost from gateway.usage where workspace_id = $1 and month = $2', [
+    workspaceId,
+    month,
+  ]);
+  return toUsage(month, rows[0]);
 }
 
 /** Workspaces a ceiling suspended: the rollover sweep re-checks them against the current month. */

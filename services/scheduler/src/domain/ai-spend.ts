@@ -40,3 +40,27 @@ export function spendCeilingReached(v: AiSpendView): string | undefined {
     (w ? check(w, v.window, `this workflow's runs over the last ${fmt(w.windowMs / 1000)} s`) : undefined)
   );
 }
+
+/**
+ * A workspace's monthly model ceilings (admin API limits modelTokensPerMonth,
+ * modelCostPerMonth) and what its steps recorded this UTC month: present only
+ * when one is set and the pass asks for a model call.
+ */
+export interface WorkspaceModelView {
+  /** The UTC month counted, YYYY-MM. */
+  month: string;
+  ceilings: { tokens?: number; cost?: number };
+  spent: Spend;
+}
+
+/** Why the workspace may not make another model call this month, or undefined while it has room. */
+export function workspaceCeilingReached(v: WorkspaceModelView): string | undefined {
+  const { tokens, cost } = v.ceilings;
+  if (tokens !== undefined && v.spent.tokens >= tokens) {
+    return `Workspace model usage ceiling reached: this workspace used ${fmt(v.spent.tokens)} model tokens of its ${fmt(tokens)} for ${v.month} (UTC).`;
+  }
+  if (cost !== undefined && v.spent.cost >= cost) {
+    return `Workspace model usage ceiling reached: this workspace spent ${fmt(v.spent.cost)} on model calls of its ${fmt(cost)} for ${v.month} (UTC).`;
+  }
+  return undefined;
+}

@@ -1,4 +1,4 @@
-import { create, EmitEventSchema, RunFinishedSchema, SendWebhookSchema, StepFailedSchema, StepHandoffSchema, toBinary } from '@dws/proto';
+import { create, EmitEventSchema, ModelCeilingReachedSchema, RunFinishedSchema, SendWebhookSchema, StepFailedSchema, StepHandoffSchema, toBinary } from '@dws/proto';
 import type { StepError } from '@dws/protocol';
 import { subjects, type OutboxMessage } from '@dws/runtime';
 import type { StepOutcome } from './reply.js';
@@ -64,6 +64,21 @@ export function handoffMessage(run: { id: string; workspaceId: string; app: stri
             workflow: run.workflow,
             app: run.app,
             opcode: enc.encode(h.requestJson),
+          }),
+        ),
+      };
+    case 'model_ceiling':
+      return {
+        subject: subjects.modelCeilingReached,
+        msgId,
+        payload: toBinary(
+          ModelCeilingReachedSchema,
+          create(ModelCeilingReachedSchema, {
+            workspaceId: run.workspaceId,
+            month: h.month,
+            tokens: h.spent.tokens,
+            cost: h.spent.cost,
+            atMs: BigInt(Date.now()),
           }),
         ),
       };

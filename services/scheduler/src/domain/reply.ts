@@ -1,6 +1,6 @@
 import type { StepError } from '@dws/protocol';
 import { capabilityGap } from './capabilities.js';
-import { spendCeilingReached, type AiSpendView } from './ai-spend.js';
+import { spendCeilingReached, workspaceCeilingReached, type AiSpendView, type Spend, type WorkspaceModelView } from './ai-spend.js';
 
 /** What the invoker reported for one pass. */
 export type PassOutcome =
@@ -31,6 +31,8 @@ export interface RunView {
   stepsFromMs?: number;
   /** The workflow's AI spend ceilings and what is spent against them: present only when some ceiling is set and the pass asks for a model call. */
   aiSpend?: AiSpendView;
+  /** The workspace's monthly model ceilings and this month's usage: present only when one is set and the pass asks for a model call. */
+  workspaceModel?: WorkspaceModelView;
 }
 
 /** A step result to persist. `memo` marks what the runner will see on the next pass. */
@@ -41,7 +43,9 @@ export type Handoff =
   | { kind: 'emit'; eventId: string; name: string; dataJson: string; dedupeId?: string; targetApp?: string }
   | { kind: 'webhook'; deliveryId: string; url: string; bodyJson: string }
   | { kind: 'approval'; requestJson: string }
-  | { kind: 'infer'; requestJson: string };
+  | { kind: 'infer'; requestJson: string }
+  /** A model call refused at the workspace's monthly ceiling: the gateway suspends the workspace. */
+  | { kind: 'model_ceiling'; month: string; spent: Spend };
 
 export interface StepOutcome {
   id: string;
@@ -396,6 +400,12 @@ function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, 
       // A model call past an AI spend ceiling is not made: the step fails (the handler may catch it).
       const over = op === 'Infer' && run.aiSpend ? spendCeilingReached(run.aiSpend) : undefined;
       if (over) return failStep(over);
+      const ws = op === 'Infer' ? run.workspaceModel : undefined;
+      const wsOver = ws ? workspaceCeilingReached(ws) : undefined;
+      if (ws && wsOver) {
+        const failed = failStep(wsOver);
+        return { step: { ...failed.step, handoff: { kind: 'model_ceiling', month: ws.month, spent: ws.spent } } };
+      }
       // Reached only once capabilities.ts lists the op: handed to the approvals service / the invoker's
       // model calls, the step stays pending until they answer (ResolveStep). No deadline here: an
       // Approval's timeoutMs is the approvals service's to act on (its onTimeout), never a null result.

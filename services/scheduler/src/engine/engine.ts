@@ -7,8 +7,8 @@ import { counter, histogram, ids, PollLoop, subjects, type Outbox, type OutboxMe
 import { checkpointSteps, decide, logsOf, withParsedBody, type Decision, type PassOutcome, type RunView, type StepOutcome } from '../domain/reply.js';
 import { invokeBody, memoEntry } from '../domain/invoke-body.js';
 import { hasInfer, hasStepError } from '../domain/step-errors.js';
-import type { AiSpendView } from '../domain/ai-spend.js';
-import { aiSpendOf } from '../store/ai-spend.js';
+import type { AiSpendView, WorkspaceModelView } from '../domain/ai-spend.js';
+import { aiSpendOf, workspaceModelOf } from '../store/ai-spend.js';
 import { handoffMessage, runEndMessages, stepFailedMessage } from '../domain/handoffs.js';
 import { appendFrames, applyCheckpoints, applyPass, applyPasses, claimDueRuns, insertHeldRuns, loadClaimedSteps, nextClaimInMs, releaseLeases, renewLeases, type Applied, type ApplyCheckpoint, type ApplyPass, type NewFrame, type NewRun } from '../store/runs.js';
 import { checkpointPath, type CheckpointTokens } from '../domain/checkpoint-token.js';
@@ -257,7 +257,8 @@ export class Engine {
       const cfg = hasStepError(outcome) || infer ? await this.o.workflows.get(run.workspaceId, run.app, run.workflow) : undefined;
       const aiSpend: AiSpendView | undefined =
         infer && cfg?.aiSpend ? { ceilings: cfg.aiSpend, ...(await aiSpendOf(this.o.db, run, cfg.aiSpend.perWindow?.windowMs ?? 0)) } : undefined;
-      const decision = decide(this.view(run, cfg?.maxAttempts ?? 1, aiSpend), outcome, Date.now(), NEW_IDS);
+      const workspaceModel = infer ? await workspaceModelOf(this.o.db, run.workspaceId) : undefined;
+      const decision = decide(this.view(run, cfg?.maxAttempts ?? 1, aiSpend, workspaceModel), outcome, Date.now(), NEW_IDS);
       const again = await PassTrace.settle(trace, decision, this.apply(run, decision, logsOf(outcome)));
       run.trace = undefined;
       if (!again || this.stopping) return;
@@ -265,7 +266,7 @@ export class Engine {
   }
 
   /** What the pure decision reads of a held run. */
-  private view(run: HeldRun, maxAttempts: number, aiSpend?: AiSpendView): RunView {
+  private view(run: HeldRun, maxAttempts: number, aiSpend?: AiSpendView, workspaceModel?: WorkspaceModelView): RunView {
     const deadlines: number[] = [];
     let open = false;
     for (const p of run.pending.values()) {
@@ -285,6 +286,7 @@ export class Engine {
       checkpointed: run.checkpointed,
       stepsFromMs: run.stepsFromMs,
       ...(aiSpend ? { aiSpend } : {}),
+      ...(workspaceModel ? { workspaceModel } : {}),
     };
   }
 

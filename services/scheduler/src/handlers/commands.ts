@@ -1,7 +1,8 @@
 import type { Bus, Subscription } from '@dws/bus';
 import { withTxRetry, type Database } from '@dws/db';
-import { ApiRequestSchema, ApprovalListedSchema, fromBinary, ResolveStepSchema, StartRunSchema, WorkflowsRegisteredSchema, type StartRun } from '@dws/proto';
+import { ApiRequestSchema, ApprovalListedSchema, fromBinary, ResolveStepSchema, StartRunSchema, WorkflowsRegisteredSchema, WorkspaceUpsertedSchema, type StartRun } from '@dws/proto';
 import { COMMAND_ACK_WAIT_MS, streams, subjects, type ApiHandler, type Outbox, type OutboxMessage } from '@dws/runtime';
+import { saveModelCeilings } from '../store/ai-spend.js';
 import { markApprovalListed, resolveStep, type NewFrame, type NewRun } from '../store/runs.js';
 import { lockRun } from '../store/control.js';
 import { cancelLockedRun } from '../store/effects.js';
@@ -121,6 +122,21 @@ export async function consumeWorkflowFacts(opts: { bus: Bus; workflows: Workflow
     return new Uint8Array();
   });
   return [stream, requests];
+}
+
+/**
+ * Keep the projection of each workspace's monthly model ceilings (the
+ * gateway's WorkspaceUpserted: the fact is whole, the last one wins) that a
+ * pass with a model call checks before it is made.
+ */
+export function consumeWorkspaceFacts(opts: { bus: Bus; db: Database }): Promise<Subscription> {
+  return opts.bus.consume(
+    { stream: streams.gatewayFacts.name, durable: 'scheduler-model-ceilings', filterSubject: subjects.workspaceUpserted },
+    async (msg) => {
+      const fact = fromBinary(WorkspaceUpsertedSchema, msg.data);
+      await saveModelCeilings(opts.db, fact.workspaceId, fact.modelTokensPerMonth, fact.modelCostPerMonth);
+    },
+  );
 }
 
 /**

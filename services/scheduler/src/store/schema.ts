@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, bigserial, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { bigint, bigserial, boolean, doublePrecision, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { outboxTable, retentionTable } from '@dws/runtime';
 
 export const scheduler = pgSchema('scheduler');
@@ -220,3 +220,14 @@ export const outbox = outboxTable(scheduler);
 
 /** Each workspace's retention window (projection of `gateway.fact.workspace`): what store/retention.ts deletes past. */
 export const retention = retentionTable(scheduler);
+
+/**
+ * Each workspace's monthly model ceilings (projection of `gateway.fact.workspace`;
+ * admin API limits modelTokensPerMonth, modelCostPerMonth). A row only while one is set.
+ */
+export const modelCeilings = scheduler.table('model_ceilings', {
+  workspaceId: text('workspace_id').primaryKey(),
+  tokensPerMonth: doublePrecision('tokens_per_month'),
+  costPerMonth: doublePrecision('cost_per_month'),
+  updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+});

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dws/v1/commands.proto.
  */
 export const file_dws_v1_commands: GenFile = /*@__PURE__*/
-  fileDesc("ChVkd3MvdjEvY29tbWFuZHMucHJvdG8SBmR3cy52MSKaAQoJRW1pdEV2ZW50EhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIQCghldmVudF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEgwKBGRhdGEYBCABKAwSCwoDYXBwGAUgASgJEhEKCWRlZHVwZV9pZBgGIAEoCRISCgp0YXJnZXRfYXBwGAcgASgJEhUKDXNvdXJjZV9ydW5faWQYCCABKAkiiAEKC1NlbmRXZWJob29rEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRITCgtkZWxpdmVyeV9pZBgCIAEoCRILCgNhcHAYAyABKAkSCwoDdXJsGAQgASgJEgwKBGJvZHkYBSABKAwSFQoNc291cmNlX3J1bl9pZBgGIAEoCRIPCgdzdGVwX2lkGAcgASgJIoYBCgtTdGVwSGFuZG9mZhIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg8KB3N0ZXBfaWQYAyABKAkSEQoJc3RlcF9uYW1lGAQgASgJEhAKCHdvcmtmbG93GAUgASgJEgsKA2FwcBgGIAEoCRIOCgZvcGNvZGUYByABKAwieAoLUmVzb2x2ZVN0ZXASFAoMd29ya3NwYWNlX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIPCgdzdGVwX2lkGAMgASgJEgwKBGRhdGEYBCABKAwSFQoNZXJyb3JfbWVzc2FnZRgFIAEoCRINCgV1c2FnZRgGIAEoDCJcCg5BcHByb3ZhbExpc3RlZBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg8KB3N0ZXBfaWQYAyABKAkSEwoLYXBwcm92YWxfaWQYBCABKAkipgEKC1J1bkZpbmlzaGVkEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEAoId29ya2Zsb3cYAyABKAkSCwoDYXBwGAQgASgJEg4KBnN0YXR1cxgFIAEoCRIOCgZyZXN1bHQYBiABKAwSDQoFZXJyb3IYByABKAwSDQoFYXRfbXMYCCABKAMSFAoMbm90aGluZ19vcGVuGAkgASgIIqUBCgpTdGVwRmFpbGVkEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEAoId29ya2Zsb3cYAyABKAkSCwoDYXBwGAQgASgJEg8KB3N0ZXBfaWQYBSABKAkSEQoJc3RlcF9uYW1lGAYgASgJEg0KBWVycm9yGAcgASgMEhAKCGF0dGVtcHRzGAggASgFEg0KBWF0X21zGAkgASgDYgZwcm90bzM");
+  fileDesc("ChVkd3MvdjEvY29tbWFuZHMucHJvdG8SBmR3cy52MSKaAQoJRW1pdEV2ZW50EhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIQCghldmVudF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEgwKBGRhdGEYBCABKAwSCwoDYXBwGAUgASgJEhEKCWRlZHVwZV9pZBgGIAEoCRISCgp0YXJnZXRfYXBwGAcgASgJEhUKDXNvdXJjZV9ydW5faWQYCCABKAkiiAEKC1NlbmRXZWJob29rEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRITCgtkZWxpdmVyeV9pZBgCIAEoCRILCgNhcHAYAyABKAkSCwoDdXJsGAQgASgJEgwKBGJvZHkYBSABKAwSFQoNc291cmNlX3J1bl9pZBgGIAEoCRIPCgdzdGVwX2lkGAcgASgJIoYBCgtTdGVwSGFuZG9mZhIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg8KB3N0ZXBfaWQYAyABKAkSEQoJc3RlcF9uYW1lGAQgASgJEhAKCHdvcmtmbG93GAUgASgJEgsKA2FwcBgGIAEoCRIOCgZvcGNvZGUYByABKAwieAoLUmVzb2x2ZVN0ZXASFAoMd29ya3NwYWNlX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIPCgdzdGVwX2lkGAMgASgJEgwKBGRhdGEYBCABKAwSFQoNZXJyb3JfbWVzc2FnZRgFIAEoCRINCgV1c2FnZRgGIAEoDCJcCg5BcHByb3ZhbExpc3RlZBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg8KB3N0ZXBfaWQYAyABKAkSEwoLYXBwcm92YWxfaWQYBCABKAkiZwoTTW9kZWxDZWlsaW5nUmVhY2hlZBIUCgx3b3Jrc3BhY2VfaWQYASABKAkSDQoFbW9udGgYAiABKAkSDgoGdG9rZW5zGAMgASgBEgwKBGNvc3QYBCABKAESDQoFYXRfbXMYBSABKAMipgEKC1J1bkZpbmlzaGVkEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEAoId29ya2Zsb3cYAyABKAkSCwoDYXBwGAQgASgJEg4KBnN0YXR1cxgFIAEoCRIOCgZyZXN1bHQYBiABKAwSDQoFZXJyb3IYByABKAwSDQoFYXRfbXMYCCABKAMSFAoMbm90aGluZ19vcGVuGAkgASgIIqUBCgpTdGVwRmFpbGVkEhQKDHdvcmtzcGFjZV9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEAoId29ya2Zsb3cYAyABKAkSCwoDYXBwGAQgASgJEg8KB3N0ZXBfaWQYBSABKAkSEQoJc3RlcF9uYW1lGAYgASgJEg0KBWVycm9yGAcgASgMEhAKCGF0dGVtcHRzGAggASgFEg0KBWF0X21zGAkgASgDYgZwcm90bzM");
 
 /**
  * EmitEvent: scheduler -> ingest (step.emit). Ingest records it with source
@@ -258,6 +258,52 @@ export const ApprovalListedSchema: GenMessage<ApprovalListed> = /*@__PURE__*/
   messageDesc(file_dws_v1_commands, 4);
 
 /**
+ * ModelCeilingReached: scheduler -> gateway. A model call was refused because
+ * the workspace's recorded model usage this UTC month reached one of its
+ * monthly ceilings; the gateway suspends the workspace (usage_limit) until the
+ * month turns or the ceiling is raised above these figures.
+ *
+ * @generated from message dws.v1.ModelCeilingReached
+ */
+export type ModelCeilingReached = Message<"dws.v1.ModelCeilingReached"> & {
+  /**
+   * @generated from field: string workspace_id = 1;
+   */
+  workspaceId: string;
+
+  /**
+   * UTC month, YYYY-MM.
+   *
+   * @generated from field: string month = 2;
+   */
+  month: string;
+
+  /**
+   * The month's recorded usage when the call was refused.
+   *
+   * @generated from field: double tokens = 3;
+   */
+  tokens: number;
+
+  /**
+   * @generated from field: double cost = 4;
+   */
+  cost: number;
+
+  /**
+   * @generated from field: int64 at_ms = 5;
+   */
+  atMs: bigint;
+};
+
+/**
+ * Describes the message dws.v1.ModelCeilingReached.
+ * Use `create(ModelCeilingReachedSchema)` to create a new message.
+ */
+export const ModelCeilingReachedSchema: GenMessage<ModelCeilingReached> = /*@__PURE__*/
+  messageDesc(file_dws_v1_commands, 5);
+
+/**
  * RunFinished: scheduler -> webhook-dispatcher (run.succeeded, run.failed,
  * run.cancelled lifecycle deliveries) and anyone else who follows run ends.
  *
@@ -324,7 +370,7 @@ export type RunFinished = Message<"dws.v1.RunFinished"> & {
  * Use `create(RunFinishedSchema)` to create a new message.
  */
 export const RunFinishedSchema: GenMessage<RunFinished> = /*@__PURE__*/
-  messageDesc(file_dws_v1_commands, 5);
+  messageDesc(file_dws_v1_commands, 6);
 
 /**
  * StepFailed: scheduler -> webhook-dispatcher (step.failed): a step failed
@@ -386,5 +432,5 @@ export type StepFailed = Message<"dws.v1.StepFailed"> & {
  * Use `create(StepFailedSchema)` to create a new message.
  */
 export const StepFailedSchema: GenMessage<StepFailed> = /*@__PURE__*/
-  messageDesc(file_dws_v1_commands, 6);
+  messageDesc(file_dws_v1_commands, 7);
 
