@@ -26,7 +26,8 @@ export const LIMITS = {
   modelCostPerMonth: {
     integer: false,
     description:
-      'Priced cost of the model calls the workspace\'s steps recorded in the current UTC month (the Usage cost field; unpriced calls count 0). ' +
+      "Priced cost of the model calls the workspace's steps recorded in the current UTC month (the Usage cost a runner reports with step.ai.wrap; " +
+      "the service's own Infer calls are unpriced and count 0). " +
       'Enforced like modelTokensPerMonth.',
   },
 } as const;
