@@ -62,6 +62,38 @@ describe('workflow policy', () => {
     expect(problems.join('\n')).toMatch(/batchEvents\.maxSize must be an integer from 1 to 100/);
   });
 
+  it('parses cancelOn (Inngest\'s shape) with its CEL over event and async, and refuses timeouts', () => {
+    const { policy, problems } = parseWorkflowPolicy({
+      name: 'w',
+      cancelOn: [
+        { event: 'order.cancelled', if: 'async.data.orderId == event.data.orderId', timeout: '1d' },
+        { event: 'shop.*' },
+      ],
+    });
+    expect(problems).toEqual([]);
+    expect(policy.cancelOn).toEqual([
+      { event: 'order.cancelled', isPrefix: false, if: 'async.data.orderId == event.data.orderId', withinMs: 86_400_000 },
+      { event: 'shop.', isPrefix: true, if: '', withinMs: 0 },
+    ]);
+    // One object is one entry.
+    expect(parseWorkflowPolicy({ cancelOn: { event: 'stop' } }).policy.cancelOn).toEqual([{ event: 'stop', isPrefix: false, if: '', withinMs: 0 }]);
+
+    const bad = parseWorkflowPolicy({
+      cancelOn: [{ event: '' }, 'stop', { event: 'x', if: 'async.data.' }, { event: 'y', if: 'other.id == 1' }, { event: 'z', timeout: 'soon' }, { event: 'ok' }],
+      timeouts: { finish: '1h' },
+    });
+    expect(bad.policy.cancelOn).toEqual([{ event: 'ok', isPrefix: false, if: '', withinMs: 0 }]);
+    expect(bad.problems).toEqual([
+      'cancelOn[0] must be { event, if?, timeout? } with a non-empty event name.',
+      'cancelOn[1] must be { event, if?, timeout? } with a non-empty event name.',
+      expect.stringMatching(/^cancelOn\[2\]\.if does not compile/),
+      expect.stringMatching(/^cancelOn\[3\]\.if does not compile/),
+      expect.stringMatching(/^cancelOn\[4\]\.timeout must be a duration from 1ms to 366d/),
+      expect.stringMatching(/^timeouts: run timeouts are not supported by this service yet/),
+    ]);
+    expect(parseWorkflowPolicy({ cancelOn: Array.from({ length: 11 }, () => ({ event: 'e' })) }).problems).toEqual(['cancelOn: at most 10 entries.']);
+  });
+
   it('refuses debounce together with batchEvents', () => {
     const { policy, problems } = parseWorkflowPolicy({ debounce: { period: '1s' }, batchEvents: { maxSize: 2, timeout: '1s' } });
     expect(problems).toEqual(['debounce and batchEvents cannot be combined.']);

@@ -8,7 +8,8 @@ import { checkCel } from './cel.js';
  * register time with the same parser, so what is accepted is what runs.
  * Shapes follow what users of durable-workflow services know (Inngest's
  * names): `concurrency`, `rateLimit`, `throttle`, `debounce`,
- * `batchEvents`, `singleton`, `idempotency`, `priority`.
+ * `batchEvents`, `singleton`, `idempotency`, `priority`, and `cancelOn`
+ * (which ends runs rather than starting them).
  */
 export interface WorkflowPolicy {
   /** Event triggers; undefined when the workflow gave no triggers list (an implicit trigger on its name). */
@@ -30,6 +31,18 @@ export interface WorkflowPolicy {
   singleton?: { key?: string; mode: 'skip' | 'cancel' };
   /** CEL: higher starts first among queued runs. */
   priority?: string;
+  /** Events that cancel the workflow's active runs (an event matching one of them cancels the runs its `if` selects). */
+  cancelOn?: CancelOnSpec[];
+}
+
+export interface CancelOnSpec {
+  /** The exact event name, or the prefix when `isPrefix` (registered as `prefix*`). */
+  event: string;
+  isPrefix: boolean;
+  /** CEL over `event` (the run's triggering event) and `async` (the cancelling event); '' cancels every active run. */
+  if: string;
+  /** Only runs created within this long before the event; 0: any age. */
+  withinMs: number;
 }
 
 export interface EventTriggerSpec {
@@ -54,6 +67,12 @@ export const MAX_BATCH_SIZE = 100;
 const MAX_LIMIT = 1_000_000;
 const MAX_PERIOD_MS = 7 * 24 * 3600_000;
 const EVENT_VARS = { variables: ['event'] };
+/** cancelOn's `if`: the run's triggering event and the incoming one, as Inngest names them. */
+const CANCEL_VARS = { variables: ['event', 'async'] };
+/** cancelOn entries a workflow may declare. */
+export const MAX_CANCEL_ON = 10;
+/** cancelOn's `timeout`: up to a year (runs sleep for days). */
+const MAX_CANCEL_WITHIN_MS = 366 * 86_400_000;
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 const PART = /(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/gy;
@@ -116,13 +135,13 @@ export function parseWorkflowPolicy(config: Obj): { policy: WorkflowPolicy; prob
   const problems: string[] = [];
   const policy: WorkflowPolicy = { events: undefined, crons: [] };
 
-  const cel = (field: string, v: unknown, type?: 'bool' | 'int'): string | undefined => {
+  const cel = (field: string, v: unknown, type?: 'bool' | 'int', vars = EVENT_VARS): string | undefined => {
     if (v === undefined || v === null || v === '') return undefined;
     if (typeof v !== 'string') {
       problems.push(`${field} must be a CEL expression (string).`);
       return undefined;
     }
-    const err = checkCel(v, { ...EVENT_VARS, type });
+    const err = checkCel(v, { ...vars, type });
     if (err) {
       problems.push(`${field} does not compile: ${err}.`);
       return undefined;
@@ -134,10 +153,10 @@ export function parseWorkflowPolicy(config: Obj): { policy: WorkflowPolicy; prob
     problems.push(`${field} must be an integer from ${min} to ${max}.`);
     return undefined;
   };
-  const duration = (field: string, v: unknown, min = 1): number | undefined => {
+  const duration = (field: string, v: unknown, min = 1, max = MAX_PERIOD_MS): number | undefined => {
     const ms = parseDuration(v);
-    if (ms !== undefined && ms >= min && ms <= MAX_PERIOD_MS) return ms;
-    problems.push(`${field} must be a duration from ${min}ms to 7d (ms, or text like "30s", "5m", "1h").`);
+    if (ms !== undefined && ms >= min && ms <= max) return ms;
+    problems.push(`${field} must be a duration from ${min}ms to ${max / 86_400_000}d (ms, or text like "30s", "5m", "1h").`);
     return undefined;
   };
   const obj = (field: string): Obj | undefined => {
@@ -240,6 +259,31 @@ export function parseWorkflowPolicy(config: Obj): { policy: WorkflowPolicy; prob
   if (pr !== undefined && pr !== null) {
     const expr = cel('priority', pr, 'int');
     if (expr) policy.priority = expr;
+  }
+
+  if (config.cancelOn !== undefined && config.cancelOn !== null) {
+    const list = Array.isArray(config.cancelOn) ? config.cancelOn : [config.cancelOn];
+    if (list.length > MAX_CANCEL_ON) problems.push(`cancelOn: at most ${MAX_CANCEL_ON} entries.`);
+    const specs: CancelOnSpec[] = [];
+    for (const [i, c] of list.slice(0, MAX_CANCEL_ON).entries()) {
+      const field = `cancelOn[${i}]`;
+      if (!isObj(c) || typeof c.event !== 'string' || c.event === '' || c.event === '*') {
+        problems.push(`${field} must be { event, if?, timeout? } with a non-empty event name.`);
+        continue;
+      }
+      const expr = cel(`${field}.if`, c.if, 'bool', CANCEL_VARS);
+      if (c.if !== undefined && c.if !== null && c.if !== '' && expr === undefined) continue; // never cancel on a broken filter
+      const withinMs = c.timeout === undefined || c.timeout === null ? 0 : duration(`${field}.timeout`, c.timeout, 1, MAX_CANCEL_WITHIN_MS);
+      if (withinMs === undefined) continue;
+      const isPrefix = c.event.endsWith('*');
+      specs.push({ event: isPrefix ? c.event.slice(0, -1) : c.event, isPrefix, if: expr ?? '', withinMs });
+    }
+    if (specs.length > 0) policy.cancelOn = specs;
+  }
+
+  // Carried by the wire type and by other services' SDKs, but not enforced here: refused, never ignored.
+  if (config.timeouts !== undefined && config.timeouts !== null) {
+    problems.push('timeouts: run timeouts are not supported by this service yet; remove the field (a run may be cancelled with POST /v1/runs/{id}/cancel, or by an event with cancelOn).');
   }
 
   return { policy, problems };

@@ -325,6 +325,13 @@ export interface StepManifestEntry {
   hidden?: boolean;
 }
 
+/** A workflow's cancelOn entry (Inngest's shape). */
+export interface CancelOn {
+  event: string;
+  if?: string;
+  timeout?: number | string;
+}
+
 /** One workflow in a register body. */
 export interface WorkflowRegistration {
   name: string;
@@ -343,8 +350,14 @@ export interface WorkflowRegistration {
   debounce?: unknown;
   priority?: unknown;
   batchEvents?: unknown;
-  cancelOn?: unknown;
-  timeouts?: unknown;
+  /**
+   * Events that cancel this workflow's active runs: an event named `event`
+   * (or `prefix*`) cancels each run for which `if` holds, a CEL expression
+   * over `event` (the run's own triggering event) and `async` (the
+   * cancelling one); without `if`, every active run. `timeout`: only runs
+   * created within it (ms, or "30m", "2d"). At most 10.
+   */
+  cancelOn?: CancelOn | CancelOn[];
   idempotency?: unknown;
   singleton?: unknown;
 }

@@ -50,6 +50,8 @@ export const subjects = {
   workspaceUpserted: 'gateway.fact.workspace',
   /** ApiRequest for `waiters.wake`: ingest -> scheduler when the request could not be made at once (durable). */
   wakeWaiters: 'scheduler.cmd.wake',
+  /** ApiRequest `runs.cancelOn`: ingest -> scheduler, an event matched a workflow's cancelOn (written with the event, applied once). */
+  cancelOn: 'scheduler.cmd.cancel_on',
   /** EmitEvent: scheduler -> ingest (step.emit). */
   emitEvent: 'ingest.cmd.emit',
   /** SendWebhook: scheduler -> webhook-dispatcher (ctx.webhook.send). */

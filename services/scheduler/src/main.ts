@@ -8,6 +8,7 @@ import { WorkflowConfigs } from './engine/workflow-configs.js';
 import { DirectRoutes } from './engine/direct-routes.js';
 import {
   consumeApprovalsListed,
+  consumeCancelOn,
   consumeDeferredWakes,
   consumeResolves,
   consumeStartRuns,
@@ -93,6 +94,7 @@ export async function startScheduler(cfg: Config, infra: Infra, opts: SchedulerO
   // Checkpoints relayed by another replica to the one driving the pass.
   const replicaApi = serveApi(bus, replicaService(owner), log, checkpoints.bus);
   const wakes = await consumeDeferredWakes({ bus, wake: control['waiters.wake']! });
+  const cancels = await consumeCancelOn({ bus, cancelOn: control['runs.cancelOn']! });
   const resolves = await consumeResolves({ bus, db, nudge: () => engine.nudge() });
   const listed = await consumeApprovalsListed({ bus, db });
   // Ended runs and audit rows past each workspace's window go, in small batches, on every replica (docs/retention.md).
@@ -113,6 +115,7 @@ export async function startScheduler(cfg: Config, infra: Infra, opts: SchedulerO
       await directStarts.stop();
       await starts.stop();
       await wakes.stop();
+      await cancels.stop();
       await resolves.stop();
       await listed.stop();
       await Promise.all(facts.map((f) => f.stop()));

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { parseWorkflowPolicy } from '@dws/cel';
-import { matchTriggers, triggersOf as fromPolicy } from './matching.js';
+import { cancelsOf, matchCancels, matchTriggers, triggersOf as fromPolicy } from './matching.js';
 
 const triggersOf = (app: string, wf: string, config: Record<string, unknown>) => fromPolicy(app, wf, parseWorkflowPolicy(config).policy);
 
@@ -26,5 +26,26 @@ describe('trigger matching', () => {
     expect(matchTriggers(index, { name: 'order.created', data: {}, scope: 'billing' })).toEqual([]);
     expect(matchTriggers(index, { name: 'implicit', data: {}, scope: 'billing' })).toHaveLength(1);
     expect(matchTriggers(index, { name: 'implicit', data: {}, scope: 'shop' })).toEqual([]);
+  });
+});
+
+describe('matchCancels', () => {
+  const all = [
+    ...cancelsOf('shop', 'order-flow', { cancelOn: [{ event: 'order.cancelled', isPrefix: false, if: 'async.data.id == event.data.id', withinMs: 0 }] }),
+    ...cancelsOf('ops', 'cleanup', { cancelOn: [{ event: 'order.', isPrefix: true, if: '', withinMs: 60_000 }] }),
+    ...cancelsOf('ops', 'none', {}),
+  ];
+  it('matches by name or prefix, leaving the if to the scheduler', () => {
+    expect(matchCancels(all, { name: 'order.cancelled' })).toEqual([
+      { app: 'shop', workflow: 'order-flow', if: 'async.data.id == event.data.id', withinMs: 0 },
+      { app: 'ops', workflow: 'cleanup', if: '', withinMs: 60_000 },
+    ]);
+    expect(matchCancels(all, { name: 'order.shipped' })).toEqual([{ app: 'ops', workflow: 'cleanup', if: '', withinMs: 60_000 }]);
+    expect(matchCancels(all, { name: 'other' })).toEqual([]);
+  });
+  it("scopes to the event's app as triggers do", () => {
+    expect(matchCancels(all, { name: 'order.cancelled', scope: 'shop' })).toEqual([
+      { app: 'shop', workflow: 'order-flow', if: 'async.data.id == event.data.id', withinMs: 0 },
+    ]);
   });
 });

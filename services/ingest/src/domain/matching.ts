@@ -1,4 +1,4 @@
-import { celMatches, type WorkflowPolicy } from '@dws/cel';
+import { celMatches, type CancelOnSpec, type WorkflowPolicy } from '@dws/cel';
 
 export interface Trigger {
   app: string;
@@ -34,6 +34,39 @@ export function matchTriggers(
     if (t.ifExpr && !celMatches(t.ifExpr, { event: { name: ev.name, data: ev.data } })) continue;
     seen.add(key);
     out.push({ app: t.app, workflow: t.workflow });
+  }
+  return out;
+}
+
+/** A workflow's cancelOn entry as an index row. */
+export interface CancelTrigger extends CancelOnSpec {
+  app: string;
+  workflow: string;
+}
+
+/** What a matching event asks the scheduler to cancel: the workflow's active runs that `if` selects, created within `withinMs` (0: any). */
+export interface CancelMatch {
+  app: string;
+  workflow: string;
+  if: string;
+  withinMs: number;
+}
+
+export function cancelsOf(app: string, workflow: string, policy: Pick<WorkflowPolicy, 'cancelOn'>): CancelTrigger[] {
+  return (policy.cancelOn ?? []).map((c) => ({ app, workflow, ...c }));
+}
+
+/**
+ * The cancelOn entries an event matches: by name or prefix, only the `scope`
+ * app's when given (as triggers). Their `if` reads the run's own event too,
+ * so it is the scheduler's to evaluate, run by run.
+ */
+export function matchCancels(all: readonly CancelTrigger[], ev: { name: string; scope?: string | undefined }): CancelMatch[] {
+  const out: CancelMatch[] = [];
+  for (const c of all) {
+    if (ev.scope !== undefined && c.app !== ev.scope) continue;
+    if (c.isPrefix ? !ev.name.startsWith(c.event) : ev.name !== c.event) continue;
+    out.push({ app: c.app, workflow: c.workflow, if: c.if, withinMs: c.withinMs });
   }
   return out;
 }

@@ -5,7 +5,7 @@ import { ApiRequestSchema, create, toBinary } from '@dws/proto';
 import { ids, subjects, type Caller, type Outbox, type OutboxMessage, type PendingPublish } from '@dws/runtime';
 import { entry, type EventVars, type TriggeredEntry } from '../domain/admission.js';
 import type { EventInput } from '../domain/event-input.js';
-import { matchTriggers } from '../domain/matching.js';
+import { matchCancels, matchTriggers, type CancelMatch } from '../domain/matching.js';
 import { insertEvents, recordEvents, seenDedupeId, setOutcomes, type EventOutboxRow, type NewEvent } from '../store/events.js';
 import type { BufferedEvent } from '../store/buffers.js';
 import { lockAll, type GateScope } from '../store/gates.js';
@@ -58,6 +58,8 @@ interface Prepared {
   tsMs: number;
   vars: EventVars;
   matched: { app: string; workflow: string }[];
+  /** The workflows whose cancelOn the event matches (their `if` is the scheduler's to evaluate). */
+  cancels: CancelMatch[];
 }
 
 /** One ingest call waiting for a transaction. */
@@ -248,6 +250,7 @@ export class Ingestor {
       // SPEC: a repeat dedupeId wakes no waiter and fans out to nothing.
       wake: repeat ? Promise.resolve({ woke: 0, wakeDeferred: false }) : (started.wake ?? boundWake(this.wake(caller, ev, id, tsMs))),
       matched: repeat ? [] : matchTriggers(ix.triggers, ev),
+      cancels: repeat || ix.cancels.length === 0 ? [] : matchCancels(ix.cancels, ev),
       vars: { event: { id, name: ev.name, data: ev.data, ts: tsMs } },
     };
   }
@@ -326,6 +329,7 @@ export class Ingestor {
         }
         result.id = p.id;
         const ev = p.item.ev;
+        if (p.cancels.length > 0) out.push(cancelOnCommand(j.caller, ev, p.id, p.tsMs, p.cancels));
         for (const m of p.matched) {
           const policy = j.ix.policies.get(policyId(m.app, m.workflow));
           const e = j.suspended
@@ -398,6 +402,7 @@ export class Ingestor {
           id: p.id, workspaceId: j.caller.workspaceId, name: ev.name, app: ev.app, source, dataJson: ev.dataJson, runner: ev.runner, targetApp: ev.targetApp,
           triggered: logged(result.triggered), ixVersion: j.ixVersion,
         });
+        if (p.cancels.length > 0) out.push(cancelOnCommand(j.caller, ev, p.id, p.tsMs, p.cancels));
         for (const m of out) outbox.push({ eventId: p.id, ...m });
       }
     }
@@ -495,6 +500,23 @@ function wakeCommand(caller: Caller, ev: EventInput, id: string, tsMs: number): 
     body: enc.encode(`{"params":{},"query":{},"body":${wakeBody(ev, id, tsMs)}}`),
   });
   return { subject: subjects.wakeWaiters, msgId: `wake:${id}`, payload: toBinary(ApiRequestSchema, req) };
+}
+
+/**
+ * The event matched workflows' cancelOn: the scheduler cancels their active
+ * runs that each entry's `if` selects. Written with the event (so once per
+ * event, and never lost), applied from the scheduler's stream.
+ */
+function cancelOnCommand(caller: Caller, ev: EventInput, id: string, tsMs: number, matches: CancelMatch[]): OutboxMessage {
+  const req = create(ApiRequestSchema, {
+    workspaceId: caller.workspaceId,
+    actor: caller.actor,
+    keyKind: caller.keyKind,
+    requestId: caller.requestId,
+    op: 'runs.cancelOn',
+    body: enc.encode(`{"params":{},"query":{},"body":{"event":${wakeBody(ev, id, tsMs)},"matches":${JSON.stringify(matches)}}}`),
+  });
+  return { subject: subjects.cancelOn, msgId: `cancel-on:${id}`, payload: toBinary(ApiRequestSchema, req) };
 }
 
 /** The event as admission (and the debounce and batch buffers) take it. */

@@ -4,7 +4,7 @@ import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { fromBinary, WorkflowsRegisteredSchema, WorkspaceUpsertedSchema } from '@dws/proto';
 import { streams, subjects } from '@dws/runtime';
-import { triggersOf, type Trigger } from '../domain/matching.js';
+import { cancelsOf, triggersOf, type CancelTrigger, type Trigger } from '../domain/matching.js';
 import { indexVersionOf, isSuspended, saveRegistration, saveWorkspace, workflowsOfWorkspace } from '../store/workflows.js';
 import { FreshRead } from './fresh-read.js';
 
@@ -13,6 +13,8 @@ const dec = new TextDecoder();
 /** What admission reads for every event of a workspace. */
 export interface WorkspaceIndex {
   triggers: Trigger[];
+  /** cancelOn entries of every workflow (most workspaces have none). */
+  cancels: CancelTrigger[];
   /** Parsed policy per `app\0workflow`. */
   policies: Map<string, WorkflowPolicy>;
   /** From `gateway.fact.workspace` (cron and emits have no gateway caller to say so). */
@@ -74,6 +76,7 @@ export class WorkflowIndex {
   private async load(workspaceId: string): Promise<WorkspaceIndex> {
     const [rows, suspended] = await Promise.all([workflowsOfWorkspace(this.db, workspaceId), isSuspended(this.db, workspaceId)]);
     const triggers: Trigger[] = [];
+    const cancels: CancelTrigger[] = [];
     const policies = new Map<string, WorkflowPolicy>();
     for (const r of rows) {
       const config = typeof r.config === 'object' && r.config !== null && !Array.isArray(r.config) ? r.config : {};
@@ -85,9 +88,10 @@ export class WorkflowIndex {
         this.log.warn({ workspaceId, app: r.app, workflow: r.name, problems }, 'workflow policy partly ignored');
       }
       triggers.push(...triggersOf(r.app, r.name, policy));
+      cancels.push(...cancelsOf(r.app, r.name, policy));
       policies.set(policyId(r.app, r.name), policy);
     }
-    return { triggers, policies, suspended };
+    return { triggers, cancels, policies, suspended };
   }
 
   /**

@@ -206,13 +206,23 @@ async function startUnderFlowControl(
  * `waiters.wake` call, replayed from the stream. Idempotent: a waiter is
  * resolved once, a redelivery finds nobody left waiting.
  */
-export async function consumeDeferredWakes(opts: { bus: Bus; wake: ApiHandler }): Promise<Subscription> {
-  return opts.bus.consume(
-    { stream: streams.schedulerCmds.name, durable: 'scheduler-wakes', filterSubject: subjects.wakeWaiters, concurrency: 8, ackWaitMs: COMMAND_ACK_WAIT_MS },
+export function consumeDeferredWakes(opts: { bus: Bus; wake: ApiHandler }): Promise<Subscription> {
+  return consumeApiCommands(opts.bus, { durable: 'scheduler-wakes', subject: subjects.wakeWaiters }, opts.wake);
+}
+
+/** runs.cancelOn commands: an event ingest stored matched workflows' cancelOn. Applying one again cancels nothing more. */
+export function consumeCancelOn(opts: { bus: Bus; cancelOn: ApiHandler }): Promise<Subscription> {
+  return consumeApiCommands(opts.bus, { durable: 'scheduler-cancel-on', subject: subjects.cancelOn }, opts.cancelOn);
+}
+
+/** An API call that came as a durable command (ApiRequest on SCHEDULER_CMDS) rather than a request. */
+function consumeApiCommands(bus: Bus, on: { durable: string; subject: string }, handler: ApiHandler): Promise<Subscription> {
+  return bus.consume(
+    { stream: streams.schedulerCmds.name, durable: on.durable, filterSubject: on.subject, concurrency: 8, ackWaitMs: COMMAND_ACK_WAIT_MS },
     async (msg) => {
       const req = fromBinary(ApiRequestSchema, msg.data);
       const parsed = JSON.parse(dec.decode(req.body)) as { body?: unknown };
-      await opts.wake({
+      await handler({
         caller: { workspaceId: req.workspaceId, actor: req.actor, keyKind: req.keyKind, requestId: req.requestId, suspended: false },
         params: {},
         query: {},

@@ -9,6 +9,7 @@ import { resolveStep, type NewFrame } from '../store/runs.js';
 import { liveRunOf, type LiveRun } from '../engine/live.js';
 import { traceRunStart } from '../engine/pass-trace.js';
 import {
+  activeRunsOf,
   cancelPauseRequest,
   copySteps,
   listAudit,
@@ -37,6 +38,15 @@ interface Forked {
 }
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+
+/** A run's input as its cancelOn `if` reads it (`event.data`); null when it is not JSON. */
+function parseInput(input: string): unknown {
+  try {
+    return JSON.parse(input);
+  } catch {
+    return null;
+  }
+}
 
 interface WakeEvent {
   name: string;
@@ -90,6 +100,28 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
     for (const [r, frames] of live) deps.live(r, frames);
   };
 
+  /**
+   * Cancel one run and audit it. An ended run is a 409, or (`strict` false:
+   * cancelOn racing the run's end, or its deletion) nothing: false.
+   */
+  const cancel = async (caller: Caller, id: string | undefined, message: string, detail?: unknown, strict = true): Promise<boolean> => {
+    const done = await withTxRetry(db, async (tx) => {
+      const run = strict ? await mustLock(tx, caller, id) : id ? await lockRun(tx, caller.workspaceId, id) : undefined;
+      if (!run || TERMINAL.has(run.status)) {
+        if (strict) throw conflict('run_terminal', `Run is already ${run!.status}.`);
+        return undefined;
+      }
+      const cancelled = await cancelLockedRun(tx, run, { message });
+      return { pending: await deps.outbox.enqueue(tx, cancelled.messages), live: cancelled.live };
+    });
+    if (!done) return false;
+    publish(done.live);
+    deps.nudge(); // a cancelled child fails its parent's step: the parent is due now
+    await deps.outbox.afterCommit(done.pending);
+    await audit(caller, 'cancel', { runId: id, ...(detail === undefined ? {} : { detail }) });
+    return true;
+  };
+
   /** A new run from a finished one (replay, retry-from-step, bulk replay), with its queued frame to publish once `tx` commits (`launch`). */
   const fork = async (tx: Database, src: ControlRun, inputJson: string): Promise<Forked> => {
     const id = ids.run();
@@ -116,17 +148,36 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
 
   return {
     async 'runs.cancel'({ caller, params }) {
-      const { pending, live } = await withTxRetry(db, async (tx) => {
-        const run = await mustLock(tx, caller, params.id);
-        if (TERMINAL.has(run.status)) throw conflict('run_terminal', `Run is already ${run.status}.`);
-        const cancelled = await cancelLockedRun(tx, run, { message: `Cancelled by ${caller.actor || 'a user'}.` });
-        return { pending: await deps.outbox.enqueue(tx, cancelled.messages), live: cancelled.live };
-      });
-      publish(live);
-      deps.nudge(); // a cancelled child fails its parent's step: the parent is due now
-      await deps.outbox.afterCommit(pending);
-      await audit(caller, 'cancel', { runId: params.id });
+      await cancel(caller, params.id, `Cancelled by ${caller.actor || 'a user'}.`);
       return { body: await deps.runRecord(caller.workspaceId, params.id!) };
+    },
+
+    /**
+     * An event matched the workflows' cancelOn (ingest's command, written
+     * with the event): each workflow's active runs whose `if` holds, `event`
+     * being the run's own triggering event and `async` this one, are
+     * cancelled and audited as cancels. A repeat finds them ended.
+     */
+    async 'runs.cancelOn'({ caller, body }) {
+      const b = (body ?? {}) as { event?: unknown; matches?: unknown };
+      const ev = wakeEvent(b.event);
+      if (!ev?.id || !Array.isArray(b.matches)) throw invalid('invalid_body', 'runs.cancelOn needs { event: { name, data, id }, matches: [...] }.');
+      const async_ = { name: ev.name, data: ev.data, id: ev.id, ts: ev.ts };
+      const cancelled: string[] = [];
+      for (const m of b.matches as { app?: unknown; workflow?: unknown; if?: unknown; withinMs?: unknown }[]) {
+        const app = typeof m?.app === 'string' ? m.app : undefined;
+        const workflow = str(m?.workflow);
+        if (app === undefined || !workflow) continue;
+        const withinMs = typeof m.withinMs === 'number' && m.withinMs > 0 ? Math.floor(m.withinMs) : 0;
+        const expr = str(m.if);
+        for (const run of await activeRunsOf(db, { workspaceId: caller.workspaceId, app, workflow, eventId: ev.id, withinMs })) {
+          if (cancelled.includes(run.id)) continue;
+          if (expr && !celMatches(expr, { event: { name: run.event_name ?? '', data: parseInput(run.input) }, async: async_ })) continue;
+          const detail = { cancelOn: { event: ev.name, eventId: ev.id } };
+          if (await cancel(caller, run.id, `Cancelled by event ${ev.name} (${ev.id}): it matched the workflow's cancelOn.`, detail, false)) cancelled.push(run.id);
+        }
+      }
+      return { body: { cancelled } };
     },
 
     async 'runs.pause'({ caller, params }) {

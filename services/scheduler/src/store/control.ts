@@ -116,6 +116,25 @@ export interface BulkFilter {
 }
 
 /** Runs matching a bulk-replay filter, newest first, at most `limit`; plus how many match in all. */
+/**
+ * A workflow's runs that have not ended, as cancelOn reads them: created
+ * within `withinMs` (0: any age), never the runs `eventId` itself started.
+ * Over the workspace's active runs (its status index), not its history.
+ */
+export function activeRunsOf(
+  db: Database,
+  q: { workspaceId: string; app: string; workflow: string; eventId: string; withinMs: number },
+): Promise<{ id: string; event_name: string | null; input: string }[]> {
+  return db.query(
+    `select id, event_name, input from scheduler.runs
+      where workspace_id = $1 and status in ('queued', 'running', 'waiting', 'paused') and app = $2 and workflow = $3
+        and event_id is distinct from $4
+        and ($5::bigint = 0 or created_at > now() - $5::bigint * interval '1 millisecond')
+      order by created_at, id`,
+    [q.workspaceId, q.app, q.workflow, q.eventId, q.withinMs],
+  );
+}
+
 export async function runsForBulk(db: Database, workspaceId: string, f: BulkFilter, limit: number) {
   const params: unknown[] = [workspaceId];
   const where = ['workspace_id = $1'];
