@@ -62,7 +62,7 @@ describe('workflow policy', () => {
     expect(problems.join('\n')).toMatch(/batchEvents\.maxSize must be an integer from 1 to 100/);
   });
 
-  it('parses cancelOn (Inngest\'s shape) with its CEL over event and async, and refuses timeouts', () => {
+  it('parses cancelOn (Inngest\'s shape) with its CEL over event and async', () => {
     const { policy, problems } = parseWorkflowPolicy({
       name: 'w',
       cancelOn: [
@@ -80,7 +80,6 @@ describe('workflow policy', () => {
 
     const bad = parseWorkflowPolicy({
       cancelOn: [{ event: '' }, 'stop', { event: 'x', if: 'async.data.' }, { event: 'y', if: 'other.id == 1' }, { event: 'z', timeout: 'soon' }, { event: 'ok' }],
-      timeouts: { finish: '1h' },
     });
     expect(bad.policy.cancelOn).toEqual([{ event: 'ok', isPrefix: false, if: '', withinMs: 0 }]);
     expect(bad.problems).toEqual([
@@ -89,9 +88,25 @@ describe('workflow policy', () => {
       expect.stringMatching(/^cancelOn\[2\]\.if does not compile/),
       expect.stringMatching(/^cancelOn\[3\]\.if does not compile/),
       expect.stringMatching(/^cancelOn\[4\]\.timeout must be a duration from 1ms to 366d/),
-      expect.stringMatching(/^timeouts: run timeouts are not supported by this service yet/),
     ]);
     expect(parseWorkflowPolicy({ cancelOn: Array.from({ length: 11 }, () => ({ event: 'e' })) }).problems).toEqual(['cancelOn: at most 10 entries.']);
+  });
+
+  it('parses run timeouts: start and finish, each a duration up to a year', () => {
+    expect(parseWorkflowPolicy({ timeouts: { start: '10s', finish: '2d' } })).toEqual({
+      policy: expect.objectContaining({ timeouts: { startMs: 10_000, finishMs: 172_800_000 } }),
+      problems: [],
+    });
+    expect(parseWorkflowPolicy({ timeouts: { finish: 500 } }).policy.timeouts).toEqual({ finishMs: 500 });
+    expect(parseWorkflowPolicy({ timeouts: {} }).policy.timeouts).toBeUndefined();
+    const bad = parseWorkflowPolicy({ timeouts: { start: 'soon', finish: '400d', run: '1h' } });
+    expect(bad.policy.timeouts).toBeUndefined();
+    expect(bad.problems).toEqual([
+      'timeouts takes start and finish only (not run).',
+      expect.stringMatching(/^timeouts\.start must be a duration from 1ms to 366d/),
+      expect.stringMatching(/^timeouts\.finish must be a duration from 1ms to 366d/),
+    ]);
+    expect(parseWorkflowPolicy({ timeouts: '1h' }).problems).toEqual(['timeouts must be an object.']);
   });
 
   it('refuses debounce together with batchEvents', () => {

@@ -31,6 +31,8 @@ export interface WorkflowPolicy {
   singleton?: { key?: string; mode: 'skip' | 'cancel' };
   /** CEL: higher starts first among queued runs. */
   priority?: string;
+  /** Runs cancelled when still queued `startMs` after their creation, or not ended `finishMs` after it. */
+  timeouts?: { startMs?: number; finishMs?: number };
   /** Events that cancel the workflow's active runs (an event matching one of them cancels the runs its `if` selects). */
   cancelOn?: CancelOnSpec[];
 }
@@ -71,8 +73,9 @@ const EVENT_VARS = { variables: ['event'] };
 const CANCEL_VARS = { variables: ['event', 'async'] };
 /** cancelOn entries a workflow may declare. */
 export const MAX_CANCEL_ON = 10;
-/** cancelOn's `timeout`: up to a year (runs sleep for days). */
+/** cancelOn's `timeout` and `timeouts`: up to a year (runs sleep for days). */
 const MAX_CANCEL_WITHIN_MS = 366 * 86_400_000;
+const MAX_TIMEOUT_MS = MAX_CANCEL_WITHIN_MS;
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 const PART = /(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/gy;
@@ -120,6 +123,22 @@ export function parseCron(trigger: { cron: string; tz?: unknown; timezone?: unkn
 /** The first tick of a schedule strictly after `after`; null when it never fires again. */
 export function nextCronTick(spec: Pick<CronSpec, 'pattern' | 'tz'>, after: Date): Date | null {
   return new Cron(spec.pattern, { timezone: spec.tz, paused: true }).nextRun(after);
+}
+
+/**
+ * A registered `timeouts` in ms, leaving out what does not parse (the
+ * registration's parse names it): for readers of stored configs.
+ */
+export function runTimeouts(v: unknown): { startMs?: number; finishMs?: number } | undefined {
+  if (typeof v !== 'object' || v === null) return undefined;
+  const ms = (x: unknown) => {
+    const d = x === undefined || x === null ? undefined : parseDuration(x);
+    return d !== undefined && d >= 1 && d <= MAX_TIMEOUT_MS ? d : undefined;
+  };
+  const { start, finish } = v as { start?: unknown; finish?: unknown };
+  const startMs = ms(start);
+  const finishMs = ms(finish);
+  return startMs === undefined && finishMs === undefined ? undefined : { ...(startMs !== undefined && { startMs }), ...(finishMs !== undefined && { finishMs }) };
 }
 
 type Obj = Record<string, unknown>;
@@ -281,9 +300,14 @@ export function parseWorkflowPolicy(config: Obj): { policy: WorkflowPolicy; prob
     if (specs.length > 0) policy.cancelOn = specs;
   }
 
-  // Carried by the wire type and by other services' SDKs, but not enforced here: refused, never ignored.
-  if (config.timeouts !== undefined && config.timeouts !== null) {
-    problems.push('timeouts: run timeouts are not supported by this service yet; remove the field (a run may be cancelled with POST /v1/runs/{id}/cancel, or by an event with cancelOn).');
+  const to = obj('timeouts');
+  if (to) {
+    const unknown = Object.keys(to).filter((k) => k !== 'start' && k !== 'finish');
+    if (unknown.length > 0) problems.push(`timeouts takes start and finish only (not ${unknown.join(', ')}).`);
+    const within = (k: 'start' | 'finish') => (to[k] === undefined || to[k] === null ? undefined : duration(`timeouts.${k}`, to[k], 1, MAX_TIMEOUT_MS));
+    const startMs = within('start');
+    const finishMs = within('finish');
+    if (startMs !== undefined || finishMs !== undefined) policy.timeouts = { ...(startMs !== undefined && { startMs }), ...(finishMs !== undefined && { finishMs }) };
   }
 
   return { policy, problems };

@@ -358,6 +358,13 @@ export interface WorkflowRegistration {
    * created within it (ms, or "30m", "2d"). At most 10.
    */
   cancelOn?: CancelOn | CancelOn[];
+  /**
+   * The run is cancelled when still queued `start` after it was created
+   * (flow control, no room), or not ended `finish` after it (ms, or "30s",
+   * "2h", up to a year). Every run of the workflow: children, replays and
+   * onFailure runs too.
+   */
+  timeouts?: { start?: number | string; finish?: number | string };
   idempotency?: unknown;
   singleton?: unknown;
 }

@@ -17,7 +17,8 @@ import {
   serveDirectStarts,
 } from './handlers/commands.js';
 import { schedulerApi } from './handlers/api.js';
-import { controlApi } from './handlers/control-api.js';
+import { controlActions, controlApi, type ControlDeps } from './handlers/control-api.js';
+import { RunTimeouts } from './engine/run-timeouts.js';
 import { publishFrames } from './engine/live.js';
 import { checkpointApi, replicaService } from './handlers/checkpoint-api.js';
 import { CHECKPOINT_SOCKET_PATH, checkpointSocket } from './handlers/checkpoint-socket.js';
@@ -60,10 +61,26 @@ export async function startScheduler(cfg: Config, infra: Infra, opts: SchedulerO
     invokeTimeoutMs: cfg.SERVICE_INVOKE_TIMEOUT_MS,
     ...(opts.claimPollMs ? { pollMs: opts.claimPollMs } : {}),
   });
+  const reads = schedulerApi(db);
+  const controlDeps: ControlDeps = {
+    db,
+    log,
+    nudge: () => engine.nudge(),
+    outbox,
+    live: (run, frames) => publishFrames(bus, run, frames),
+    // The record a control action returns is the one GET /runs/{id} reads.
+    runRecord: async (workspaceId, id) =>
+      (await reads['runs.get']!({ caller: { workspaceId, actor: '', keyKind: '', requestId: '' }, params: { id }, query: {}, body: undefined }))
+        .body as Record<string, unknown>,
+  };
+  // Workflow timeouts cancel runs past them, on every replica.
+  const timeouts = new RunTimeouts({ db, log, cancel: controlActions(controlDeps).cancel });
+  timeouts.start();
   const facts = await consumeWorkflowFacts({ bus, workflows });
   const workspaceFacts = await consumeWorkspaceFacts({ bus, db });
-  const starts = await consumeStartRuns({ bus, db, engine, outbox });
-  const directStarts = serveDirectStarts({ bus, db, engine, outbox });
+  const startDeps = { bus, db, engine, outbox, onTimed: (ms: number) => timeouts.within(ms) };
+  const starts = await consumeStartRuns(startDeps);
+  const directStarts = serveDirectStarts(startDeps);
   engine.start();
   gauge('dws_scheduler_held_runs', 'Runs this replica is driving now.', () => (cfg.SERVICE_MAX_ACTIVE_RUNS - engine.capacity));
   // Runs not yet ended, by status, sampled from the scheduler's own table when scraped.
@@ -76,18 +93,7 @@ export async function startScheduler(cfg: Config, infra: Infra, opts: SchedulerO
   gauge('dws_scheduler_timers_due', 'Runs due now that no replica has claimed yet.', async () =>
     Number((await db.query<{ n: number }>(`select count(*)::int as n from scheduler.runs where status in ('queued', 'running', 'waiting') and lease_until <= now()`))[0]?.n ?? 0),
   );
-  const reads = schedulerApi(db);
-  const control = controlApi({
-    db,
-    log,
-    nudge: () => engine.nudge(),
-    outbox,
-    live: (run, frames) => publishFrames(bus, run, frames),
-    // The record a control action returns is the one GET /runs/{id} reads.
-    runRecord: async (workspaceId, id) =>
-      (await reads['runs.get']!({ caller: { workspaceId, actor: '', keyKind: '', requestId: '' }, params: { id }, query: {}, body: undefined }))
-        .body as Record<string, unknown>,
-  });
+  const control = controlApi(controlDeps);
   const checkpoints = checkpointApi({ bus, engine, tokens });
   const checkpointSockets = checkpointSocket({ direct: checkpoints.direct, log });
   const api = serveApi(bus, 'scheduler', log, { ...reads, ...control, ...checkpoints.bus });
@@ -108,6 +114,7 @@ export async function startScheduler(cfg: Config, infra: Infra, opts: SchedulerO
     routes: checkpoints.routes,
     upgrade: checkpointSockets.upgrade,
     async stop() {
+      await timeouts.stop();
       await retention.stop();
       await retentionFacts.stop();
       await api.stop();

@@ -211,7 +211,7 @@ export class Admission {
 
   /**
    * Hand a run to the scheduler through the outbox, with the fields it
-   * enforces (concurrency, priority, singleton) and throttle's start time,
+   * enforces (concurrency, priority, singleton, timeouts) and throttle's start time,
    * decided here under the throttle row's lock.
    */
   async startRun(tx: Database, policy: WorkflowPolicy | undefined, r: NewRun, out: OutboxMessage[]): Promise<void> {
@@ -243,6 +243,8 @@ export class Admission {
       singletonMode: f.singletonMode,
       batch: r.batch ?? false,
       session: r.session ?? '',
+      timeoutStartMs: BigInt(policy?.timeouts?.startMs ?? 0),
+      timeoutFinishMs: BigInt(policy?.timeouts?.finishMs ?? 0),
     });
     out.push({ subject: subjects.startRun, msgId: r.runId, payload: toBinary(StartRunSchema, cmd) });
   }

@@ -1,4 +1,5 @@
 import type { Database } from '@dws/db';
+import { runTimeouts } from '@dws/cel';
 import { toAiSpendCeilings, type AiSpendCeilings } from '@dws/protocol';
 
 /** The parts of a workflow definition the engine reads. */
@@ -66,11 +67,23 @@ export class WorkflowConfigs {
       }
       if (defs.length === 0) return;
       await tx.query(
-        `insert into scheduler.workflows (workspace_id, app, name, config, updated_at)
-         select $1, $2, w.name, w.config, now() from jsonb_to_recordset($3::jsonb) as w(name text, config jsonb)
-         on conflict (workspace_id, app, name) do update set config = excluded.config, updated_at = now()`,
-        [workspaceId, app, `[${defs.map((d) => `{"name":${JSON.stringify(d.name)},"config":${d.configJson}}`).join(',')}]`],
+        `insert into scheduler.workflows (workspace_id, app, name, config, timeout_start_ms, timeout_finish_ms, updated_at)
+         select $1, $2, w.name, w.config, w.start_ms, w.finish_ms, now() from jsonb_to_recordset($3::jsonb) as w(name text, config jsonb, start_ms bigint, finish_ms bigint)
+         on conflict (workspace_id, app, name) do update
+           set config = excluded.config, timeout_start_ms = excluded.timeout_start_ms, timeout_finish_ms = excluded.timeout_finish_ms, updated_at = now()`,
+        [workspaceId, app, `[${defs.map((d) => `{"name":${JSON.stringify(d.name)},"config":${d.configJson},${timeoutsJson(d.configJson)}}`).join(',')}]`],
       );
     });
   }
+}
+
+/** The config's `timeouts` as the recordset's start_ms and finish_ms (null: none), kept beside it for the runs the scheduler starts. */
+function timeoutsJson(configJson: string): string {
+  let t: ReturnType<typeof runTimeouts>;
+  try {
+    t = runTimeouts((JSON.parse(configJson) as { timeouts?: unknown } | null)?.timeouts);
+  } catch {
+    t = undefined;
+  }
+  return `"start_ms":${t?.startMs ?? null},"finish_ms":${t?.finishMs ?? null}`;
 }

@@ -15,7 +15,14 @@ import type { WorkflowConfigs } from '../engine/workflow-configs.js';
 const dec = new TextDecoder();
 const enc = new TextEncoder();
 
-type StartRunDeps = { bus: Bus; db: Database; engine: Engine; outbox: Outbox };
+type StartRunDeps = {
+  bus: Bus;
+  db: Database;
+  engine: Engine;
+  outbox: Outbox;
+  /** A run with timeouts was stored: its earliest deadline is this far away. */
+  onTimed?: (ms: number) => void;
+};
 
 /**
  * StartRun commands: insert the run held by this replica and drive it at
@@ -67,11 +74,15 @@ async function startRun(opts: StartRunDeps, cmd: StartRun): Promise<void> {
     inputJson,
     createdAtMs: Number(cmd.createdAtMs) || Date.now(),
     session: cmd.session || null,
+    ...(cmd.timeoutStartMs > 0n && { timeoutStartMs: Number(cmd.timeoutStartMs) }),
+    ...(cmd.timeoutFinishMs > 0n && { timeoutFinishMs: Number(cmd.timeoutFinishMs) }),
   };
   const notBeforeMs = Number(cmd.notBeforeMs);
-  // Flow control, or no room to drive it now (back-pressure): store it queued; a replica with room claims it.
-  if (cmd.concurrencyLimit > 0 || notBeforeMs > Date.now() || cmd.singletonMode || opts.engine.capacity <= 0) {
+  const timed = newRun.timeoutStartMs !== undefined || newRun.timeoutFinishMs !== undefined;
+  // Flow control, timeouts, or no room to drive it now (back-pressure): store it queued; a replica with room claims it.
+  if (cmd.concurrencyLimit > 0 || notBeforeMs > Date.now() || cmd.singletonMode || timed || opts.engine.capacity <= 0) {
     await startUnderFlowControl(opts, cmd, newRun, notBeforeMs);
+    if (timed) opts.onTimed?.(Math.min(newRun.timeoutStartMs ?? Infinity, newRun.timeoutFinishMs ?? Infinity));
     return;
   }
   const frames: NewFrame[] = [

@@ -74,11 +74,11 @@ export interface ControlDeps {
   live(run: LiveRun, frames: NewFrame[]): void;
 }
 
-/**
- * Run control (SPEC Run control and transitions), each action written to the
- * audit log. A failed audit write is logged and never fails the action.
- */
-export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
+/** Cancel one run (and audit it): see controlActions. */
+export type CancelRun = (caller: Caller, id: string | undefined, message: string, detail?: unknown, strict?: boolean) => Promise<boolean>;
+
+/** What every control action shares, and the cancel that run timeouts use too. */
+export function controlActions(deps: ControlDeps) {
   const { db, log } = deps;
 
   const audit = async (caller: Caller, action: string, e: { runId?: string; newRunId?: string; detail?: unknown }) => {
@@ -104,7 +104,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
    * Cancel one run and audit it. An ended run is a 409, or (`strict` false:
    * cancelOn racing the run's end, or its deletion) nothing: false.
    */
-  const cancel = async (caller: Caller, id: string | undefined, message: string, detail?: unknown, strict = true): Promise<boolean> => {
+  const cancel: CancelRun = async (caller: Caller, id: string | undefined, message: string, detail?: unknown, strict = true) => {
     const done = await withTxRetry(db, async (tx) => {
       const run = strict ? await mustLock(tx, caller, id) : id ? await lockRun(tx, caller.workspaceId, id) : undefined;
       if (!run || TERMINAL.has(run.status)) {
@@ -121,6 +121,17 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
     await audit(caller, 'cancel', { runId: id, ...(detail === undefined ? {} : { detail }) });
     return true;
   };
+
+  return { audit, mustLock, publish, cancel };
+}
+
+/**
+ * Run control (SPEC Run control and transitions), each action written to the
+ * audit log. A failed audit write is logged and never fails the action.
+ */
+export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
+  const { db, log } = deps;
+  const { audit, mustLock, publish, cancel } = controlActions(deps);
 
   /** A new run from a finished one (replay, retry-from-step, bulk replay), with its queued frame to publish once `tx` commits (`launch`). */
   const fork = async (tx: Database, src: ControlRun, inputJson: string): Promise<Forked> => {

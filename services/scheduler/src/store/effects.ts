@@ -33,7 +33,8 @@ export interface QueuedRun extends Omit<NewRun, 'createdAtMs'> {
 
 /**
  * Insert a run that any replica may pick up at once (queued, due now), with
- * its queued frame. Children, onFailure runs and replays start this way.
+ * its queued frame and its workflow's timeouts (from the projection, in the
+ * same statement). Children, onFailure runs and replays start this way.
  * Returns its queued frame to go live, or nothing when the id existed.
  */
 export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<RunEffects> {
@@ -41,8 +42,9 @@ export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<RunEf
   const rows = await db.query(
     `with r as (
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, input,
-                                   next_seq, lease_until, started_at, parent_run_id, parent_step_id, on_failure_of)
-       values ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, 2, now(), now(), $11, $12, $13)
+                                   next_seq, lease_until, started_at, parent_run_id, parent_step_id, on_failure_of, timeout_start_ms, timeout_finish_ms)
+       select $1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, 2, now(), now(), $11, $12, $13, w.timeout_start_ms, w.timeout_finish_ms
+         from (select 1) one left join scheduler.workflows w on w.workspace_id = $2 and w.app = $4 and w.name = $3
        on conflict (id) do nothing
        returning id
      )

@@ -26,10 +26,11 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
   const rows = await tx.query<{ id: string }>(
     `with r as (
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, input,
-                                   next_seq, lease_until, created_at, started_at, concurrency_key, concurrency_limit, admitted, priority, singleton_key, session)
+                                   next_seq, lease_until, created_at, started_at, concurrency_key, concurrency_limit, admitted, priority, singleton_key, session,
+                                   timeout_start_ms, timeout_finish_ms)
        values ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, 2,
                case when $13::boolean then null else greatest(now(), to_timestamp($11::bigint / 1000.0)) end,
-               to_timestamp($12::bigint / 1000.0), now(), $14, $15, not $13::boolean, $16, $17, $18)
+               to_timestamp($12::bigint / 1000.0), now(), $14, $15, not $13::boolean, $16, $17, $18, $21, $22)
        on conflict (id) do nothing
        returning id
      )
@@ -39,7 +40,7 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
     [
       run.id, run.workspaceId, run.workflow, run.app, run.runner, run.triggerKind, run.eventId, run.eventName, run.replayOf, run.inputJson,
       flow.notBeforeMs, run.createdAtMs, limited, limited ? flow.concurrencyKey : null, flow.concurrencyLimit, flow.priority, flow.singletonKey,
-      run.session ?? null, JSON.stringify(queued.fields), queued.ts,
+      run.session ?? null, JSON.stringify(queued.fields), queued.ts, run.timeoutStartMs ?? null, run.timeoutFinishMs ?? null,
     ],
   );
   return rows.length === 1 ? queued : undefined;

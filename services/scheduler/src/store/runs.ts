@@ -41,6 +41,9 @@ export interface NewRun {
   createdAtMs: number;
   /** The triggering event's session, or null. */
   session?: string | null;
+  /** The workflow's timeouts (StartRun's; unset: none). Such a run starts under flow control (insertFlowRun). */
+  timeoutStartMs?: number;
+  timeoutFinishMs?: number;
 }
 
 /**

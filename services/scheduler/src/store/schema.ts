@@ -50,6 +50,9 @@ export const runs = scheduler.table(
     admitted: boolean('admitted').notNull().default(true),
     priority: bigint('priority', { mode: 'number' }).notNull().default(0),
     singletonKey: text('singleton_key'),
+    /** The workflow's `timeouts` (null: none): cancelled when still queued and never started `start` after creation, or not ended `finish` after it. */
+    timeoutStartMs: bigint('timeout_start_ms', { mode: 'number' }),
+    timeoutFinishMs: bigint('timeout_finish_ms', { mode: 'number' }),
     leaseOwner: text('lease_owner'),
     leaseUntil: timestamp('lease_until', { withTimezone: true }),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
@@ -82,6 +85,10 @@ export const runs = scheduler.table(
     index('runs_due').on(t.leaseUntil).where(sql`status in ('queued', 'running', 'waiting')`),
     // Retention (store/retention.ts): a workspace's ended runs, oldest first; the skip scan of workspaces rides it too.
     index('runs_ws_ended').on(t.workspaceId, t.endedAt).where(sql`status in ('succeeded', 'failed', 'cancelled')`),
+    // Run timeouts (engine/run-timeouts.ts): only the active runs that have one.
+    index('runs_timeouts')
+      .on(t.createdAt)
+      .where(sql`(timeout_start_ms is not null or timeout_finish_ms is not null) and status in ('queued', 'running', 'waiting', 'paused')`),
     // Retention keeps a failed run while its onFailure run is not over (held-run.ts reads its error).
     index('runs_on_failure_of').on(t.onFailureOf).where(sql`on_failure_of is not null`),
   ],
@@ -200,6 +207,9 @@ export const workflows = scheduler.table(
     app: text('app').notNull(),
     name: text('name').notNull(),
     config: jsonb('config').notNull(),
+    /** The config's `timeouts` in ms (null: none), for the runs the scheduler starts itself (children, replays, onFailure runs). */
+    timeoutStartMs: bigint('timeout_start_ms', { mode: 'number' }),
+    timeoutFinishMs: bigint('timeout_finish_ms', { mode: 'number' }),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [primaryKey({ columns: [t.workspaceId, t.app, t.name] })],
