@@ -2,7 +2,7 @@ import { integer, text, timestamp, type PgSchema } from 'drizzle-orm/pg-core';
 import type { Bus, Subscription } from '@dws/bus';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
-import { fromBinary, WorkspaceUpsertedSchema } from '@dws/proto';
+import { fromBinary, WorkspaceUpsertedSchema, type WorkspaceUpserted } from '@dws/proto';
 import { PollLoop } from './poll-loop.js';
 import { streams, subjects } from './topology.js';
 
@@ -29,7 +29,9 @@ const SCHEMA_NAME = /^[a-z_][a-z0-9_]*$/;
 /**
  * Keep `<schema>.retention` in step with the gateway's WorkspaceUpserted
  * facts, on a durable of the service's own. The fact is whole, so the last
- * one wins; a fact from an older gateway carries 0 (the default).
+ * one wins; a fact from an older gateway carries 0 (the default). `also`:
+ * the service's other projection of the same fact, on the same consumer
+ * (an idle pull consumer is not free: each wakes nats-server).
  */
 export function followRetention(d: {
   bus: Bus;
@@ -38,6 +40,7 @@ export function followRetention(d: {
   schema: string;
   /** The service's own durable name on GATEWAY_FACTS (e.g. `scheduler-retention`). */
   durable: string;
+  also?: (fact: WorkspaceUpserted) => Promise<void>;
 }): Promise<Subscription> {
   if (!SCHEMA_NAME.test(d.schema)) throw new Error(`followRetention: invalid schema ${JSON.stringify(d.schema)}`);
   return d.bus.consume({ stream: streams.gatewayFacts.name, durable: d.durable, filterSubject: subjects.workspaceUpserted }, async (msg) => {
@@ -47,6 +50,7 @@ export function followRetention(d: {
        on conflict (workspace_id) do update set days = excluded.days, updated_at = now()`,
       [fact.workspaceId, fact.retentionDays],
     );
+    await d.also?.(fact);
   });
 }
 

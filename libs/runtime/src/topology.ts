@@ -49,9 +49,12 @@ export const subjects = {
   /** WorkspaceUpserted: gateway -> invoker (signing keys) and others. */
   workspaceUpserted: 'gateway.fact.workspace',
   /** ApiRequest for `waiters.wake`: ingest -> scheduler when the request could not be made at once (durable). */
-  wakeWaiters: 'scheduler.cmd.wake',
-  /** ApiRequest `runs.cancelOn`: ingest -> scheduler, an event matched a workflow's cancelOn (written with the event, applied once). */
-  cancelOn: 'scheduler.cmd.cancel_on',
+  /**
+   * Scheduler API calls as durable commands (ApiRequest; its op picks the call), one consumer for all:
+   * ingest's deferred `waiters.wake` and each `runs.cancelOn` (an event matched workflows' cancelOn,
+   * written with the event).
+   */
+  schedulerApiCommand: 'scheduler.cmd.wake',
   /** EmitEvent: scheduler -> ingest (step.emit). */
   emitEvent: 'ingest.cmd.emit',
   /** SendWebhook: scheduler -> webhook-dispatcher (ctx.webhook.send). */

@@ -278,7 +278,7 @@ describe.each(modes())('ingest events (%s)', (mode) => {
     // The wakes ingest queues durably, as the scheduler would receive them.
     const wakes: string[] = [];
     const consumer = await h.bus.consume(
-      { stream: streams.schedulerCmds.name, durable: uniqueName('wakes'), filterSubject: subjects.wakeWaiters },
+      { stream: streams.schedulerCmds.name, durable: uniqueName('wakes'), filterSubject: subjects.schedulerApiCommand },
       async (msg) => void wakes.push(msg.msgId ?? ''),
     );
     h.scheduler['waiters.wake'] = wake;

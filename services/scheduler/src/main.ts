@@ -7,13 +7,11 @@ import { Engine } from './engine/engine.js';
 import { WorkflowConfigs } from './engine/workflow-configs.js';
 import { DirectRoutes } from './engine/direct-routes.js';
 import {
+  consumeApiCommands,
   consumeApprovalsListed,
-  consumeCancelOn,
-  consumeDeferredWakes,
   consumeResolves,
   consumeStartRuns,
   consumeWorkflowFacts,
-  consumeWorkspaceFacts,
   serveDirectStarts,
 } from './handlers/commands.js';
 import { schedulerApi } from './handlers/api.js';
@@ -25,6 +23,7 @@ import { CHECKPOINT_SOCKET_PATH, checkpointSocket } from './handlers/checkpoint-
 import { CheckpointTokens } from './domain/checkpoint-token.js';
 import { releaseAllLeases } from './store/runs.js';
 import { schedulerRetention } from './store/retention.js';
+import { saveModelCeilings } from './store/ai-spend.js';
 
 const MIGRATIONS = fileURLToPath(new URL('./store/migrations', import.meta.url));
 
@@ -77,7 +76,6 @@ export async function startScheduler(cfg: Config, infra: Infra, opts: SchedulerO
   const timeouts = new RunTimeouts({ db, log, cancel: controlActions(controlDeps).cancel });
   timeouts.start();
   const facts = await consumeWorkflowFacts({ bus, workflows });
-  const workspaceFacts = await consumeWorkspaceFacts({ bus, db });
   const startDeps = { bus, db, engine, outbox, onTimed: (ms: number) => timeouts.within(ms) };
   const starts = await consumeStartRuns(startDeps);
   const directStarts = serveDirectStarts(startDeps);
@@ -99,12 +97,18 @@ export async function startScheduler(cfg: Config, infra: Infra, opts: SchedulerO
   const api = serveApi(bus, 'scheduler', log, { ...reads, ...control, ...checkpoints.bus });
   // Checkpoints relayed by another replica to the one driving the pass.
   const replicaApi = serveApi(bus, replicaService(owner), log, checkpoints.bus);
-  const wakes = await consumeDeferredWakes({ bus, wake: control['waiters.wake']! });
-  const cancels = await consumeCancelOn({ bus, cancelOn: control['runs.cancelOn']! });
+  const commands = await consumeApiCommands({ bus, log, handlers: { 'waiters.wake': control['waiters.wake']!, 'runs.cancelOn': control['runs.cancelOn']! } });
   const resolves = await consumeResolves({ bus, db, nudge: () => engine.nudge() });
   const listed = await consumeApprovalsListed({ bus, db });
   // Ended runs and audit rows past each workspace's window go, in small batches, on every replica (docs/retention.md).
-  const retentionFacts = await followRetention({ bus, db, schema: 'scheduler', durable: 'scheduler-retention' });
+  // The same consumer keeps the monthly model ceilings a pass with a model call checks.
+  const retentionFacts = await followRetention({
+    bus,
+    db,
+    schema: 'scheduler',
+    durable: 'scheduler-retention',
+    also: (fact) => saveModelCeilings(db, fact.workspaceId, fact.modelTokensPerMonth, fact.modelCostPerMonth),
+  });
   const retention = new Retention({ db, log, schema: 'scheduler', targets: schedulerRetention });
   retention.start();
 
@@ -121,12 +125,10 @@ export async function startScheduler(cfg: Config, infra: Infra, opts: SchedulerO
       await replicaApi.stop();
       await directStarts.stop();
       await starts.stop();
-      await wakes.stop();
-      await cancels.stop();
+      await commands.stop();
       await resolves.stop();
       await listed.stop();
       await Promise.all(facts.map((f) => f.stop()));
-      await workspaceFacts.stop();
       await engine.stop();
       await checkpointSockets.close();
       await http.close();

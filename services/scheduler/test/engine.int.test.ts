@@ -194,7 +194,7 @@ describe.each(modes())('scheduler engine (%s)', (mode) => {
       workspaceId: WS, actor: 'ingest', keyKind: 'internal', requestId: '', op: 'waiters.wake',
       body: new TextEncoder().encode('{"params":{},"query":{},"body":{"name":"order.approved","data":{"orderId":"o-1"},"id":"evt_deferred"}}'),
     });
-    await h.bus.publish(subjects.wakeWaiters, toBinary(ApiRequestSchema, req), { msgId: 'wake:evt_deferred' });
+    await h.bus.publish(subjects.schedulerApiCommand, toBinary(ApiRequestSchema, req), { msgId: 'wake:evt_deferred' });
     const run = await h.waitFor(id, ['succeeded']);
     expect(run.result.results.approval).toMatchObject({ id: 'evt_deferred', data: { orderId: 'o-1' } });
   });

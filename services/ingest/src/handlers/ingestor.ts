@@ -499,7 +499,7 @@ function wakeCommand(caller: Caller, ev: EventInput, id: string, tsMs: number): 
     op: 'waiters.wake',
     body: enc.encode(`{"params":{},"query":{},"body":${wakeBody(ev, id, tsMs)}}`),
   });
-  return { subject: subjects.wakeWaiters, msgId: `wake:${id}`, payload: toBinary(ApiRequestSchema, req) };
+  return { subject: subjects.schedulerApiCommand, msgId: `wake:${id}`, payload: toBinary(ApiRequestSchema, req) };
 }
 
 /**
@@ -516,7 +516,7 @@ function cancelOnCommand(caller: Caller, ev: EventInput, id: string, tsMs: numbe
     op: 'runs.cancelOn',
     body: enc.encode(`{"params":{},"query":{},"body":{"event":${wakeBody(ev, id, tsMs)},"matches":${JSON.stringify(matches)}}}`),
   });
-  return { subject: subjects.cancelOn, msgId: `cancel-on:${id}`, payload: toBinary(ApiRequestSchema, req) };
+  return { subject: subjects.schedulerApiCommand, msgId: `cancel-on:${id}`, payload: toBinary(ApiRequestSchema, req) };
 }
 
 /** The event as admission (and the debounce and batch buffers) take it. */

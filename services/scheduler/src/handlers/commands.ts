@@ -1,8 +1,8 @@
 import type { Bus, Subscription } from '@dws/bus';
+import type { Logger } from '@dws/log';
 import { withTxRetry, type Database } from '@dws/db';
-import { ApiRequestSchema, ApprovalListedSchema, fromBinary, ResolveStepSchema, StartRunSchema, WorkflowsRegisteredSchema, WorkspaceUpsertedSchema, type StartRun } from '@dws/proto';
+import { ApiRequestSchema, ApprovalListedSchema, fromBinary, ResolveStepSchema, StartRunSchema, WorkflowsRegisteredSchema, type StartRun } from '@dws/proto';
 import { COMMAND_ACK_WAIT_MS, streams, subjects, type ApiHandler, type Outbox, type OutboxMessage } from '@dws/runtime';
-import { saveModelCeilings } from '../store/ai-spend.js';
 import { markApprovalListed, resolveStep, type NewFrame, type NewRun } from '../store/runs.js';
 import { lockRun } from '../store/control.js';
 import { cancelLockedRun } from '../store/effects.js';
@@ -136,21 +136,6 @@ export async function consumeWorkflowFacts(opts: { bus: Bus; workflows: Workflow
 }
 
 /**
- * Keep the projection of each workspace's monthly model ceilings (the
- * gateway's WorkspaceUpserted: the fact is whole, the last one wins) that a
- * pass with a model call checks before it is made.
- */
-export function consumeWorkspaceFacts(opts: { bus: Bus; db: Database }): Promise<Subscription> {
-  return opts.bus.consume(
-    { stream: streams.gatewayFacts.name, durable: 'scheduler-model-ceilings', filterSubject: subjects.workspaceUpserted },
-    async (msg) => {
-      const fact = fromBinary(WorkspaceUpsertedSchema, msg.data);
-      await saveModelCeilings(opts.db, fact.workspaceId, fact.modelTokensPerMonth, fact.modelCostPerMonth);
-    },
-  );
-}
-
-/**
  * A run ingest flagged with flow control, or one that came while this
  * replica had no room: singleton first (skip: this run is cancelled as
  * skipped when one of its key is active; cancel: the active ones are
@@ -213,25 +198,23 @@ async function startUnderFlowControl(
 }
 
 /**
- * Wakes ingest could not deliver at once (scheduler unreachable): the same
- * `waiters.wake` call, replayed from the stream. Idempotent: a waiter is
- * resolved once, a redelivery finds nobody left waiting.
+ * Scheduler API calls that came as durable commands (ApiRequest on
+ * `scheduler.cmd.wake`, one consumer for all): a wake ingest could not
+ * deliver at once (`waiters.wake`, idempotent: a waiter is resolved once) and
+ * an event's cancelOn (`runs.cancelOn`: applying it again cancels nothing
+ * more). The request's op picks the handler.
  */
-export function consumeDeferredWakes(opts: { bus: Bus; wake: ApiHandler }): Promise<Subscription> {
-  return consumeApiCommands(opts.bus, { durable: 'scheduler-wakes', subject: subjects.wakeWaiters }, opts.wake);
-}
-
-/** runs.cancelOn commands: an event ingest stored matched workflows' cancelOn. Applying one again cancels nothing more. */
-export function consumeCancelOn(opts: { bus: Bus; cancelOn: ApiHandler }): Promise<Subscription> {
-  return consumeApiCommands(opts.bus, { durable: 'scheduler-cancel-on', subject: subjects.cancelOn }, opts.cancelOn);
-}
-
-/** An API call that came as a durable command (ApiRequest on SCHEDULER_CMDS) rather than a request. */
-function consumeApiCommands(bus: Bus, on: { durable: string; subject: string }, handler: ApiHandler): Promise<Subscription> {
-  return bus.consume(
-    { stream: streams.schedulerCmds.name, durable: on.durable, filterSubject: on.subject, concurrency: 8, ackWaitMs: COMMAND_ACK_WAIT_MS },
+export function consumeApiCommands(opts: { bus: Bus; log: Logger; handlers: Record<string, ApiHandler> }): Promise<Subscription> {
+  return opts.bus.consume(
+    { stream: streams.schedulerCmds.name, durable: 'scheduler-wakes', filterSubject: subjects.schedulerApiCommand, concurrency: 8, ackWaitMs: COMMAND_ACK_WAIT_MS },
     async (msg) => {
       const req = fromBinary(ApiRequestSchema, msg.data);
+      const handler = opts.handlers[req.op];
+      if (!handler) {
+        // No redelivery makes this op known to this version: dropping it is all there is.
+        opts.log.warn({ op: req.op, seq: msg.seq }, 'scheduler command with an unknown op; dropped');
+        return;
+      }
       const parsed = JSON.parse(dec.decode(req.body)) as { body?: unknown };
       await handler({
         caller: { workspaceId: req.workspaceId, actor: req.actor, keyKind: req.keyKind, requestId: req.requestId, suspended: false },
