@@ -159,7 +159,7 @@ export class UsageMeter {
       const row = await lockWorkspace(tx, fact.workspaceId);
       if (!row) return undefined;
       const usage = await recordModelUsage(tx, fact.workspaceId, fact.month, fact.tokens, fact.cost);
-      // A report of another month (clocks apart at its turn) is kept under it and settles nothing now.
+      // A report of another month (clocks apart at its turn) is kept under it; the settle reads the current month's usage.
       return settleWorkspace(tx, this.d, row, current, {}, fact.month === current ? usage : undefined);
     });
     await this.published(settled);

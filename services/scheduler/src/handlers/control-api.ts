@@ -174,7 +174,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
       const ev = wakeEvent(b.event);
       if (!ev?.id || !Array.isArray(b.matches)) throw invalid('invalid_body', 'runs.cancelOn needs { event: { name, data, id }, matches: [...] }.');
       const async_ = { name: ev.name, data: ev.data, id: ev.id, ts: ev.ts };
-      const cancelled: string[] = [];
+      const cancelled = new Set<string>();
       for (const m of b.matches as { app?: unknown; workflow?: unknown; if?: unknown; withinMs?: unknown }[]) {
         const app = typeof m?.app === 'string' ? m.app : undefined;
         const workflow = str(m?.workflow);
@@ -182,13 +182,13 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
         const withinMs = typeof m.withinMs === 'number' && m.withinMs > 0 ? Math.floor(m.withinMs) : 0;
         const expr = str(m.if);
         for (const run of await activeRunsOf(db, { workspaceId: caller.workspaceId, app, workflow, eventId: ev.id, withinMs })) {
-          if (cancelled.includes(run.id)) continue;
+          if (cancelled.has(run.id)) continue;
           if (expr && !celMatches(expr, { event: { name: run.event_name ?? '', data: parseInput(run.input) }, async: async_ })) continue;
           const detail = { cancelOn: { event: ev.name, eventId: ev.id } };
-          if (await cancel(caller, run.id, `Cancelled by event ${ev.name} (${ev.id}): it matched the workflow's cancelOn.`, detail, false)) cancelled.push(run.id);
+          if (await cancel(caller, run.id, `Cancelled by event ${ev.name} (${ev.id}): it matched the workflow's cancelOn.`, detail, false)) cancelled.add(run.id);
         }
       }
-      return { body: { cancelled } };
+      return { body: { cancelled: [...cancelled] } };
     },
 
     async 'runs.pause'({ caller, params }) {
