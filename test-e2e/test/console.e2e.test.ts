@@ -181,6 +181,10 @@ suite(`web console in Chromium on ${mode}`, () => {
           await step.sleep('cool-down', '1h');
           return step.run('publish', () => ({ published: rows.rows }));
         });
+        r.workflow('quick-quote', { triggers: [{ event: 'quote.requested' }], timeouts: { finish: '1s' } }, async ({ step }) => {
+          await step.sleep('wait-for-pricing', '1h');
+          return 'late';
+        });
         r.workflow<{ invoice: string }>('send-invoice', { triggers: [{ event: 'invoice.created' }] }, async ({ event, step }) => {
           const pdf = await step.run('render-pdf', () => {
             invoices.renders++;
@@ -366,6 +370,15 @@ suite(`web console in Chromium on ${mode}`, () => {
     const run = await runOf(runId);
     expect(run.status).toBe('cancelled');
   }, 90_000);
+
+  it('says why a run was cancelled by its timeout, where the audit names only the system', async () => {
+    const { runId } = await send('quote.requested', {});
+    await eventually('the quote run to time out', async () => runReached(await runOf(runId), ['cancelled']));
+    await open(`/runs/${runId}`);
+    await page.getByTestId('cancelled').getByText('Timed out: the run did not finish within 1 s (timeouts.finish).').waitFor();
+    await page.getByRole('tab', { name: /Audit/ }).click();
+    await page.getByRole('tabpanel').getByRole('row').filter({ hasText: 'system:timeout' }).waitFor();
+  }, 60_000);
 
   it('retries a failed run from its failed step: the earlier step is not run again', async () => {
     const { runId } = await send('invoice.created', { invoice: 'INV-2042' });

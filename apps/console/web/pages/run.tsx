@@ -220,14 +220,20 @@ export function RunPage({ id }: { id: string }): JSX.Element {
   );
 }
 
-/** Who cancelled the run and when, from its control audit (the run read itself does not say). */
+/**
+ * Who cancelled the run and when, from its control audit (the run read itself
+ * does not say); for a cancel by an event (cancelOn) or a timeout, the run's
+ * error says why, where the audit's actor would name only a key or the system.
+ */
 function CancelledCallout({ run, audit }: { run: RunDetail; audit: ControlAction[] | undefined }): JSX.Element {
   const entry = audit?.find((a) => a.action === 'cancel');
+  const d = entry?.detail as { cancelOn?: unknown; timeout?: unknown } | undefined;
+  const why = d && (d.cancelOn || d.timeout) ? run.error?.message : undefined;
   return (
     <div class="callout callout-mute" data-testid="cancelled">
       <div class="callout-title">Cancelled</div>
       <div class="callout-body">
-        {entry?.actor ? <>By <strong>{entry.actor}</strong> </> : 'This run was cancelled '}
+        {why ? <>{why} </> : entry?.actor ? <>By <strong>{entry.actor}</strong> </> : 'This run was cancelled '}
         <Time at={entry?.createdAt ?? run.endedAt} />. Its finished steps keep their results; replay it to run it again.
       </div>
     </div>

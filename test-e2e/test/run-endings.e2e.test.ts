@@ -1,0 +1,188 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { api, eventually } from '../src/api.js';
+import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
+import { realInfra } from '../src/infra.js';
+import { startRunner, type TestRunner } from '../src/runner.js';
+
+const modes: Mode[] = realInfra() ? ['embedded', 'fleet'] : ['embedded'];
+
+/**
+ * Runs ended by something other than their code, each a cancel audited in
+ * GET /v1/control-actions:
+ * - cancelOn (Inngest's shape): an event matching a workflow's cancelOn
+ *   cancels its active runs that the entry's `if` selects (`event` is the
+ *   run's own triggering event, `async` the incoming one), within its
+ *   `timeout` of their start; the event ingest stored carries the command,
+ *   the scheduler applies it.
+ * - timeouts: a run still queued `start` after it was created, or not ended
+ *   `finish` after it, is cancelled by system:timeout; the runs the
+ *   scheduler starts itself (a child here) get their workflow's timeouts too.
+ */
+describe.each(modes)('runs ended by cancelOn and timeouts on %s', (mode) => {
+  let dep: Deployment;
+  let runner: TestRunner;
+
+  beforeAll(async () => {
+    dep = await startDeployment(mode);
+    runner = await startRunner(dep, (r) => {
+      const sleeper = async ({ step }: any) => {
+        await step.run('first', () => 1);
+        await step.sleep('wait', '1h');
+        return 2;
+      };
+      r.workflow(
+        'order-flow',
+        {
+          triggers: [{ event: 'order.created' }],
+          cancelOn: [{ event: 'order.cancelled', if: 'async.data.orderId == event.data.orderId' }],
+        },
+        sleeper,
+      );
+      r.workflow('recent-only', { triggers: [{ event: 'recent.go' }], cancelOn: { event: 'recent.stop', timeout: '1500ms' } }, sleeper);
+      r.workflow('self-stopping', { triggers: [{ event: 'loop.tick' }], cancelOn: { event: 'loop.tick' } }, sleeper);
+      r.workflow('slow', { timeouts: { finish: '1500ms' } }, sleeper);
+      r.workflow('one-at-a-time', { concurrency: { limit: 1 }, timeouts: { start: '1s' } }, sleeper);
+      r.workflow('parent', {}, async ({ step }: any) => {
+        try {
+          await step.runWorkflow('child', { workflow: 'slow', data: {} });
+          return { child: 'ended' };
+        } catch (err) {
+          return { child: (err as Error).message };
+        }
+      });
+    });
+  }, 180_000);
+
+  afterAll(async () => {
+    await runner?.close();
+    await dep?.stop();
+  }, 60_000);
+
+  const send = async (name: string, data: unknown = {}) => {
+    const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name, data } });
+    expect(r.status).toBe(202);
+    return r.body as { id: string; runId?: string };
+  };
+  const get = async (id: string) => (await api(dep.base, 'GET', `/v1/runs/${id}`, { key: dep.secretKey })).body;
+  const reached = (id: string, status: string) =>
+    eventually(
+      `run ${id} ${status}`,
+      async () => {
+        const r = await get(id);
+        return r.status === status ? r : undefined;
+      },
+      20_000,
+    );
+  const sleeping = (id: string) => reached(id, 'waiting');
+  const cancelled = (id: string) => reached(id, 'cancelled');
+  const audit = async (runId: string) =>
+    (await api(dep.base, 'GET', `/v1/control-actions?runId=${runId}`, { key: dep.secretKey })).body as any[];
+
+  describe('cancelOn', () => {
+    it('cancels the runs whose if holds for the incoming event, and audits each cancel', async () => {
+      const o1 = (await send('order.created', { orderId: `o1-${mode}` })).runId!;
+      const o2 = (await send('order.created', { orderId: `o2-${mode}` })).runId!;
+      await sleeping(o1);
+      await sleeping(o2);
+
+      const stop = await send('order.cancelled', { orderId: `o1-${mode}` });
+      await cancelled(o1);
+      expect((await get(o1)).error).toMatchObject({
+        message: `Cancelled by event order.cancelled (${stop.id}): it matched the workflow's cancelOn.`,
+      });
+      expect(await audit(o1)).toEqual([
+        expect.objectContaining({ action: 'cancel', runId: o1, detail: { cancelOn: { event: 'order.cancelled', eventId: stop.id } } }),
+      ]);
+
+      // o2's orderId differs: it sleeps on (the same command would have cancelled it with o1).
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await get(o2)).status).toBe('waiting');
+      await send('order.cancelled', { orderId: `o2-${mode}` });
+      await cancelled(o2);
+    }, 60_000);
+
+    it('cancels only runs started within its timeout', async () => {
+      const old = (await send('recent.go')).runId!;
+      await sleeping(old);
+      await new Promise((r) => setTimeout(r, 1800));
+      const young = (await send('recent.go')).runId!;
+      await sleeping(young);
+      await send('recent.stop');
+      await cancelled(young);
+      await new Promise((r) => setTimeout(r, 500));
+      expect((await get(old)).status).toBe('waiting');
+      await api(dep.base, 'POST', `/v1/runs/${old}/cancel`, { key: dep.secretKey });
+    }, 60_000);
+
+    it('never cancels the run its own event started', async () => {
+      const first = (await send('loop.tick')).runId!;
+      await sleeping(first);
+      const second = (await send('loop.tick')).runId!;
+      await cancelled(first);
+      await sleeping(second);
+      expect((await get(second)).status).toBe('waiting');
+    }, 60_000);
+
+    it('refuses a malformed cancelOn at registration with a 400', async () => {
+      const bad = await api(dep.base, 'POST', '/v1/register', {
+        key: dep.secretKey,
+        body: {
+          app: 'refused',
+          url: 'http://127.0.0.1:9/invoke',
+          workflows: [{ name: 'w', cancelOn: [{ event: 'x', if: 'async.data.' }] }],
+        },
+      });
+      expect(bad.status).toBe(400);
+      expect(bad.body.error).toEqual({ code: 'invalid_registration', message: expect.stringContaining('cancelOn[0].if does not compile') });
+    });
+  });
+
+  describe('timeouts', () => {
+    it('cancels a run that does not finish within timeouts.finish, and audits it', async () => {
+      const t0 = Date.now();
+      const id = (await send('slow')).runId!;
+      await reached(id, 'waiting');
+      const run = await reached(id, 'cancelled');
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(1400);
+      expect(run.error).toMatchObject({ message: 'Timed out: the run did not finish within 1500 ms (timeouts.finish).' });
+      expect(await audit(id)).toEqual([
+        expect.objectContaining({
+          action: 'cancel',
+          runId: id,
+          actor: 'system:timeout',
+          detail: { timeout: { which: 'finish', ms: 1500 } },
+        }),
+      ]);
+    });
+
+    it('cancels a run still queued after timeouts.start, and leaves the one that started', async () => {
+      const holder = (await send('one-at-a-time')).runId!;
+      await reached(holder, 'waiting');
+      const queued = (await send('one-at-a-time')).runId!;
+      expect((await get(queued)).status).toBe('queued');
+      const run = await reached(queued, 'cancelled');
+      expect(run.error).toMatchObject({ message: 'Timed out: the run did not start within 1 s (timeouts.start).' });
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await get(holder)).status).toBe('waiting');
+      await api(dep.base, 'POST', `/v1/runs/${holder}/cancel`, { key: dep.secretKey });
+    });
+
+    it("times out a child run by its own workflow's timeouts", async () => {
+      const parent = (await send('parent')).runId!;
+      const done = await reached(parent, 'succeeded');
+      expect(done.result).toEqual({ child: 'Timed out: the run did not finish within 1500 ms (timeouts.finish).' });
+    });
+
+    it('refuses malformed timeouts at registration with a 400', async () => {
+      const bad = await api(dep.base, 'POST', '/v1/register', {
+        key: dep.secretKey,
+        body: { app: 'refused', url: 'http://127.0.0.1:9/invoke', workflows: [{ name: 'w', timeouts: { finish: 'soon' } }] },
+      });
+      expect(bad.status).toBe(400);
+      expect(bad.body.error).toEqual({
+        code: 'invalid_registration',
+        message: expect.stringContaining('timeouts.finish must be a duration'),
+      });
+    });
+  });
+});
