@@ -267,6 +267,28 @@ describe.each(modes)('tracing on %s', (mode) => {
     if (process.env.DWS_PRINT_TRACE) process.stderr.write(`\n${mode}, run ${runId}, trace ${ids.traceId}:\n${tree}\n`);
   }, 90_000);
 
+  it("puts a client's run stream in the run's trace, under its root and linked to the client's request", async () => {
+    const runId = await runToEnd({ name: 'trace/direct' });
+    // Followed once it ended: the timeline is replayed and the stream ends by itself after the end frame.
+    const streamSpanId = 'a0f067aa0ba902b7';
+    const res = await fetch(`${dep.base}/v1/runs/${runId}/stream`, {
+      headers: { authorization: `Bearer ${dep.publicKey}`, traceparent: `00-${CLIENT_TRACE}-${streamSpanId}-01` },
+    });
+    expect(res.status).toBe(200);
+    const frames = (await res.text()).split('\n').filter((l) => l.startsWith('id: ')).length;
+    expect(frames).toBeGreaterThanOrEqual(3);
+    const spans = await traceOf(runId, (x) => x.some((y) => y.name === 'run.stream'));
+    const stream = spans.find((x) => x.name === 'run.stream')!;
+    expect(stream).toMatchObject({
+      service: svc('gateway'),
+      kind: KIND.server,
+      parentSpanId: runTraceIds(runId).rootSpanId,
+      links: [{ traceId: CLIENT_TRACE, spanId: streamSpanId }],
+    });
+    expect(stream.attributes).toMatchObject({ 'dws.run.id': runId, 'dws.stream.from': 0, 'dws.stream.ended': 'run_ended', 'dws.stream.frames': frames });
+    expect(['tail', 'memory', 'read']).toContain(stream.attributes['dws.stream.began']);
+  });
+
   it('gives a child run a trace of its own, rooted by the scheduler and linked to the parent\'s pass', async () => {
     const parentId = await runToEnd({ name: 'trace/parent', data: {} });
     const steps = await api(dep.base, 'GET', `/v1/runs/${parentId}/steps`, { key: dep.secretKey });

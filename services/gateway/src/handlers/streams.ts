@@ -3,6 +3,7 @@ import type { Bus, Subscription } from '@dws/bus';
 import type { Logger } from '@dws/log';
 import { isServiceError, notFound, ServiceError } from '@dws/protocol';
 import { callApi, counter, subjects, type Caller } from '@dws/runtime';
+import { contextOf, endSpan, linkTo, runContext, SpanKind, tracer, type Span } from '@dws/telemetry';
 import { isTerminalFrame, TimelineMerge, type Frame } from '../domain/timeline.js';
 import { awaitNewRun } from './new-run.js';
 import { announcedRunIds, NewRunTails, type NewRunTailOptions } from './new-run-tails.js';
@@ -229,6 +230,8 @@ export class Streams {
     if (!SUBJECT_TOKEN.test(runId)) throw notFound('run');
     const start = Math.max(from, lastEventId(req));
     const merge = new TimelineMerge(start);
+    const span = streamSpan(caller, runId, start);
+    let sent = 0;
     let conn: SseConnection | undefined;
     let early: Frame[] = [];
     // Resolved by the first live frame: the run exists now (see firstPage).
@@ -244,6 +247,7 @@ export class Streams {
     };
 
     const sendAll = (frames: Frame[]) => {
+      sent += frames.length;
       for (const f of frames) conn!.send(f.kind, JSON.stringify(f), f.seq);
       if (merge.done) conn!.close();
     };
@@ -298,6 +302,7 @@ export class Streams {
         if (known) began = 'memory';
       }
       runStreams.inc({ began });
+      span?.setAttribute('dws.stream.began', began);
       if (known) first = { status: '', terminal: known.some(isTerminalFrame), more: false, frames: known };
       else {
         // Into the run's memory before anyone waiting on this read looks at it.
@@ -310,10 +315,12 @@ export class Streams {
       }
     } catch (err) {
       unlisten();
+      endStreamSpan(span, isServiceError(err) && err.status < 500 ? 'refused' : 'failed', 0, err);
       throw err;
     }
     if (this.draining) {
       unlisten();
+      endStreamSpan(span, 'drained', 0);
       throw shuttingDown();
     }
 
@@ -324,6 +331,7 @@ export class Streams {
     c.whenClosed(() => {
       unlisten();
       this.open.delete(c);
+      endStreamSpan(span, merge.done ? 'run_ended' : this.draining ? 'drained' : 'closed', sent);
     });
     c.open(this.o.heartbeatMs);
     run(async () => {
@@ -388,6 +396,31 @@ const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref()
 const shuttingDown = () => new ServiceError(503, 'shutting_down', 'This gateway is shutting down; reconnect.');
 
 /** Last-Event-ID: the seq an EventSource saw last; it resumes after it. */
+/**
+ * Tracing on: a run stream is a span of the run's trace, under its root (a
+ * client's following of the run shows beside its passes), linked to the
+ * request's own trace when it came with a traceparent.
+ */
+function streamSpan(caller: Caller, runId: string, from: number): Span | undefined {
+  return tracer()?.startSpan(
+    'run.stream',
+    {
+      kind: SpanKind.SERVER,
+      attributes: { 'dws.run.id': runId, 'dws.workspace.id': caller.workspaceId, 'dws.stream.from': from },
+      links: linkTo(contextOf(caller.traceparent)),
+    },
+    runContext(runId),
+  );
+}
+
+/** How the stream ended (`run_ended`: its end frame was sent; `closed`: the client or a slow socket went first), with the frames it sent. */
+function endStreamSpan(span: Span | undefined, ended: 'run_ended' | 'closed' | 'drained' | 'refused' | 'failed', frames: number, err?: unknown): void {
+  if (!span) return;
+  span.setAttributes({ 'dws.stream.ended': ended, 'dws.stream.frames': frames });
+  if (ended === 'failed') endSpan(span, err);
+  else span.end();
+}
+
 function lastEventId(req: IncomingMessage): number {
   const v = req.headers['last-event-id'];
   if (typeof v !== 'string' || !/^\d{1,15}$/.test(v.trim())) return 0;
