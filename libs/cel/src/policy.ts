@@ -73,9 +73,8 @@ const EVENT_VARS = { variables: ['event'] };
 const CANCEL_VARS = { variables: ['event', 'async'] };
 /** cancelOn entries a workflow may declare. */
 export const MAX_CANCEL_ON = 10;
-/** cancelOn's `timeout` and `timeouts`: up to a year (runs sleep for days). */
-const MAX_CANCEL_WITHIN_MS = 366 * 86_400_000;
-const MAX_TIMEOUT_MS = MAX_CANCEL_WITHIN_MS;
+/** cancelOn's `timeout` and `timeouts`: durations up to a year (runs sleep for days). */
+const MAX_RUN_SPAN_MS = 366 * 86_400_000;
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 const PART = /(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/gy;
@@ -133,7 +132,7 @@ export function runTimeouts(v: unknown): { startMs?: number; finishMs?: number }
   if (typeof v !== 'object' || v === null) return undefined;
   const ms = (x: unknown) => {
     const d = x === undefined || x === null ? undefined : parseDuration(x);
-    return d !== undefined && d >= 1 && d <= MAX_TIMEOUT_MS ? d : undefined;
+    return d !== undefined && d >= 1 && d <= MAX_RUN_SPAN_MS ? d : undefined;
   };
   const { start, finish } = v as { start?: unknown; finish?: unknown };
   const startMs = ms(start);
@@ -292,7 +291,7 @@ export function parseWorkflowPolicy(config: Obj): { policy: WorkflowPolicy; prob
       }
       const expr = cel(`${field}.if`, c.if, 'bool', CANCEL_VARS);
       if (c.if !== undefined && c.if !== null && c.if !== '' && expr === undefined) continue; // never cancel on a broken filter
-      const withinMs = c.timeout === undefined || c.timeout === null ? 0 : duration(`${field}.timeout`, c.timeout, 1, MAX_CANCEL_WITHIN_MS);
+      const withinMs = c.timeout === undefined || c.timeout === null ? 0 : duration(`${field}.timeout`, c.timeout, 1, MAX_RUN_SPAN_MS);
       if (withinMs === undefined) continue;
       const isPrefix = c.event.endsWith('*');
       specs.push({ event: isPrefix ? c.event.slice(0, -1) : c.event, isPrefix, if: expr ?? '', withinMs });
@@ -304,7 +303,7 @@ export function parseWorkflowPolicy(config: Obj): { policy: WorkflowPolicy; prob
   if (to) {
     const unknown = Object.keys(to).filter((k) => k !== 'start' && k !== 'finish');
     if (unknown.length > 0) problems.push(`timeouts takes start and finish only (not ${unknown.join(', ')}).`);
-    const within = (k: 'start' | 'finish') => (to[k] === undefined || to[k] === null ? undefined : duration(`timeouts.${k}`, to[k], 1, MAX_TIMEOUT_MS));
+    const within = (k: 'start' | 'finish') => (to[k] === undefined || to[k] === null ? undefined : duration(`timeouts.${k}`, to[k], 1, MAX_RUN_SPAN_MS));
     const startMs = within('start');
     const finishMs = within('finish');
     if (startMs !== undefined || finishMs !== undefined) policy.timeouts = { ...(startMs !== undefined && { startMs }), ...(finishMs !== undefined && { finishMs }) };
