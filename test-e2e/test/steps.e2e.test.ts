@@ -19,6 +19,7 @@ describe.each(modes)('step kinds end to end on %s', (mode) => {
   let hookUrl = '';
   const received: unknown[] = [];
   const listened: unknown[] = [];
+  const attempts: number[] = [];
 
   beforeAll(async () => {
     hooks = http.createServer((req, res) => {
@@ -40,6 +41,14 @@ describe.each(modes)('step kinds end to end on %s', (mode) => {
         await step.run('quick', () => 2);
         return step.run('slower', () => nap(400).then(() => 3));
       });
+      // Fails twice, then succeeds: its attempts' times show the workflow's backoff (1.2 s, then 1.2 x 1.5 s, not randomized).
+      r.workflow('patient', { retry: { maxAttempts: 3, minTimeoutInMs: 1200, factor: 1.5, randomize: false } }, async ({ step }) =>
+        step.run('flaky', () => {
+          attempts.push(Date.now());
+          if (attempts.length < 3) throw new Error(`attempt ${attempts.length} failed`);
+          return attempts.length;
+        }),
+      );
       r.workflow('listener', { triggers: [{ event: 'journey.done' }] }, async ({ event, step }) =>
         step.run('note', () => {
           listened.push(event.data);
@@ -83,6 +92,26 @@ describe.each(modes)('step kinds end to end on %s', (mode) => {
     expect(t.quick!.start).toBeGreaterThanOrEqual(t.slow!.end - 50);
     expect(t.slower!.start).toBeGreaterThanOrEqual(t.quick!.start);
     expect(t.slower!.end - t.slow!.start).toBeGreaterThanOrEqual(690);
+  }, 60_000);
+
+  it("waits between a step's attempts as the workflow's retry policy says, and refuses a setting it would not apply", async () => {
+    const sent = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'patient', data: {} } });
+    const run = await eventually('the patient run to succeed', async () => runReached((await api(dep.base, 'GET', `/v1/runs/${sent.body.runId}`, { key: dep.secretKey })).body), 30_000);
+    expect(run.result).toBe(3);
+    expect(attempts).toHaveLength(3);
+    // The defaults would have waited 0.5-1 s, then 1-2 s.
+    expect(attempts[1]! - attempts[0]!).toBeGreaterThanOrEqual(1200);
+    expect(attempts[2]! - attempts[1]!).toBeGreaterThanOrEqual(1800);
+
+    const refused = await api(dep.base, 'POST', '/v1/register', {
+      key: dep.secretKey,
+      body: { app: 'refused', url: 'http://127.0.0.1:9/invoke', workflows: [{ name: 'w', retry: { maxAttempts: 3, backoff: 'exponential' } }] },
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toEqual({
+      code: 'invalid_registration',
+      message: 'workflows[0].retry.backoff is not a retry setting (maxAttempts, factor, minTimeoutInMs, maxTimeoutInMs, randomize).',
+    });
   }, 60_000);
 
   it('runs a journey through sleep, an awaited event, a child, an emit and a webhook', async () => {

@@ -9,5 +9,6 @@ export { redact, isSensitiveKey, REDACTED } from './redact.js';
 export * from './connect.js';
 export * from './hop.js';
 export * from './ai-spend.js';
+export * from './retry.js';
 export * from './turn-writes.js';
 export * from './group-commit.js';

@@ -306,11 +306,18 @@ export interface CronTrigger {
 }
 export type WorkflowTrigger = EventTrigger | CronTrigger;
 
-/** Only maxAttempts is specified; other retry fields ride along unvalidated. */
+/** SPEC shows maxAttempts; the backoff between attempts takes Trigger.dev's names (retry.ts). Any other field is a 400. */
 export interface RetryPolicy {
   /** Total attempts per step. @default 1 (no retries) */
   maxAttempts: number;
-  [key: string]: unknown;
+  /** Each wait is the previous one times this (1-10). @default 2 */
+  factor?: number;
+  /** The first wait, ms. @default 1000 */
+  minTimeoutInMs?: number;
+  /** The longest wait, ms (up to 24 h). @default 30000 */
+  maxTimeoutInMs?: number;
+  /** Draw each wait from [half, all] of it. @default true */
+  randomize?: boolean;
 }
 
 export interface ConcurrencyConfig {

@@ -1,5 +1,5 @@
 import { parseWorkflowPolicy } from '@dws/cel';
-import { aiSpendProblem } from '@dws/protocol';
+import { aiSpendProblem, retryProblem } from '@dws/protocol';
 import { checkProtocolVersion, invalid } from '@dws/protocol';
 
 const MAX_NAME = 256;
@@ -97,13 +97,8 @@ export function parseRegistration(body: unknown, opts: { transport: 'serve' | 'c
         throw invalid('invalid_registration', `workflows[${i}].triggers[${j}].if must be a CEL string.`);
       }
     }
-    const retry = config.retry as { maxAttempts?: unknown } | undefined;
-    if (retry !== undefined && (typeof retry !== 'object' || retry === null)) {
-      throw invalid('invalid_registration', `workflows[${i}].retry must be an object.`);
-    }
-    if (retry?.maxAttempts !== undefined && (!Number.isInteger(retry.maxAttempts) || (retry.maxAttempts as number) < 1)) {
-      throw invalid('invalid_registration', `workflows[${i}].retry.maxAttempts must be a positive integer.`);
-    }
+    const retry = retryProblem(config.retry);
+    if (retry) throw invalid('invalid_registration', `workflows[${i}].${retry}`);
     checkPolicy(config, i);
     const spend = aiSpendProblem(config.aiSpend);
     if (spend) throw invalid('invalid_registration', `workflows[${i}].${spend}`);

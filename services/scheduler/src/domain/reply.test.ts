@@ -60,6 +60,10 @@ describe('decide', () => {
     expect(decide(run({ maxAttempts: 3 }), reply(206, after), NOW, ids)).toMatchObject({ type: 'park', untilMs: NOW + 7000 });
     const last = decide(run({ maxAttempts: 3, stepAttempts: new Map([[id, 2]]) }), reply(206, fail), NOW, ids);
     expect(last).toMatchObject({ type: 'continue', steps: [{ status: 'failed', attempts: 3, memo: true }] });
+    // The workflow's backoff: the second failure waits min * factor, exactly when not randomized.
+    const backoff = { minMs: 250, factor: 4, maxMs: 60_000, randomize: false };
+    const second = decide(run({ maxAttempts: 3, retryBackoff: backoff, stepAttempts: new Map([[id, 1]]) }), reply(206, fail), NOW, ids, () => 0);
+    expect(second).toMatchObject({ type: 'park', untilMs: NOW + 1000 });
     const fatal = { opcodes: [{ op: 'StepRun', id, name: 'a', error: { message: 'no' }, retriable: false }], logs: [] };
     expect(decide(run({ maxAttempts: 3 }), reply(206, fatal), NOW, ids)).toMatchObject({ type: 'fail', error: { message: 'no' } });
   });

@@ -1,4 +1,4 @@
-import type { StepError } from '@dws/protocol';
+import { DEFAULT_RETRY_BACKOFF, retryDelayMs, type RetryBackoff, type StepError } from '@dws/protocol';
 import { capabilityGap } from './capabilities.js';
 import { spendCeilingReached, workspaceCeilingReached, type AiSpendView, type Spend, type WorkspaceModelView } from './ai-spend.js';
 
@@ -19,6 +19,8 @@ export interface RunView {
   /** Failed attempts so far of steps that are being retried, by hashed id. */
   stepAttempts: ReadonlyMap<string, number>;
   maxAttempts: number;
+  /** The workflow's wait between step attempts (`retry`'s backoff fields); the default's when unset. */
+  retryBackoff?: RetryBackoff;
   workflow: string;
   runner: string;
   /** Deadlines of steps already parked (sleeps, wait timeouts) that the new batch adds to. */
@@ -94,10 +96,9 @@ export const MISSING_RUNNER_LIMIT_MS = 5 * 60_000;
 /** Transport failures (5xx, timeouts, connection errors) tolerated before the run fails. */
 export const TRANSPORT_BUDGET = 5;
 
-/** Exponential backoff with full jitter over [base/2, base], base = 1 s * 2^(n-1), capped. */
-export function backoffMs(failures: number, rnd = Math.random, capMs = 30_000): number {
-  const base = Math.min(capMs, 1000 * 2 ** Math.max(0, failures - 1));
-  return Math.round(base / 2 + (rnd() * base) / 2);
+/** Exponential backoff with jitter over [base/2, base], base = 1 s * 2^(n-1), capped at 30 s: transport failures, and steps without a policy. */
+export function backoffMs(failures: number, rnd = Math.random): number {
+  return retryDelayMs(failures, DEFAULT_RETRY_BACKOFF, rnd);
 }
 
 const parseJson = (text: string): unknown => {
@@ -328,7 +329,7 @@ function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, 
       const error = asStepError(raw.error, 'Step failed.');
       const retriable = raw.retriable !== false;
       if (retriable && attempts < run.maxAttempts) {
-        const after = finite(raw.retryAfterMs) !== undefined && (raw.retryAfterMs as number) >= 0 ? (raw.retryAfterMs as number) : backoffMs(attempts, rnd);
+        const after = finite(raw.retryAfterMs) !== undefined && (raw.retryAfterMs as number) >= 0 ? (raw.retryAfterMs as number) : retryDelayMs(attempts, run.retryBackoff, rnd);
         // The memo never holds an error that will still be retried.
         return { step: { ...base, status: 'retrying', error, inputJson, memo: false, startedAtMs }, retryAfterMs: after };
       }

@@ -15,7 +15,7 @@ import { checkpointPath, type CheckpointTokens } from '../domain/checkpoint-toke
 import { addEffects, finishRun, parkSteps, type RunEffects } from '../store/effects.js';
 import { admitToSlots } from '../store/flow.js';
 import { heldFromClaim, type HeldRun } from './held-run.js';
-import type { WorkflowConfigs } from './workflow-configs.js';
+import type { WorkflowConfig, WorkflowConfigs } from './workflow-configs.js';
 import type { DirectRoutes } from './direct-routes.js';
 import { PassTrace } from './pass-trace.js';
 import { publishFrames } from './live.js';
@@ -258,7 +258,7 @@ export class Engine {
       const aiSpend: AiSpendView | undefined =
         infer && cfg?.aiSpend ? { ceilings: cfg.aiSpend, ...(await aiSpendOf(this.o.db, run, cfg.aiSpend.perWindow?.windowMs ?? 0)) } : undefined;
       const workspaceModel = infer ? await workspaceModelOf(this.o.db, run.workspaceId) : undefined;
-      const decision = decide(this.view(run, cfg?.maxAttempts ?? 1, aiSpend, workspaceModel), outcome, Date.now(), NEW_IDS);
+      const decision = decide(this.view(run, cfg, aiSpend, workspaceModel), outcome, Date.now(), NEW_IDS);
       const again = await PassTrace.settle(trace, decision, this.apply(run, decision, logsOf(outcome)));
       run.trace = undefined;
       if (!again || this.stopping) return;
@@ -266,7 +266,7 @@ export class Engine {
   }
 
   /** What the pure decision reads of a held run. */
-  private view(run: HeldRun, maxAttempts: number, aiSpend?: AiSpendView, workspaceModel?: WorkspaceModelView): RunView {
+  private view(run: HeldRun, cfg: WorkflowConfig | undefined, aiSpend?: AiSpendView, workspaceModel?: WorkspaceModelView): RunView {
     const deadlines: number[] = [];
     let open = false;
     for (const p of run.pending.values()) {
@@ -278,7 +278,8 @@ export class Engine {
       transportFailures: run.transportFailures,
       noRunnerSinceMs: run.noRunnerSinceMs,
       stepAttempts: run.stepAttempts,
-      maxAttempts,
+      maxAttempts: cfg?.maxAttempts ?? 1,
+      ...(cfg ? { retryBackoff: cfg.retryBackoff } : {}),
       workflow: run.workflow,
       runner: run.runner,
       pendingDeadlines: deadlines,
@@ -312,7 +313,7 @@ export class Engine {
       checkpoints.inc({ path, outcome: 'refused' });
       return false;
     }
-    const steps = checkpointSteps(this.view(run, 1), body.opcodes, Date.now(), NEW_IDS);
+    const steps = checkpointSteps(this.view(run, undefined), body.opcodes, Date.now(), NEW_IDS);
     if (typeof steps === 'string') throw invalid('invalid_checkpoint', steps);
     const logs = Array.isArray(body.logs) ? (body.logs as ReturnType<typeof logsOf>) : [];
     const stored = run.applying.then(() => this.storeCheckpoint(run, pass, steps, logs));

@@ -1,25 +1,27 @@
 import type { Database } from '@dws/db';
 import { runTimeouts } from '@dws/cel';
-import { toAiSpendCeilings, type AiSpendCeilings } from '@dws/protocol';
+import { toAiSpendCeilings, toMaxAttempts, toRetryBackoff, type AiSpendCeilings, type RetryBackoff } from '@dws/protocol';
 
 /** The parts of a workflow definition the engine reads. */
 export interface WorkflowConfig {
   /** SPEC Limits: default 1 (no retries). */
   maxAttempts: number;
+  /** The wait between a step's attempts. */
+  retryBackoff: RetryBackoff;
   onFailure: boolean;
   /** AI spend ceilings; undefined when none is set. */
   aiSpend?: AiSpendCeilings;
 }
 
-const DEFAULT: WorkflowConfig = { maxAttempts: 1, onFailure: false };
+const DEFAULT: WorkflowConfig = { maxAttempts: 1, retryBackoff: toRetryBackoff(undefined), onFailure: false };
 
 /** Parse the registered workflow object (as the runner sent it) into what the engine uses. */
 export function toWorkflowConfig(raw: unknown): WorkflowConfig {
-  const cfg = (raw ?? {}) as { retry?: { maxAttempts?: unknown }; onFailure?: unknown; aiSpend?: unknown };
-  const max = cfg.retry?.maxAttempts;
+  const cfg = (raw ?? {}) as { retry?: unknown; onFailure?: unknown; aiSpend?: unknown };
   const aiSpend = toAiSpendCeilings(cfg.aiSpend);
   return {
-    maxAttempts: typeof max === 'number' && Number.isInteger(max) && max >= 1 ? Math.min(max, 100) : 1,
+    maxAttempts: toMaxAttempts(cfg.retry),
+    retryBackoff: toRetryBackoff(cfg.retry),
     onFailure: cfg.onFailure === true,
     ...(aiSpend ? { aiSpend } : {}),
   };
