@@ -416,6 +416,24 @@ describe.each(modes())('scheduler engine (%s)', (mode) => {
     expect(facts.filter((f) => f.runId === ok)).toEqual([{ subject: subjects.runFinished, runId: ok, status: 'succeeded', nothingOpen: true }]);
   });
 
+  it('two replicas cancel each run past its timeouts.finish once, audited once', async () => {
+    const r2 = await h.replica();
+    try {
+      const runIds = await Promise.all(Array.from({ length: 8 }, () => h.start('hang', {}, { flow: { timeoutFinishMs: 700n } })));
+      for (const id of runIds) await h.waitFor(id, ['cancelled'], 20_000);
+      // Both loops saw the same due runs: one cancel each, one audit entry, one cancelled frame.
+      await new Promise((r) => setTimeout(r, 300));
+      for (const id of runIds) {
+        const audit = await h.db.query<{ actor: string; detail: unknown }>(`select actor, detail from scheduler.control_actions where run_id = $1`, [id]);
+        expect(audit).toEqual([{ actor: 'system:timeout', detail: { timeout: { which: 'finish', ms: 700 } } }]);
+        const ends = await h.db.query(`select 1 from scheduler.frames where run_id = $1 and kind = 'run_status' and payload->>'status' = 'cancelled'`, [id]);
+        expect(ends).toHaveLength(1);
+      }
+    } finally {
+      await r2.handle.stop();
+    }
+  });
+
   it('two replicas share the runs and never apply a reply twice', async () => {
     const r2 = await h.replica();
     const runIds = await Promise.all(Array.from({ length: 10 }, () => h.start('twenty')));
