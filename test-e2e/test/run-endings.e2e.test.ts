@@ -17,8 +17,10 @@ const modes: Mode[] = realInfra() ? ['embedded', 'fleet'] : ['embedded'];
  * - timeouts: a run still queued `start` after it was created, or not ended
  *   `finish` after it, is cancelled by system:timeout; the runs the
  *   scheduler starts itself (a child here) get their workflow's timeouts too.
+ * - bulk cancel: POST /v1/runs/bulk-cancel cancels the runs that have not
+ *   ended matching its filter and its CEL `if` over each run's event.
  */
-describe.each(modes)('runs ended by cancelOn and timeouts on %s', (mode) => {
+describe.each(modes)('runs ended by cancelOn, timeouts and bulk cancel on %s', (mode) => {
   let dep: Deployment;
   let runner: TestRunner;
 
@@ -41,6 +43,7 @@ describe.each(modes)('runs ended by cancelOn and timeouts on %s', (mode) => {
       r.workflow('recent-only', { triggers: [{ event: 'recent.go' }], cancelOn: { event: 'recent.stop', timeout: '1500ms' } }, sleeper);
       r.workflow('self-stopping', { triggers: [{ event: 'loop.tick' }], cancelOn: { event: 'loop.tick' } }, sleeper);
       r.workflow('slow', { timeouts: { finish: '1500ms' } }, sleeper);
+      r.workflow('nightly-import', { triggers: [{ event: 'import.go' }] }, sleeper);
       r.workflow('one-at-a-time', { concurrency: { limit: 1 }, timeouts: { start: '1s' } }, sleeper);
       r.workflow('parent', {}, async ({ step }: any) => {
         try {
@@ -183,6 +186,44 @@ describe.each(modes)('runs ended by cancelOn and timeouts on %s', (mode) => {
         code: 'invalid_registration',
         message: expect.stringContaining('timeouts.finish must be a duration'),
       });
+    });
+  });
+
+  describe('bulk cancel', () => {
+    it("cancels the runs matching the filter whose if holds for the run's event, each audited as its cancel", async () => {
+      const tenants = ['acme', 'acme', 'globex'];
+      const runs = [];
+      for (const tenant of tenants) runs.push((await send('import.go', { tenant, mode })).runId!);
+      for (const id of runs) await sleeping(id);
+
+      const body = { workflow: 'nightly-import', since: new Date(Date.now() - 60_000).toISOString(), if: `event.data.tenant == 'acme' && event.data.mode == '${mode}'` };
+      const res = await api(dep.base, 'POST', '/v1/runs/bulk-cancel', { key: dep.secretKey, body });
+      expect(res).toMatchObject({ status: 200, body: { matched: 2, cancelled: 2, skipped: 0, failed: 0, capped: false } });
+      for (const id of runs.slice(0, 2)) {
+        expect(await get(id)).toMatchObject({ status: 'cancelled', error: { message: 'Cancelled by dev-secret in a bulk cancel.' } });
+        expect(await audit(id)).toEqual([expect.objectContaining({ action: 'cancel', runId: id, actor: 'dev-secret', detail: { bulkCancel: body } })]);
+      }
+      expect((await get(runs[2]!)).status).toBe('waiting');
+
+      // Without the if, the rest of the workflow's runs; a repeat finds none.
+      const rest = await api(dep.base, 'POST', '/v1/runs/bulk-cancel', { key: dep.secretKey, body: { workflow: 'nightly-import', status: 'running' } });
+      expect(rest.body).toEqual({ matched: 1, cancelled: 1, skipped: 0, failed: 0, capped: false });
+      await cancelled(runs[2]!);
+      const again = await api(dep.base, 'POST', '/v1/runs/bulk-cancel', { key: dep.secretKey, body: { workflow: 'nightly-import' } });
+      expect(again.body).toMatchObject({ matched: 0, cancelled: 0 });
+    }, 60_000);
+
+    it('refuses a filter that would widen it, or none, with a 400 and cancels nothing', async () => {
+      const id = (await send('import.go', { tenant: 'initech', mode })).runId!;
+      await sleeping(id);
+      for (const body of [{}, { workflow: 'nightly-import', tenant: 'initech' }, { workflow: 'nightly-import', status: 'succeeded' }, { if: 'event.data.tenant ==' }, { until: 'soon' }]) {
+        const r = await api(dep.base, 'POST', '/v1/runs/bulk-cancel', { key: dep.secretKey, body });
+        expect({ body, status: r.status }).toEqual({ body, status: 400 });
+        expect(r.body.error).toEqual({ code: expect.stringMatching(/^[a-z_]+$/), message: expect.any(String) });
+      }
+      expect((await api(dep.base, 'POST', '/v1/runs/bulk-cancel', { key: dep.publicKey, body: { workflow: 'nightly-import' } })).status).toBe(403);
+      expect((await get(id)).status).toBe('waiting');
+      await api(dep.base, 'POST', `/v1/runs/${id}/cancel`, { key: dep.secretKey });
     });
   });
 });

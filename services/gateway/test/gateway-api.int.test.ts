@@ -28,7 +28,7 @@ d('gateway API', () => {
 
   beforeAll(async () => {
     g = await startTestGateway();
-    const ops = ['runs.list', 'runs.get', 'runs.steps', 'runs.logs', 'runs.stats', 'runs.cancel', 'runs.pause', 'runs.resume', 'runs.replay', 'runs.retryFromStep', 'runs.bulkReplay', 'control.list'];
+    const ops = ['runs.list', 'runs.get', 'runs.steps', 'runs.logs', 'runs.stats', 'runs.cancel', 'runs.pause', 'runs.resume', 'runs.replay', 'runs.retryFromStep', 'runs.bulkReplay', 'runs.bulkCancel', 'control.list'];
     g.stub('scheduler', {
       ...Object.fromEntries(ops.map((op) => [op, record(op)])),
       'runs.get': async (call) => {
@@ -223,6 +223,7 @@ d('gateway API', () => {
         ['POST', '/v1/runs/run_9/replay', { input: { a: 1 } }, 'runs.replay', { params: { id: 'run_9' }, body: { input: { a: 1 } } }],
         ['POST', '/v1/runs/run_9/retry-from-step', { step: 'two' }, 'runs.retryFromStep', { body: { step: 'two' } }],
         ['POST', '/v1/runs/bulk-replay', { app: 'a', status: 'failed' }, 'runs.bulkReplay', { body: { app: 'a', status: 'failed' } }],
+        ['POST', '/v1/runs/bulk-cancel', { workflow: 'w', if: 'event.data.n > 1' }, 'runs.bulkCancel', { body: { workflow: 'w', if: 'event.data.n > 1' } }],
         ['GET', '/v1/control-actions?action=cancel&runId=run_9&limit=2', undefined, 'control.list', { query: { action: 'cancel', runId: 'run_9', limit: 2 } }],
         ['GET', '/v1/events?app=a&name=n', undefined, 'events.list', { query: { app: 'a', name: 'n' } }],
         ['GET', '/v1/events/evt_1', undefined, 'events.get', { params: { id: 'evt_1' } }],
@@ -262,6 +263,12 @@ d('gateway API', () => {
         ['POST', '/v1/runs/bulk-replay', { body: {} }],
         ['POST', '/v1/runs/bulk-replay', { raw: '{"app":' }],
         ['POST', '/v1/runs/bulk-replay', { body: { status: 'running' } }],
+        ['POST', '/v1/runs/bulk-replay', { body: { workflowName: 'w' } }],
+        ['POST', '/v1/runs/bulk-replay', { body: { app: 'a', until: 'tomorrow' } }],
+        ['POST', '/v1/runs/bulk-cancel', { body: {} }],
+        ['POST', '/v1/runs/bulk-cancel', { body: { status: 'failed' } }],
+        ['POST', '/v1/runs/bulk-cancel', { body: { app: 'a', wokflow: 'w' } }],
+        ['POST', '/v1/runs/bulk-cancel', { body: { if: 42 } }],
         ['POST', '/v1/events', {}],
         ['POST', '/v1/events', { body: { name: '   ' } }],
         ['POST', '/v1/events', { body: [] }],

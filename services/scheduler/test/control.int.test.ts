@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { fromBinary, RunFinishedSchema } from '@dws/proto';
 import { streams, subjects } from '@dws/runtime';
+import { activeForBulk } from '../src/store/control.js';
 import { modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
 
 jest.setTimeout(60_000);
@@ -170,6 +171,45 @@ describe.each(modes())('run control (%s)', (mode) => {
     const res = await h.call('runs.bulkReplay', { body: { app: 'bulk' } });
     expect(res.body).toEqual({ matched: 2, replayed: 1, skipped: 1, failed: 0, capped: false });
     await h.call('runs.cancel', { params: { id: live } });
+  });
+
+  it('bulk-cancels the runs that have not ended matching a filter and its `if`, each audited as its cancel; refuses what would widen it', async () => {
+    await expectError(h.call('runs.bulkCancel', { body: {} }), 400, 'filter_required');
+    await expectError(h.call('runs.bulkCancel', { body: { status: 'failed' } }), 400, 'invalid_status');
+    await expectError(h.call('runs.bulkCancel', { body: { app: 'bc', wokflow: 'sleeper' } }), 400, 'invalid_body');
+    await expectError(h.call('runs.bulkCancel', { body: { app: 'bc', if: 'event.data.n >' } }), 400, 'invalid_if');
+    await expectError(h.call('runs.bulkCancel', { body: { app: 'bc', until: 'later' } }), 400, 'invalid_until');
+    await expectError(h.call('runs.bulkReplay', { body: { app: 'bc', statuses: ['failed'] } }), 400, 'invalid_body');
+    const done = await h.start('three', { n: 3 }, { app: 'bc' });
+    await h.waitFor(done, ['succeeded']);
+    const [one, two, three] = [await h.start('sleeper', { n: 1 }, { app: 'bc' }), await h.start('sleeper', { n: 2 }, { app: 'bc' }), await h.start('sleeper', { n: 3 }, { app: 'bc' })];
+    const other = await h.start('sleeper', { n: 3 }, { app: 'bc-other' });
+    for (const id of [one, two, three, other]) await h.waitFor(id, ['waiting']);
+    // The walk's keyset pages: newest first, each page below the last row of the one before.
+    const first = await activeForBulk(h.db, WS, { app: 'bc' }, undefined, 2);
+    const second = await activeForBulk(h.db, WS, { app: 'bc' }, first[1], 2);
+    expect([first.length, second.length]).toEqual([2, 1]);
+    expect(new Set([...first, ...second].map((r) => r.id))).toEqual(new Set([one, two, three]));
+    expect(first[0]!.pos >= first[1]!.pos && first[1]!.pos >= second[0]!.pos).toBe(true);
+
+    const res = await h.call('runs.bulkCancel', { body: { app: 'bc', if: 'event.data.n >= 2' } });
+    expect(res.body).toEqual({ matched: 2, cancelled: 2, skipped: 0, failed: 0, capped: false });
+    expect((await h.call('runs.get', { params: { id: one } })).body.status).toBe('waiting');
+    expect((await h.call('runs.get', { params: { id: done } })).body.status).toBe('succeeded');
+    expect((await h.call('runs.get', { params: { id: other } })).body.status).toBe('waiting');
+    for (const id of [two, three]) {
+      const run = (await h.call('runs.get', { params: { id } })).body;
+      expect(run).toMatchObject({ status: 'cancelled', error: { message: 'Cancelled by tester in a bulk cancel.' } });
+      const audit = (await h.call('control.list', { query: { runId: id } })).body;
+      expect(audit).toMatchObject([{ action: 'cancel', runId: id, actor: 'tester', detail: { bulkCancel: { app: 'bc', if: 'event.data.n >= 2' } } }]);
+    }
+
+    // until: only the runs created before it (here none), then the rest of the app.
+    expect((await h.call('runs.bulkCancel', { body: { app: 'bc', until: '2020-01-01T00:00:00Z' } })).body).toMatchObject({ matched: 0, cancelled: 0 });
+    expect((await h.call('runs.bulkCancel', { body: { app: 'bc', status: 'running' } })).body).toEqual({ matched: 1, cancelled: 1, skipped: 0, failed: 0, capped: false });
+    expect((await h.call('runs.get', { params: { id: one } })).body.status).toBe('cancelled');
+    expect((await h.call('runs.bulkCancel', { body: { app: 'bc' } })).body.matched).toBe(0);
+    await h.call('runs.cancel', { params: { id: other } });
   });
 
   it('audits every action with the actor, newest first, filterable', async () => {

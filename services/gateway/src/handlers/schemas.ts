@@ -44,6 +44,7 @@ const seqFrom = z.coerce
   .meta({ description: 'Exclusive lower bound on seq (default 0).' });
 
 const since = z.iso.datetime({ offset: true }).optional().meta({ description: 'RFC 3339; only runs started at or after it.' });
+const until = z.iso.datetime({ offset: true }).optional().meta({ description: 'RFC 3339; only runs started before it.' });
 
 export const RUN_STATUSES = ['queued', 'running', 'waiting', 'paused', 'succeeded', 'failed', 'cancelled'] as const;
 export const RUN_SORTS = ['started', 'workflow', 'status', 'app', 'duration'] as const;
@@ -267,6 +268,16 @@ export const BulkReplayResult = component(
   'BulkReplayResult',
   z.object({ matched: z.number().int(), replayed: z.number().int(), skipped: z.number().int(), failed: z.number().int(), capped: z.boolean() }),
 );
+export const BulkCancelResult = component(
+  'BulkCancelResult',
+  z.object({
+    matched: z.number().int().meta({ description: 'Runs that have not ended matching the filter; with `if`, those of the runs read where it held.' }),
+    cancelled: z.number().int(),
+    skipped: z.number().int().meta({ description: 'Ended before the cancel reached them.' }),
+    failed: z.number().int(),
+    capped: z.boolean().meta({ description: 'More runs may match than this call cancelled: call again.' }),
+  }),
+);
 export const EventRecord = component(
   'Event',
   z.object({
@@ -447,15 +458,32 @@ export const RetryFromStepBody = component('RetryFromStepBody', z.object({ step:
 export const BulkReplayBody = component(
   'BulkReplayBody',
   z
-    .object({
+    .strictObject({
       app: name().optional(),
       workflow: name().optional(),
       status: z.enum(['succeeded', 'failed', 'cancelled']).optional(),
       runType: z.enum(['event', 'cron']).optional(),
       since,
+      until,
     })
     .refine((b) => Object.values(b).some((v) => v !== undefined), { message: 'at least one filter field is required' }),
-  'At least one field is required.',
+  'At least one field is required; any other field is a 400 (left out, it would widen the filter).',
+  { minProperties: 1 },
+);
+export const BulkCancelBody = component(
+  'BulkCancelBody',
+  z
+    .strictObject({
+      app: name().optional(),
+      workflow: name().optional(),
+      status: z.enum(['queued', 'running', 'waiting', 'paused']).optional().meta({ description: 'running matches waiting too, as in GET /runs.' }),
+      runType: z.enum(['event', 'cron']).optional(),
+      since,
+      until,
+      if: z.string().min(1).optional().meta({ description: "CEL over `event` (the run's triggering event: name, data); only the runs it holds for are cancelled." }),
+    })
+    .refine((b) => Object.values(b).some((v) => v !== undefined), { message: 'at least one filter field is required' }),
+  'At least one field is required; any other field is a 400 (left out, it would widen the filter).',
   { minProperties: 1 },
 );
 

@@ -1,6 +1,6 @@
 import { withTxRetry, type Database } from '@dws/db';
 import type { Logger } from '@dws/log';
-import { celMatches } from '@dws/cel';
+import { celMatches, checkCel } from '@dws/cel';
 import { conflict, invalid, notFound } from '@dws/protocol';
 import { ids, WAKE_BATCH_MAX, type ApiHandler, type Caller, type Outbox } from '@dws/runtime';
 import { cancelLockedRun, insertQueuedRun, type RunEffects } from '../store/effects.js';
@@ -9,8 +9,10 @@ import { resolveStep, type NewFrame } from '../store/runs.js';
 import { liveRunOf, type LiveRun } from '../engine/live.js';
 import { traceRunStart } from '../engine/pass-trace.js';
 import {
+  activeForBulk,
   activeRunsOf,
   cancelPauseRequest,
+  countActiveForBulk,
   copySteps,
   listAudit,
   lockRun,
@@ -21,14 +23,19 @@ import {
   namesWaitedFor,
   waitersFor,
   writeAudit,
+  type ActiveRunRow,
   type BulkFilter,
   type ControlRun,
 } from '../store/control.js';
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 const RUN_STATUSES = new Set(['queued', 'running', 'waiting', 'paused', 'succeeded', 'failed', 'cancelled']);
-/** Per-call ceiling of bulk replay (SPEC leaves the value open). */
-export const BULK_REPLAY_CEILING = 1000;
+const ACTIVE_STATUSES = new Set(['queued', 'running', 'waiting', 'paused']);
+/** Per-call ceiling of bulk replay and of bulk cancel (SPEC leaves the value open). */
+export const BULK_CEILING = 1000;
+/** Runs a bulk cancel with an `if` reads at most per call: the ones `if` spares stay, so a repeat must not read only them. */
+export const BULK_CANCEL_SCAN = 10_000;
+const BULK_PAGE = 200;
 /** A run forked from `of` (replay, retry-from-step), and its frame to go live once committed. */
 interface Forked {
   id: string;
@@ -38,6 +45,32 @@ interface Forked {
 }
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+
+/**
+ * A bulk action's filter from its body: at least one field, `status` one of
+ * `statuses`, the times RFC 3339. `extra` names the action's other fields.
+ */
+function bulkFilterOf(body: unknown, statuses: Set<string>, extra: string[] = []): BulkFilter {
+  const fields = ['app', 'workflow', 'status', 'runType', 'since', 'until'];
+  if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw invalid('invalid_body', `Body must be a filter object: { ${[...fields, ...extra].map((f) => `${f}?`).join(', ')} }.`);
+  }
+  const b = body as Record<string, unknown>;
+  // A misspelt field left out would widen the filter: what a bulk action takes is all it reads.
+  const unknown = Object.keys(b).filter((k) => !fields.includes(k) && !extra.includes(k));
+  if (unknown.length > 0) throw invalid('invalid_body', `Unknown filter field ${unknown.map((k) => `"${k}"`).join(', ')}: the fields are ${[...fields, ...extra].join(', ')}.`);
+  for (const [k, v] of Object.entries(b)) {
+    if (v !== undefined && v !== null && typeof v !== 'string') throw invalid('invalid_body', `${k} must be a string.`);
+  }
+  const filter: BulkFilter = { app: str(b.app), workflow: str(b.workflow), status: str(b.status), runType: str(b.runType), since: str(b.since), until: str(b.until) };
+  if (![...fields, ...extra].some((f) => str(b[f]) !== undefined)) throw invalid('filter_required', 'At least one filter field is required.');
+  if (filter.status && !statuses.has(filter.status)) throw invalid('invalid_status', `status must be one of ${[...statuses].join(', ')}.`);
+  if (filter.runType && filter.runType !== 'event' && filter.runType !== 'cron') throw invalid('invalid_run_type', 'runType must be event or cron.');
+  for (const t of ['since', 'until'] as const) {
+    if (filter[t] && Number.isNaN(Date.parse(filter[t]))) throw invalid(`invalid_${t}`, `${t} must be an RFC 3339 time.`);
+  }
+  return filter;
+}
 
 /** A run's input as its cancelOn `if` reads it (`event.data`); null when it is not JSON. */
 function parseInput(input: string): unknown {
@@ -260,20 +293,12 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
     },
 
     async 'runs.bulkReplay'({ caller, body }) {
-      if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
-        throw invalid('invalid_body', 'Body must be a filter object: { app?, workflow?, status?, runType?, since? }.');
-      }
-      const b = body as Record<string, unknown>;
-      const filter: BulkFilter = { app: str(b.app), workflow: str(b.workflow), status: str(b.status), runType: str(b.runType), since: str(b.since) };
-      if (!Object.values(filter).some((v) => v !== undefined)) throw invalid('filter_required', 'At least one filter field is required.');
-      if (filter.status && !RUN_STATUSES.has(filter.status)) throw invalid('invalid_status', 'status is not a run status.');
-      if (filter.runType && filter.runType !== 'event' && filter.runType !== 'cron') throw invalid('invalid_run_type', 'runType must be event or cron.');
-      if (filter.since && Number.isNaN(Date.parse(filter.since))) throw invalid('invalid_since', 'since must be an RFC 3339 time.');
-      const { matched, rows } = await runsForBulk(db, caller.workspaceId, filter, BULK_REPLAY_CEILING + 1);
+      const filter = bulkFilterOf(body, RUN_STATUSES);
+      const { matched, rows } = await runsForBulk(db, caller.workspaceId, filter, BULK_CEILING + 1);
       let replayed = 0;
       let skipped = 0;
       let failed = 0;
-      for (const r of rows.slice(0, BULK_REPLAY_CEILING)) {
+      for (const r of rows.slice(0, BULK_CEILING)) {
         if (!TERMINAL.has(r.status)) {
           skipped++;
           continue;
@@ -297,6 +322,51 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
       const result = { matched, replayed, skipped, failed, capped: matched > replayed + skipped + failed };
       await audit(caller, 'bulk_replay', { detail: { filter, ...result } });
       return { body: result };
+    },
+
+    /**
+     * Cancel the runs that have not ended matching a filter, newest first, up
+     * to the per-call ceiling; `if` (CEL over `event`, the run's triggering
+     * event) narrows them. Each run is cancelled as POST /cancel does and
+     * audited as its cancel. A run that ended meanwhile is skipped.
+     */
+    async 'runs.bulkCancel'({ caller, body }) {
+      const filter = bulkFilterOf(body, ACTIVE_STATUSES, ['if']);
+      const expr = str((body as { if?: unknown }).if);
+      if (expr) {
+        const err = checkCel(expr, { variables: ['event'], type: 'bool' });
+        if (err) throw invalid('invalid_if', `if does not compile: ${err}.`);
+      }
+      const detail = { bulkCancel: { ...filter, if: expr } };
+      const message = `Cancelled by ${caller.actor || 'a user'} in a bulk cancel.`;
+      let matched = expr ? 0 : await countActiveForBulk(db, caller.workspaceId, filter);
+      let cancelled = 0;
+      let skipped = 0;
+      let failed = 0;
+      let examined = 0;
+      const spent = () => cancelled + skipped + failed >= BULK_CEILING || examined >= BULK_CANCEL_SCAN;
+      let capped = false;
+      for (let after: ActiveRunRow | undefined; ; ) {
+        const page = await activeForBulk(db, caller.workspaceId, filter, after, BULK_PAGE);
+        for (const run of page) {
+          if ((capped = spent())) break;
+          examined++;
+          if (expr) {
+            if (!celMatches(expr, { event: { name: run.event_name ?? '', data: parseInput(run.input) } })) continue;
+            matched++;
+          }
+          try {
+            if (await cancel(caller, run.id, message, detail, false)) cancelled++;
+            else skipped++;
+          } catch (err) {
+            failed++;
+            log.warn({ err, runId: run.id }, 'bulk cancel of one run failed');
+          }
+        }
+        if (capped || page.length < BULK_PAGE) break;
+        after = page.at(-1);
+      }
+      return { body: { matched, cancelled, skipped, failed, capped } };
     },
 
     async 'control.list'({ caller, query }) {

@@ -18,6 +18,8 @@ export interface ControlRun {
   pause_requested: boolean;
 }
 
+/** The statuses of a run that has not ended. */
+const ACTIVE = `('queued', 'running', 'waiting', 'paused')`;
 const CONTROL_COLUMNS = `id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, input, lease_owner, next_seq,
             parent_run_id, pause_requested`;
 
@@ -107,15 +109,6 @@ export async function copySteps(
   await tx.query('update scheduler.runs set step_count = $2 where id = $1', [toRunId, steps.length]);
 }
 
-export interface BulkFilter {
-  app?: string;
-  workflow?: string;
-  status?: string;
-  runType?: string;
-  since?: string;
-}
-
-/** Runs matching a bulk-replay filter, newest first, at most `limit`; plus how many match in all. */
 /**
  * A workflow's runs that have not ended, as cancelOn reads them: created
  * within `withinMs` (0: any age), never the runs `eventId` itself started.
@@ -127,7 +120,7 @@ export function activeRunsOf(
 ): Promise<{ id: string; event_name: string | null; input: string }[]> {
   return db.query(
     `select id, event_name, input from scheduler.runs
-      where workspace_id = $1 and status in ('queued', 'running', 'waiting', 'paused') and app = $2 and workflow = $3
+      where workspace_id = $1 and status in ${ACTIVE} and app = $2 and workflow = $3
         and event_id is distinct from $4
         and ($5::bigint = 0 or created_at > now() - $5::bigint * interval '1 millisecond')
       order by created_at, id`,
@@ -135,22 +128,38 @@ export function activeRunsOf(
   );
 }
 
-export async function runsForBulk(db: Database, workspaceId: string, f: BulkFilter, limit: number) {
+export interface BulkFilter {
+  app?: string;
+  workflow?: string;
+  status?: string;
+  runType?: string;
+  /** Created at or after (RFC 3339). */
+  since?: string;
+  /** Created before (RFC 3339). */
+  until?: string;
+}
+
+/** The where clause of a bulk filter (`status` as GET /runs reads it: running matches waiting too). */
+function bulkWhere(workspaceId: string, f: BulkFilter): { where: string[]; params: unknown[] } {
   const params: unknown[] = [workspaceId];
   const where = ['workspace_id = $1'];
-  const add = (col: string, v: unknown, cast = '') => {
+  const add = (cond: (p: string) => string, v: unknown) => {
     params.push(v);
-    where.push(`${col} = $${params.length}${cast}`);
+    where.push(cond(`$${params.length}`));
   };
-  if (f.app) add('app', f.app);
-  if (f.workflow) add('workflow', f.workflow);
+  if (f.app) add((p) => `app = ${p}`, f.app);
+  if (f.workflow) add((p) => `workflow = ${p}`, f.workflow);
   if (f.status === 'running') where.push(`status in ('running', 'waiting')`);
-  else if (f.status) add('status', f.status);
-  if (f.runType) add('trigger_kind', f.runType);
-  if (f.since) {
-    params.push(f.since);
-    where.push(`created_at >= $${params.length}::timestamptz`);
-  }
+  else if (f.status) add((p) => `status = ${p}`, f.status);
+  if (f.runType) add((p) => `trigger_kind = ${p}`, f.runType);
+  if (f.since) add((p) => `created_at >= ${p}::timestamptz`, f.since);
+  if (f.until) add((p) => `created_at < ${p}::timestamptz`, f.until);
+  return { where, params };
+}
+
+/** Runs matching a bulk-replay filter, newest first, at most `limit`; plus how many match in all. */
+export async function runsForBulk(db: Database, workspaceId: string, f: BulkFilter, limit: number) {
+  const { where, params } = bulkWhere(workspaceId, f);
   const total = await db.query<{ n: number }>(`select count(*)::int as n from scheduler.runs where ${where.join(' and ')}`, params);
   params.push(limit);
   const rows = await db.query<{ id: string; status: string }>(
@@ -158,6 +167,41 @@ export async function runsForBulk(db: Database, workspaceId: string, f: BulkFilt
     params,
   );
   return { matched: Number(total[0]?.n ?? 0), rows };
+}
+
+export interface ActiveRunRow {
+  id: string;
+  event_name: string | null;
+  input: string;
+  /** Its created_at to the microsecond (the keyset position: the next page starts below it). */
+  pos: string;
+}
+
+/** How many runs that have not ended match a bulk filter. */
+export async function countActiveForBulk(db: Database, workspaceId: string, f: BulkFilter): Promise<number> {
+  const { where, params } = bulkWhere(workspaceId, f);
+  const rows = await db.query<{ n: number }>(`select count(*)::int as n from scheduler.runs where ${where.join(' and ')} and status in ${ACTIVE}`, params);
+  return Number(rows[0]?.n ?? 0);
+}
+
+/**
+ * A page of the runs that have not ended matching a bulk filter, newest
+ * first, below `after` (keyset): what bulk cancel walks. Over the status
+ * index, not the workspace's history.
+ */
+export function activeForBulk(db: Database, workspaceId: string, f: BulkFilter, after: ActiveRunRow | undefined, limit: number): Promise<ActiveRunRow[]> {
+  const { where, params } = bulkWhere(workspaceId, f);
+  if (after) {
+    params.push(after.pos, after.id);
+    where.push(`(created_at, id) < ($${params.length - 1}::timestamptz, $${params.length})`);
+  }
+  params.push(limit);
+  return db.query<ActiveRunRow>(
+    `select id, event_name, input, to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as pos from scheduler.runs
+      where ${where.join(' and ')} and status in ${ACTIVE}
+      order by created_at desc, id desc limit $${params.length}`,
+    params,
+  );
 }
 
 export async function writeAudit(
