@@ -380,6 +380,28 @@ suite(`web console in Chromium on ${mode}`, () => {
     await page.getByRole('tabpanel').getByRole('row').filter({ hasText: 'system:timeout' }).waitFor();
   }, 60_000);
 
+  it('bulk-cancels the sleeping runs a CEL condition selects, and each says why', async () => {
+    const keep = await send('report.requested', { day: '2026-12-01' });
+    const drop = await send('report.requested', { day: '2026-12-02' });
+    for (const { runId } of [keep, drop]) await eventually('the report run to sleep', async () => runReached(await runOf(runId), ['waiting']));
+    await open('/runs');
+    await page.getByRole('button', { name: 'Bulk cancel…' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Bulk cancel' });
+    await dialog.getByLabel('Workflow').fill('nightly-report');
+    await dialog.getByLabel('Condition (CEL)').fill("event.data.day == '2026-12-02'");
+    await shot('33-runs-bulk-cancel');
+    await dialog.getByRole('button', { name: 'Cancel matching runs' }).click();
+    const done = page.getByRole('dialog', { name: 'Bulk cancel done' });
+    await done.getByText('Cancelled', { exact: true }).waitFor();
+    expect(await done.locator('.kv').innerText()).toMatch(/Matched\s+1\s+Cancelled\s+1/);
+    expect((await runOf(drop.runId)).status).toBe('cancelled');
+    expect((await runOf(keep.runId)).status).toBe('waiting');
+
+    await open(`/runs/${drop.runId}`);
+    await page.getByTestId('cancelled').getByText(`Cancelled by ${PERSON} in a bulk cancel.`).waitFor();
+    await api(dep.base, 'POST', `/v1/runs/${keep.runId}/cancel`, { key: ws.secretKey });
+  }, 60_000);
+
   it('retries a failed run from its failed step: the earlier step is not run again', async () => {
     const { runId } = await send('invoice.created', { invoice: 'INV-2042' });
     await eventually('the invoice run to fail', async () => runReached(await runOf(runId), 'failed'), 60_000);

@@ -222,13 +222,14 @@ export function RunPage({ id }: { id: string }): JSX.Element {
 
 /**
  * Who cancelled the run and when, from its control audit (the run read itself
- * does not say); for a cancel by an event (cancelOn) or a timeout, the run's
- * error says why, where the audit's actor would name only a key or the system.
+ * does not say); for a cancel by an event (cancelOn), a timeout or a bulk
+ * cancel, the run's error says why, where the audit's actor would name only a
+ * key or the system.
  */
 function CancelledCallout({ run, audit }: { run: RunDetail; audit: ControlAction[] | undefined }): JSX.Element {
   const entry = audit?.find((a) => a.action === 'cancel');
-  const d = entry?.detail as { cancelOn?: unknown; timeout?: unknown } | undefined;
-  const why = d && (d.cancelOn || d.timeout) ? run.error?.message : undefined;
+  const d = entry?.detail as { cancelOn?: unknown; timeout?: unknown; bulkCancel?: unknown } | undefined;
+  const why = d && (d.cancelOn || d.timeout || d.bulkCancel) ? run.error?.message : undefined;
   return (
     <div class="callout callout-mute" data-testid="cancelled">
       <div class="callout-title">Cancelled</div>

@@ -2,7 +2,7 @@ import type { JSX } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { get, page, qs, send, session, stream, type Page } from '../api';
 import { navigate, setQuery, useLocation } from '../router';
-import { RUN_STATUSES, type Run, type RunStats } from '../types';
+import { RUN_STATUSES, type Run, type RunStats, type RunStatus } from '../types';
 import { Badge, Confirm, dur, Empty, ErrorBox, LiveDot, num, PageHead, RunLink, Spinner, Time, toast, useAsync, useThrottle } from '../ui';
 
 const SORTS = ['started', 'workflow', 'status', 'app', 'duration'] as const;
@@ -79,7 +79,7 @@ export function RunsPage(): JSX.Element {
   const set = (patchF: Filters) => setQuery({ ...f, ...patchF });
   const [qDraft, setQDraft] = useState(f.q ?? '');
   useEffect(() => setQDraft(f.q ?? ''), [f.q]);
-  const [bulk, setBulk] = useState(false);
+  const [bulk, setBulk] = useState<BulkKind>();
   const canWrite = session()?.canWrite;
 
   const header = (col: (typeof SORTS)[number], label: string) => {
@@ -100,9 +100,14 @@ export function RunsPage(): JSX.Element {
       <PageHead title="Runs" sub="Every run of the workspace, newest first." >
         <LiveDot live={live} />
         {canWrite && (
-          <button class="btn" onClick={() => setBulk(true)}>
-            Bulk replay…
-          </button>
+          <>
+            <button class="btn" onClick={() => setBulk('replay')}>
+              Bulk replay…
+            </button>
+            <button class="btn" onClick={() => setBulk('cancel')}>
+              Bulk cancel…
+            </button>
+          </>
         )}
       </PageHead>
 
@@ -239,7 +244,7 @@ export function RunsPage(): JSX.Element {
           </div>
         </div>
       </div>
-      {bulk && <BulkReplay onClose={() => setBulk(false)} defaults={{ app: f.app }} />}
+      {bulk && <BulkAction kind={bulk} onClose={() => setBulk(undefined)} defaults={{ app: f.app }} />}
     </div>
   );
 }
@@ -299,36 +304,62 @@ function TextFilter({ label, value, onChange }: { label: string; value?: string;
   );
 }
 
+type BulkKind = 'replay' | 'cancel';
+
 interface BulkResult {
   matched: number;
-  replayed: number;
+  replayed?: number;
+  cancelled?: number;
   skipped: number;
   failed: number;
   capped: boolean;
 }
 
-/** POST /v1/runs/bulk-replay: replays finished runs matching a filter (at least one field), and shows its counts. */
-function BulkReplay({ onClose, defaults }: { onClose: () => void; defaults: { app?: string } }): JSX.Element {
-  const [b, setB] = useState<{ app?: string; workflow?: string; status?: string; runType?: string; since?: string }>({ app: defaults.app, status: 'failed' });
+/** What differs between the two bulk actions. */
+const BULK: Record<BulkKind, { title: string; confirm: string; done: string; statuses: RunStatus[]; first?: RunStatus; about: string; after: string }> = {
+  replay: {
+    title: 'Bulk replay',
+    confirm: 'Replay matching runs',
+    done: 'Replayed',
+    statuses: ['failed', 'succeeded', 'cancelled'],
+    first: 'failed',
+    about: 'Replays finished runs matching every field below as new runs (newest first, up to the per-call ceiling). At least one field is required.',
+    after: '/runs',
+  },
+  cancel: {
+    title: 'Bulk cancel',
+    confirm: 'Cancel matching runs',
+    done: 'Cancelled',
+    statuses: ['queued', 'running', 'paused'],
+    about: "Cancels the runs that have not ended matching every field below (newest first, up to the per-call ceiling); the condition is CEL over each run's event, e.g. event.data.tenant == 'acme'. At least one field is required.",
+    after: '/runs?status=cancelled',
+  },
+};
+
+/** POST /v1/runs/bulk-replay or bulk-cancel: acts on the runs matching a filter (at least one field), and shows its counts. */
+function BulkAction({ kind, onClose, defaults }: { kind: BulkKind; onClose: () => void; defaults: { app?: string } }): JSX.Element {
+  const cfg = BULK[kind];
+  const [b, setB] = useState<{ app?: string; workflow?: string; status?: string; runType?: string; since?: string; if?: string }>({ app: defaults.app, status: cfg.first });
   const [result, setResult] = useState<BulkResult>();
   const body = useMemo(() => {
     const o: Record<string, string> = {};
-    for (const [k, v] of Object.entries(b)) if (v) o[k] = k === 'since' ? sinceIso(v)! : v;
+    for (const [key, v] of Object.entries(b)) if (v) o[key] = key === 'since' ? sinceIso(v)! : v;
     return o;
   }, [b]);
+  const acted = (r: BulkResult | undefined) => (kind === 'replay' ? r?.replayed : r?.cancelled) ?? 0;
   if (result) {
     return (
       <Confirm
-        title="Bulk replay done"
-        confirm="Show replays"
+        title={`${cfg.title} done`}
+        confirm={kind === 'replay' ? 'Show replays' : 'Show cancelled runs'}
         onClose={onClose}
-        onConfirm={async () => navigate('/runs')}
+        onConfirm={async () => navigate(cfg.after)}
         body={
           <div class="kv">
             <div>Matched</div>
             <div>{result.matched}</div>
-            <div>Replayed</div>
-            <div>{result.replayed}</div>
+            <div>{cfg.done}</div>
+            <div>{acted(result)}</div>
             <div>Skipped</div>
             <div>{result.skipped}</div>
             <div>Failed</div>
@@ -359,24 +390,27 @@ function BulkReplay({ onClose, defaults }: { onClose: () => void; defaults: { ap
   );
   return (
     <Confirm
-      title="Bulk replay"
-      confirm="Replay matching runs"
+      title={cfg.title}
+      confirm={cfg.confirm}
+      dismiss="Back"
+      danger={kind === 'cancel'}
       disabled={Object.keys(body).length === 0}
       keepOpen
       onClose={onClose}
       onConfirm={async () => {
-        const r = await send<BulkResult>('POST', '/runs/bulk-replay', body);
+        const r = await send<BulkResult>('POST', `/runs/bulk-${kind}`, body);
         setResult(r);
-        toast(`Replayed ${r?.replayed ?? 0} runs`);
+        toast(`${cfg.done} ${acted(r)} runs`);
       }}
       body={
         <div class="grid2">
-          <p class="span2 muted">Replays finished runs matching every field below as new runs (newest first, up to the per-call ceiling). At least one field is required.</p>
-          {field('status', 'Status', [['failed', 'failed'], ['succeeded', 'succeeded'], ['cancelled', 'cancelled']])}
+          <p class="span2 muted">{cfg.about}</p>
+          {field('status', 'Status', cfg.statuses.map((st) => [st, st]))}
           {field('runType', 'Trigger', [['event', 'event'], ['cron', 'cron']])}
           {field('app', 'App')}
           {field('workflow', 'Workflow')}
-          {field('since', 'Started', Object.keys(SINCE).map((k) => [k, `last ${k}`]))}
+          {field('since', 'Started', Object.keys(SINCE).map((key) => [key, `last ${key}`]))}
+          {kind === 'cancel' && field('if', 'Condition (CEL)')}
         </div>
       }
     />
