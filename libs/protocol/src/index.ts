@@ -12,3 +12,4 @@ export * from './ai-spend.js';
 export * from './retry.js';
 export * from './turn-writes.js';
 export * from './group-commit.js';
+export * from './event-fields.js';

@@ -273,6 +273,7 @@ d('gateway API', () => {
         ['POST', '/v1/events', { body: { name: '   ' } }],
         ['POST', '/v1/events', { body: [] }],
         ['POST', '/v1/events', { body: 'just a string' }],
+        ['POST', '/v1/events', { body: { name: 'a', id: 'evt-1' } }],
         ['POST', '/v1/register', { body: { app: 'a' } }],
       ];
       for (const [method, path, opts] of cases) {
@@ -282,6 +283,8 @@ d('gateway API', () => {
       }
       expect(calls.length).toBe(before);
       expect((await http(g.base, 'GET', '/v1/runs?limit=abc', { key: g.secretKey })).body.error.code).toBe('invalid_limit');
+      const inngestId = await http(g.base, 'POST', '/v1/events', { key: g.secretKey, body: { name: 'a', id: 'evt-1', ts: 1 } });
+      expect(inngestId.body.error.message).toMatch(/^body: Unknown event fields "id", "ts"; id: for an idempotent send \(Inngest's event id\) use dedupeId/);
     });
 
     it('answers unknown routes and methods with 404, and ids too long to exist as 404', async () => {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { LIMITS, type LimitName } from '../domain/usage.js';
+import { unknownEventFields } from '@dws/protocol';
 import { DEFAULT_RETENTION_DAYS, RETENTION_DAYS_RANGE } from '@dws/runtime';
 
 /**
@@ -487,15 +488,19 @@ export const BulkCancelBody = component(
   { minProperties: 1 },
 );
 
-const EventIn = z.looseObject({
-  name: str().max(256).regex(/\S/, 'must not be blank').meta({ description: 'Event name; matched against triggers and waiters.' }),
-  app: str().max(256).optional(),
-  data: json('Payload (any JSON).').optional(),
-  dedupeId: str().max(256).optional(),
-  runner: str().max(256).optional(),
-  targetApp: str().max(256).optional(),
-  session: str().max(256).optional().meta({ description: 'Session the runs this event starts join (GET /sessions groups them).' }),
-});
+const EventIn = z.strictObject(
+  {
+    name: str().max(256).regex(/\S/, 'must not be blank').meta({ description: 'Event name; matched against triggers and waiters.' }),
+    app: str().max(256).optional(),
+    data: json('Payload (any JSON).').optional(),
+    dedupeId: str().max(256).optional().meta({ description: 'A repeat of the same id (per app) within 24 h is dropped: deduped true.' }),
+    runner: str().max(256).optional(),
+    targetApp: str().max(256).optional(),
+    session: str().max(256).optional().meta({ description: 'Session the runs this event starts join (GET /sessions groups them).' }),
+  },
+  // Any other field (Inngest's id or ts, say) is refused rather than silently ignored.
+  { error: (iss) => (iss.code === 'unrecognized_keys' ? unknownEventFields(iss.keys) : undefined) },
+);
 export const EventBody = component(
   'EventBody',
   z.union([EventIn, z.array(z.unknown().meta({ description: 'An event object; an invalid one gets its own error result.' })).min(1).max(100)]),

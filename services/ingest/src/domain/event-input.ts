@@ -1,4 +1,4 @@
-import { invalid } from '@dws/protocol';
+import { invalid, unknownEventFields } from '@dws/protocol';
 
 /** SPEC Limits: name, app, runner, targetApp, dedupeId and session are capped at 256 characters. */
 const MAX_LEN = 256;
@@ -39,6 +39,8 @@ function optional(o: Record<string, unknown>, field: string): string | undefined
 export function parseEvent(raw: unknown): EventInput {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw invalid('invalid_event', 'An event must be a JSON object.');
   const o = raw as Record<string, unknown>;
+  const unknown = unknownEventFields(Object.keys(o));
+  if (unknown) throw invalid('invalid_event', `${unknown}.`);
   if (typeof o.name !== 'string' || o.name.trim() === '') throw invalid('invalid_event', 'name is required and must not be blank.');
   if (o.name.length > MAX_LEN) throw invalid('invalid_event', `name is over ${MAX_LEN} characters.`);
   const data = o.data === undefined ? null : o.data;
