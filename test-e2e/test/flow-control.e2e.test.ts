@@ -20,6 +20,11 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
   let maxInside = 0;
   const done = new Set<string>();
   let releaseSingleton: (() => void) | undefined;
+  // Two constraints: runs inside per user, and in all.
+  const perUser = new Map<string, number>();
+  let pairInside = 0;
+  let maxPair = 0;
+  let maxPerUser = 0;
 
   beforeAll(async () => {
     dep = await startDeployment(mode);
@@ -37,6 +42,25 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
           return true;
         });
       });
+      r.workflow(
+        'per-user',
+        { triggers: [{ event: 'per-user.go' }], concurrency: [{ limit: 4 }, { limit: 1, key: 'event.data.user' }] },
+        async ({ event, step }) => {
+          const user = (event.data as { user: string }).user;
+          await step.run('enter', () => {
+            perUser.set(user, (perUser.get(user) ?? 0) + 1);
+            maxPerUser = Math.max(maxPerUser, perUser.get(user)!);
+            maxPair = Math.max(maxPair, ++pairInside);
+            return true;
+          });
+          await step.sleep('hold', 30);
+          await step.run('leave', () => {
+            perUser.set(user, perUser.get(user)! - 1);
+            pairInside--;
+            return true;
+          });
+        },
+      );
       r.workflow('only-one', { triggers: [{ event: 'only.go' }], singleton: { key: 'event.data.user', mode: 'skip' } }, async ({ step }) => {
         await step.run('wait', () => new Promise<boolean>((res) => (releaseSingleton = () => res(true))));
       });
@@ -101,4 +125,43 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     const other = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'only.go', data: { user: 'bob' } } });
     expect(other.body).toMatchObject({ skipped: false, runId: expect.any(String) });
   }, 60_000);
+
+  it('two constraints (4 in all, 1 per user): neither is ever passed, and every run finishes', async () => {
+    const users = ['ada', 'bob', 'cy', 'dee', 'eve', 'fay', 'gus', 'hal'];
+    // Each user's five events together: admitted by the first constraint alone, one user's runs would fill all four slots.
+    const sent = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'per-user.go', data: { user: users[Math.floor(i / 5)] } } })),
+    );
+    const ids = sent.map((r) => {
+      expect(r.status).toBe(202);
+      return r.body.runId as string;
+    });
+    await eventually(
+      'the per-user runs to succeed',
+      async () => {
+        for (const id of ids) {
+          const r = await api(dep.base, 'GET', `/v1/runs/${id}`, { key: dep.secretKey });
+          if (['failed', 'cancelled'].includes(r.body.status)) throw new Terminal(`run ${id} ended ${r.body.status}`);
+          if (r.body.status !== 'succeeded') return undefined;
+        }
+        return true;
+      },
+      120_000,
+    );
+    expect([maxPair > 1, maxPair <= 4, maxPerUser]).toEqual([true, true, 1]);
+  }, 180_000);
+
+  it("refuses a third constraint and Inngest's account scope at registration with a 400", async () => {
+    for (const [concurrency, message] of [
+      [[{ limit: 1 }, { limit: 2, key: 'event.data.a' }, { limit: 3, key: 'event.data.b' }], 'concurrency: at most 2 constraints.'],
+      [{ limit: 2, key: 'event.data.user', scope: 'account' }, 'concurrency.scope: only "fn" (per workflow) is supported.'],
+    ] as const) {
+      const bad = await api(dep.base, 'POST', '/v1/register', {
+        key: dep.secretKey,
+        body: { app: 'flow-bad', url: 'http://127.0.0.1:9/invoke', workflows: [{ name: 'w', concurrency }] },
+      });
+      expect(bad.status).toBe(400);
+      expect(bad.body.error.message).toContain(message);
+    }
+  });
 });

@@ -19,7 +19,7 @@ describe('workflow policy', () => {
       { event: 'order.created', isPrefix: false, if: '' },
     ]);
     expect(policy.crons).toEqual([{ cron: 'TZ=Europe/Paris 0 9 * * *', pattern: '0 9 * * *', tz: 'Europe/Paris' }]);
-    expect(policy.concurrency).toEqual({ limit: 3, key: 'event.data.user' });
+    expect(policy.concurrency).toEqual([{ limit: 3, key: 'event.data.user' }]);
     expect(policy.rateLimit).toEqual({ limit: 10, periodMs: 60_000, key: 'event.data.user' });
     expect(policy.throttle).toEqual({ limit: 5, periodMs: 1000, burst: 2 });
     expect(policy.idempotency).toBe('event.data.orderId');
@@ -29,7 +29,12 @@ describe('workflow policy', () => {
     expect(parseWorkflowPolicy({ batchEvents: { maxSize: 10, timeout: '2s', key: 'event.data.k' } }).policy.batchEvents).toEqual({
       maxSize: 10, timeoutMs: 2000, key: 'event.data.k',
     });
-    expect(parseWorkflowPolicy({ concurrency: 2 }).policy.concurrency).toEqual({ limit: 2 });
+    expect(parseWorkflowPolicy({ concurrency: 2 }).policy.concurrency).toEqual([{ limit: 2 }]);
+    // Inngest's two constraints: the workflow's and one per key, each needed.
+    expect(parseWorkflowPolicy({ concurrency: [{ limit: 10 }, { limit: 1, key: 'event.data.user', scope: 'fn' }] }).policy.concurrency).toEqual([
+      { limit: 10 },
+      { limit: 1, key: 'event.data.user' },
+    ]);
     expect(parseWorkflowPolicy({}).policy).toEqual({ events: undefined, crons: [] });
   });
 
@@ -41,7 +46,7 @@ describe('workflow policy', () => {
       idempotency: 'nope(',
       singleton: { mode: 'queue' },
       priority: '"high"',
-      concurrency: [{ limit: 1 }, { limit: 2 }],
+      concurrency: [{ limit: 1 }, { limit: 2 }, { limit: 3, key: 'event.data.a' }],
       debounce: { period: '1s' },
       batchEvents: { maxSize: 1000, timeout: '1s' },
     });
@@ -58,7 +63,8 @@ describe('workflow policy', () => {
     expect(problems.join('\n')).toMatch(/idempotency does not compile/);
     expect(problems.join('\n')).toMatch(/singleton\.mode/);
     expect(problems.join('\n')).toMatch(/priority does not compile: must be a number/);
-    expect(problems.join('\n')).toMatch(/only one constraint/);
+    expect(problems.join('\n')).toMatch(/concurrency: at most 2 constraints/);
+    expect(problems.join('\n')).toMatch(/concurrency\[1\] repeats the key of another constraint/);
     expect(problems.join('\n')).toMatch(/batchEvents\.maxSize must be an integer from 1 to 100/);
   });
 
@@ -141,5 +147,11 @@ describe('workflow policy', () => {
     expect(nextCronTick(utc.spec, new Date('2025-07-11T09:00:00Z'))?.toISOString()).toBe('2025-07-12T09:00:00.000Z');
     const secs = parseCron({ cron: '*/2 * * * * *' });
     expect(secs.ok && nextCronTick(secs.spec, new Date('2025-01-01T00:00:00.500Z'))?.toISOString()).toBe('2025-01-01T00:00:02.000Z');
+  });
+
+  it("refuses Inngest's env and account concurrency scopes, which would share slots across workflows", () => {
+    const { policy, problems } = parseWorkflowPolicy({ concurrency: { limit: 2, key: 'event.data.user', scope: 'account' } });
+    expect(problems).toEqual(['concurrency.scope: only "fn" (per workflow) is supported.']);
+    expect(policy.concurrency).toEqual([{ limit: 2, key: 'event.data.user' }]);
   });
 });

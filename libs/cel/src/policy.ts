@@ -15,8 +15,8 @@ export interface WorkflowPolicy {
   /** Event triggers; undefined when the workflow gave no triggers list (an implicit trigger on its name). */
   events: EventTriggerSpec[] | undefined;
   crons: CronSpec[];
-  /** At most `limit` running at once per evaluated key (enforced by the scheduler). */
-  concurrency?: { limit: number; key?: string };
+  /** Each: at most `limit` runs holding a slot at once per evaluated key (enforced by the scheduler); a run needs a slot of each. */
+  concurrency?: ConcurrencySpec[];
   /** At most `limit` runs per `period` per key (burst of `limit`); the excess is dropped. */
   rateLimit?: { limit: number; periodMs: number; key?: string };
   /** Runs spread evenly, `limit` per `period` per key (bursts of `burst`); the excess waits, never dropped. */
@@ -35,6 +35,12 @@ export interface WorkflowPolicy {
   timeouts?: { startMs?: number; finishMs?: number };
   /** Events that cancel the workflow's active runs (an event matching one of them cancels the runs its `if` selects). */
   cancelOn?: CancelOnSpec[];
+}
+
+export interface ConcurrencySpec {
+  limit: number;
+  /** CEL over `event`; absent: one key for the whole workflow. */
+  key?: string;
 }
 
 export interface CancelOnSpec {
@@ -73,6 +79,8 @@ const EVENT_VARS = { variables: ['event'] };
 const CANCEL_VARS = { variables: ['event', 'async'] };
 /** cancelOn entries a workflow may declare. */
 export const MAX_CANCEL_ON = 10;
+/** Concurrency constraints a workflow may declare (as Inngest allows). */
+export const MAX_CONCURRENCY = 2;
 /** cancelOn's `timeout` and `timeouts`: durations up to a year (runs sleep for days). */
 const MAX_RUN_SPAN_MS = 366 * 86_400_000;
 
@@ -202,21 +210,26 @@ export function parseWorkflowPolicy(config: Obj): { policy: WorkflowPolicy; prob
     }
   }
 
-  // concurrency: a number (the limit) or { limit, key }.
-  let conc = config.concurrency;
-  if (Array.isArray(conc)) {
-    if (conc.length > 1) problems.push('concurrency: only one constraint is supported.');
-    conc = conc[0];
-  }
-  if (typeof conc === 'number') conc = { limit: conc };
-  if (conc !== undefined && conc !== null) {
-    if (!isObj(conc)) problems.push('concurrency must be { limit, key? } or a number.');
-    else {
-      const limit = int('concurrency.limit', conc.limit, 1, MAX_LIMIT);
-      const key = cel('concurrency.key', conc.key);
-      if (limit !== undefined) policy.concurrency = { limit, ...(key && { key }) };
+  // concurrency: a number (the limit), { limit, key?, scope? } or up to two of them (Inngest's shape).
+  const concs = config.concurrency === undefined || config.concurrency === null ? [] : Array.isArray(config.concurrency) ? config.concurrency : [config.concurrency];
+  if (concs.length > MAX_CONCURRENCY) problems.push(`concurrency: at most ${MAX_CONCURRENCY} constraints.`);
+  const constraints: ConcurrencySpec[] = [];
+  for (const [i, raw] of concs.slice(0, MAX_CONCURRENCY).entries()) {
+    const field = Array.isArray(config.concurrency) ? `concurrency[${i}]` : 'concurrency';
+    const c = typeof raw === 'number' ? { limit: raw } : raw;
+    if (!isObj(c)) {
+      problems.push(`${field} must be { limit, key? } or a number.`);
+      continue;
     }
+    // Inngest's env and account scopes share a key's slots across workflows: not built, so refused rather than run per workflow.
+    if (c.scope !== undefined && c.scope !== 'fn') problems.push(`${field}.scope: only "fn" (per workflow) is supported.`);
+    const limit = int(`${field}.limit`, c.limit, 1, MAX_LIMIT);
+    const key = cel(`${field}.key`, c.key);
+    if (limit === undefined) continue;
+    if (constraints.some((o) => (o.key ?? '') === (key ?? ''))) problems.push(`${field} repeats the key of another constraint.`);
+    else constraints.push({ limit, ...(key && { key }) });
   }
+  if (constraints.length > 0) policy.concurrency = constraints;
 
   const rl = obj('rateLimit');
   if (rl) {

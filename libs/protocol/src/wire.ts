@@ -320,9 +320,12 @@ export interface RetryPolicy {
   randomize?: boolean;
 }
 
+/** At most `limit` runs of the workflow (per evaluated CEL `key`) holding a slot at once. */
 export interface ConcurrencyConfig {
   limit: number;
   key?: string;
+  /** Only `fn` (per workflow); Inngest's `env` and `account` are refused at registration. */
+  scope?: 'fn';
 }
 
 /** Advisory steps manifest entry: rendering metadata only. */
@@ -347,7 +350,8 @@ export interface WorkflowRegistration {
   retry?: RetryPolicy;
   /** true if an onFailure handler exists. */
   onFailure?: boolean;
-  concurrency?: ConcurrencyConfig;
+  /** A limit, one constraint, or two (a run then needs a slot of each, e.g. the workflow's and one per user). */
+  concurrency?: number | ConcurrencyConfig | ConcurrencyConfig[];
   /** AI spend ceilings (opt-in): an Infer step started past one fails instead of calling. */
   aiSpend?: AiSpendCeilings;
   steps?: StepManifestEntry[];

@@ -41,6 +41,44 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     await h.waitFor(other, ['succeeded']);
   });
 
+  it('two constraints: a run needs a slot of each key, holds both, and one blocked on its second key does not hold back the others', async () => {
+    const all = `all-${mode}`;
+    const two = (user: string, data: Record<string, unknown> = {}, workflow = 'busy') =>
+      h.start(workflow, data, { flow: { concurrencyLimit: 4, concurrencyKey: all, concurrencyLimit2: 1, concurrencyKey2: `${user}-${mode}` } });
+    const users = ['u0', 'u1', 'u2', 'u3', 'u4', 'u5'];
+    const ids = [];
+    for (const user of users) ids.push(await two(user), await two(user));
+    const perUser = async () =>
+      h.db.query<{ k: string; n: number }>(
+        `select concurrency_key_2 as k, count(*)::int as n from scheduler.runs
+          where concurrency_key = $1 and concurrency_limit_2 > 0 and admitted and status in ('queued', 'running', 'waiting', 'paused') group by 1`,
+        [all],
+      );
+    let maxAll = 0;
+    let maxUser = 0;
+    const watch = setInterval(() => {
+      void holders(all).then((n) => (maxAll = Math.max(maxAll, n)));
+      void perUser().then((rows) => (maxUser = Math.max(maxUser, ...rows.map((r) => r.n), 0)));
+    }, 10);
+    try {
+      for (const id of ids) await h.waitFor(id, ['succeeded'], 60_000);
+    } finally {
+      clearInterval(watch);
+    }
+    expect([maxAll > 1, maxAll <= 4, maxUser]).toEqual([true, true, 1]);
+
+    // u9's first run holds u9's slot; its second waits on that key (and says so) while u8's, started later, runs.
+    const holder = await two('u9', { tag: 'holder', ms: 3_600_000 }, 'tagged');
+    await h.waitFor(holder, ['waiting']);
+    const blocked = await two('u9', { tag: 'blocked' }, 'tagged');
+    const passing = await two('u8', { tag: 'passing' }, 'tagged');
+    await h.waitFor(passing, ['succeeded'], 30_000);
+    const read = (await h.call('runs.get', { params: { id: blocked } })).body;
+    expect(read).toMatchObject({ status: 'queued', waitingFor: { kind: 'concurrency', key: `u9-${mode}`, limit: 1, holding: 1 } });
+    await h.call('runs.cancel', { params: { id: holder } });
+    await h.waitFor(blocked, ['succeeded'], 30_000);
+  });
+
   it('starts queued runs of a key by priority, then in creation order', async () => {
     const key = `prio-${mode}`;
     // Slots are per workflow and key: the blocker is a run of the same workflow.

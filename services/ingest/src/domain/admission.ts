@@ -27,15 +27,20 @@ export function idempotencyKey(expr: string, vars: EventVars): string | undefine
 export interface RunFields {
   concurrencyKey: string;
   concurrencyLimit: number;
+  concurrencyKey2: string;
+  concurrencyLimit2: number;
   priority: bigint;
   singletonKey: string;
   singletonMode: string;
 }
 
 export function runFields(policy: WorkflowPolicy | undefined, vars: EventVars): RunFields {
+  const [c1, c2] = policy?.concurrency ?? [];
   return {
-    concurrencyKey: policy?.concurrency ? gateKey(policy.concurrency.key, vars) : '',
-    concurrencyLimit: policy?.concurrency?.limit ?? 0,
+    concurrencyKey: c1 ? gateKey(c1.key, vars) : '',
+    concurrencyLimit: c1?.limit ?? 0,
+    concurrencyKey2: c2 ? gateKey(c2.key, vars) : '',
+    concurrencyLimit2: c2?.limit ?? 0,
     priority: BigInt(policy?.priority ? (celInt(policy.priority, vars) ?? 0) : 0),
     singletonKey: policy?.singleton ? gateKey(policy.singleton.key, vars) : '',
     singletonMode: policy?.singleton?.mode ?? '',

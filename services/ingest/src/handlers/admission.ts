@@ -238,6 +238,8 @@ export class Admission {
       notBeforeMs: BigInt(notBeforeMs),
       concurrencyKey: f.concurrencyKey,
       concurrencyLimit: f.concurrencyLimit,
+      concurrencyKey2: f.concurrencyKey2,
+      concurrencyLimit2: f.concurrencyLimit2,
       priority: f.priority,
       singletonKey: f.singletonKey,
       singletonMode: f.singletonMode,

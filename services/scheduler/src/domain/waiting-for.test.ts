@@ -14,6 +14,9 @@ const run = (over: Partial<RunWaitFacts> = {}): RunWaitFacts => ({
   concurrencyKey: null,
   concurrencyLimit: 0,
   slotHolders: 0,
+  concurrencyKey2: null,
+  concurrencyLimit2: 0,
+  slotHolders2: 0,
   pausedBy: null,
   pausedAtMs: null,
   ...over,
@@ -86,6 +89,10 @@ describe('waitingFor', () => {
       limit: 1,
       holding: 1,
     });
+    // Two constraints: the one whose slots are full is named.
+    const two = { status: 'queued', admitted: false, concurrencyKey: 'all', concurrencyLimit: 5, concurrencyKey2: 'u1', concurrencyLimit2: 1, slotHolders2: 1 };
+    expect(waitingFor(run({ ...two, slotHolders: 2 }), [], NOW)).toEqual({ kind: 'concurrency', key: 'u1', limit: 1, holding: 1 });
+    expect(waitingFor(run({ ...two, slotHolders: 5 }), [], NOW)).toEqual({ kind: 'concurrency', key: 'all', limit: 5, holding: 5 });
     expect(waitingFor(run({ status: 'queued', leaseUntilMs: NOW + 5000 }), [], NOW)).toEqual({ kind: 'throttle', until: new Date(NOW + 5000).toISOString() });
     expect(waitingFor(run({ status: 'queued', leaseUntilMs: NOW - 5 }), [], NOW)).toEqual({ kind: 'scheduler', since: new Date(NOW - 60_000).toISOString() });
   });

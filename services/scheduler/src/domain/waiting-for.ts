@@ -23,6 +23,10 @@ export interface RunWaitFacts {
   concurrencyLimit: number;
   /** Runs of the same workflow and key holding a concurrency slot now. */
   slotHolders: number;
+  /** The second constraint (limit 0: none) and the runs holding its key's slots. */
+  concurrencyKey2: string | null;
+  concurrencyLimit2: number;
+  slotHolders2: number;
   /** The latest pause in the control audit: who and when. */
   pausedBy: string | null;
   pausedAtMs: number | null;
@@ -113,6 +117,10 @@ export function waitingFor(run: RunWaitFacts, steps: OpenStep[], nowMs: number):
   if (run.transportFailures > 0 && future !== undefined) return { kind: 'transport_retry', failures: run.transportFailures, nextTryAt: iso(future) };
   if (run.status === 'queued') {
     if (!run.admitted && run.concurrencyLimit > 0) {
+      // The constraint that holds it back: the first while its slots are full, else the second's.
+      if (run.concurrencyLimit2 > 0 && run.slotHolders < run.concurrencyLimit && run.slotHolders2 >= run.concurrencyLimit2) {
+        return { kind: 'concurrency', key: run.concurrencyKey2 ?? '', limit: run.concurrencyLimit2, holding: run.slotHolders2 };
+      }
       return { kind: 'concurrency', key: run.concurrencyKey ?? '', limit: run.concurrencyLimit, holding: run.slotHolders };
     }
     if (future !== undefined) return { kind: 'throttle', until: iso(future) };

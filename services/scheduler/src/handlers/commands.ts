@@ -150,7 +150,15 @@ async function startUnderFlowControl(
 ): Promise<void> {
   const singletonKey = cmd.singletonMode ? cmd.singletonKey : null;
   const self = (status: string): LiveRun => ({ id: run.id, workspaceId: run.workspaceId, status, workflow: run.workflow, app: run.app });
-  const flow = { notBeforeMs, concurrencyKey: cmd.concurrencyKey, concurrencyLimit: cmd.concurrencyLimit, priority: Number(cmd.priority), singletonKey };
+  const flow = {
+    notBeforeMs,
+    concurrencyKey: cmd.concurrencyKey,
+    concurrencyLimit: cmd.concurrencyLimit,
+    concurrencyKey2: cmd.concurrencyKey2,
+    concurrencyLimit2: cmd.concurrencyLimit2,
+    priority: Number(cmd.priority),
+    singletonKey,
+  };
   if (singletonKey === null) {
     // Nothing to weigh against other runs: one statement, idempotent on the run id.
     const queued = await insertFlowRun(opts.db, run, flow);

@@ -7,6 +7,9 @@ export interface FlowControl {
   concurrencyKey: string;
   /** 0: no limit. */
   concurrencyLimit: number;
+  /** A second constraint (0: none), checked and held beside the first. */
+  concurrencyKey2?: string;
+  concurrencyLimit2?: number;
   priority: number;
   singletonKey: string | null;
 }
@@ -27,10 +30,10 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
     `with r as (
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, input,
                                    next_seq, lease_until, created_at, started_at, concurrency_key, concurrency_limit, admitted, priority, singleton_key, session,
-                                   timeout_start_ms, timeout_finish_ms)
+                                   timeout_start_ms, timeout_finish_ms, concurrency_key_2, concurrency_limit_2)
        values ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, 2,
                case when $13::boolean then null else greatest(now(), to_timestamp($11::bigint / 1000.0)) end,
-               to_timestamp($12::bigint / 1000.0), now(), $14, $15, not $13::boolean, $16, $17, $18, $21, $22)
+               to_timestamp($12::bigint / 1000.0), now(), $14, $15, not $13::boolean, $16, $17, $18, $21, $22, $23, $24)
        on conflict (id) do nothing
        returning id
      )
@@ -41,6 +44,7 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
       run.id, run.workspaceId, run.workflow, run.app, run.runner, run.triggerKind, run.eventId, run.eventName, run.replayOf, run.inputJson,
       flow.notBeforeMs, run.createdAtMs, limited, limited ? flow.concurrencyKey : null, flow.concurrencyLimit, flow.priority, flow.singletonKey,
       run.session ?? null, JSON.stringify(queued.fields), queued.ts, run.timeoutStartMs ?? null, run.timeoutFinishMs ?? null,
+      limited && flow.concurrencyLimit2 ? flow.concurrencyKey2 ?? '' : null, limited ? flow.concurrencyLimit2 ?? 0 : 0,
     ],
   );
   return rows.length === 1 ? queued : undefined;
@@ -48,20 +52,36 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
 
 /** Concurrency keys served per round (oldest waiter first). */
 const ADMIT_KEYS = 100;
+/** Waiting runs read past a key's free slots when some need a second key's slot too: those blocked there are passed over. */
+const SECOND_KEY_LOOKAHEAD = 100;
+
+const ACTIVE = `('queued', 'running', 'waiting', 'paused')`;
+
+interface SlotKey {
+  workspace_id: string;
+  app: string;
+  workflow: string;
+  concurrency_key: string;
+  concurrency_limit: number;
+  /** Some waiting run of the key has a second constraint. */
+  second: boolean;
+}
 
 /**
  * Admit queued runs into free concurrency slots. A run holds its key's slot
- * from admission until it ends (sleeping and waiting included), so "at most
- * N" holds however the runs park. Keys are served oldest waiter first, and
- * each key's check-and-admit runs under an advisory lock, so replicas never
- * admit past the limit together. Within a key: higher priority first, then
- * creation order.
+ * (and its second key's, with two constraints) from admission until it ends
+ * (sleeping and waiting included), so "at most N" holds however the runs
+ * park. Keys are served oldest waiter first, and each key's check-and-admit
+ * runs under an advisory lock (and its waiting runs' second keys' locks), so
+ * replicas never admit past a limit together. Within a key: higher priority
+ * first, then creation order; a run whose second key is full is passed over.
  */
 export async function admitToSlots(db: Database): Promise<number> {
   // The limit as a parameter: a statement without one goes as a simple query, planned at every
   // poll (0.8 ms of Postgres' time, four times a second on every replica, mostly to find nothing).
-  const keys = await db.query<{ workspace_id: string; app: string; workflow: string; concurrency_key: string; concurrency_limit: number }>(
-    `select workspace_id, app, workflow, concurrency_key, max(concurrency_limit) as concurrency_limit from scheduler.runs
+  const keys = await db.query<SlotKey>(
+    `select workspace_id, app, workflow, concurrency_key, max(concurrency_limit) as concurrency_limit, bool_or(concurrency_limit_2 > 0) as second
+       from scheduler.runs
       where status = 'queued' and not admitted
       group by workspace_id, app, workflow, concurrency_key order by min(created_at) limit $1`,
     [ADMIT_KEYS],
@@ -73,23 +93,61 @@ export async function admitToSlots(db: Database): Promise<number> {
       const held = await tx.query<{ n: number }>(
         `select count(*)::int as n from scheduler.runs
           where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4
-            and concurrency_limit > 0 and admitted and status in ('queued', 'running', 'waiting', 'paused')`,
+            and concurrency_limit > 0 and admitted and status in ${ACTIVE}`,
         [k.workspace_id, k.app, k.workflow, k.concurrency_key],
       );
       const free = Number(k.concurrency_limit) - Number(held[0]?.n ?? 0);
       if (free <= 0) return 0;
-      const rows = await tx.query(
-        `update scheduler.runs set admitted = true, lease_until = now(), updated_at = now()
-          where id in (select id from scheduler.runs
+      const waiting = `select id from scheduler.runs
                         where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4 and status = 'queued' and not admitted
-                        order by priority desc, created_at, id limit $5 for update skip locked)
-          returning id`,
-        [k.workspace_id, k.app, k.workflow, k.concurrency_key, free],
-      );
-      return rows.length;
+                        order by priority desc, created_at, id limit $5 for update skip locked`;
+      const params = [k.workspace_id, k.app, k.workflow, k.concurrency_key, free];
+      if (!k.second) {
+        const rows = await tx.query(`update scheduler.runs set admitted = true, lease_until = now(), updated_at = now() where id in (${waiting}) returning id`, params);
+        return rows.length;
+      }
+      const ids = await admittableWithSecondKeys(tx, k, free);
+      if (ids.length === 0) return 0;
+      await tx.query('update scheduler.runs set admitted = true, lease_until = now(), updated_at = now() where id = any($1::text[])', [ids]);
+      return ids.length;
     });
   }
   return admitted;
+}
+
+/**
+ * Up to `free` waiting runs of a key, in admission order, whose second key
+ * (if they have one) has a free slot too; each second key's lock taken, in
+ * one order for every admission, before its holders are counted.
+ */
+async function admittableWithSecondKeys(tx: Database, k: SlotKey, free: number): Promise<string[]> {
+  const waiting = await tx.query<{ id: string; key2: string | null; limit2: number }>(
+    `select id, concurrency_key_2 as key2, concurrency_limit_2 as limit2 from scheduler.runs
+      where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4 and status = 'queued' and not admitted
+      order by priority desc, created_at, id limit $5 for update skip locked`,
+    [k.workspace_id, k.app, k.workflow, k.concurrency_key, free + SECOND_KEY_LOOKAHEAD],
+  );
+  const seconds = [...new Set(waiting.filter((w) => w.limit2 > 0).map((w) => w.key2 ?? ''))].sort();
+  for (const key2 of seconds) await tx.query('select pg_advisory_xact_lock(hashtext($1))', [`slots2:${k.workspace_id}:${k.app}:${k.workflow}:${key2}`]);
+  const held = await tx.query<{ key2: string; n: number }>(
+    `select concurrency_key_2 as key2, count(*)::int as n from scheduler.runs
+      where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key_2 = any($4::text[])
+        and concurrency_limit_2 > 0 and admitted and status in ${ACTIVE}
+      group by concurrency_key_2`,
+    [k.workspace_id, k.app, k.workflow, seconds],
+  );
+  const holding = new Map(held.map((h) => [h.key2, Number(h.n)]));
+  const ids: string[] = [];
+  for (const w of waiting) {
+    if (ids.length >= free) break;
+    if (w.limit2 > 0) {
+      const n = holding.get(w.key2 ?? '') ?? 0;
+      if (n >= w.limit2) continue;
+      holding.set(w.key2 ?? '', n + 1);
+    }
+    ids.push(w.id);
+  }
+  return ids;
 }
 
 /** Non-terminal runs of a singleton key (the run being started excluded), locked for the caller's transaction. */

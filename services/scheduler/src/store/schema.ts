@@ -47,6 +47,9 @@ export const runs = scheduler.table(
     /** Flow control from ingest: a run of a limited key waits queued until admitted to a slot. */
     concurrencyKey: text('concurrency_key'),
     concurrencyLimit: integer('concurrency_limit').notNull().default(0),
+    /** A second constraint (0: none): admitted only with a free slot of each key, and holding both. */
+    concurrencyKey2: text('concurrency_key_2'),
+    concurrencyLimit2: integer('concurrency_limit_2').notNull().default(0),
     admitted: boolean('admitted').notNull().default(true),
     priority: bigint('priority', { mode: 'number' }).notNull().default(0),
     singletonKey: text('singleton_key'),
@@ -79,6 +82,7 @@ export const runs = scheduler.table(
     index('runs_parent').on(t.parentRunId),
     index('runs_awaiting_slot').on(t.workspaceId, t.app, t.workflow, t.concurrencyKey).where(sql`status = 'queued' and not admitted`),
     index('runs_slot_holders').on(t.workspaceId, t.app, t.workflow, t.concurrencyKey).where(sql`concurrency_limit > 0 and admitted and status in ('queued', 'running', 'waiting', 'paused')`),
+    index('runs_slot_holders_2').on(t.workspaceId, t.app, t.workflow, t.concurrencyKey2).where(sql`concurrency_limit_2 > 0 and admitted and status in ('queued', 'running', 'waiting', 'paused')`),
     index('runs_singleton').on(t.workspaceId, t.app, t.workflow, t.singletonKey).where(sql`singleton_key is not null`),
     // The one timer index: a run is claimable once lease_until passes, whether that is an
     // expired lease (crashed replica), a retry backoff, a no-runner wait or a sleep.

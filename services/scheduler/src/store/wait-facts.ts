@@ -13,6 +13,9 @@ interface Row {
   concurrency_key: string | null;
   concurrency_limit: number;
   slot_holders: number;
+  concurrency_key_2: string | null;
+  concurrency_limit_2: number;
+  slot_holders_2: number;
   paused_by: string | null;
   paused_at_ms: string | number | null;
   steps: OpenStep[] | null;
@@ -24,7 +27,7 @@ const epochMs = (col: string) => `(extract(epoch from ${col}) * 1000)::bigint`;
 /**
  * What `waitingFor` needs about one run, in one statement: the run's lease,
  * no-runner stamp, transport failures and flow-control columns; the holders
- * of its concurrency key while it waits for a slot; the last pause in the
+ * of its concurrency keys while it waits for a slot; the last pause in the
  * control audit while it is paused; and its unfinished steps with their
  * waiter (event name, CEL) or child run. Undefined for another workspace's run.
  */
@@ -38,6 +41,12 @@ export async function waitFacts(db: Database, workspaceId: string, runId: string
                 where h.workspace_id = r.workspace_id and h.app = r.app and h.workflow = r.workflow and h.concurrency_key = r.concurrency_key
                   and h.concurrency_limit > 0 and h.admitted and h.status in ('queued', 'running', 'waiting', 'paused'))
             else 0 end as slot_holders,
+            r.concurrency_key_2, r.concurrency_limit_2,
+            case when r.status = 'queued' and not r.admitted and r.concurrency_limit_2 > 0 then
+              (select count(*)::int from scheduler.runs h
+                where h.workspace_id = r.workspace_id and h.app = r.app and h.workflow = r.workflow and h.concurrency_key_2 = r.concurrency_key_2
+                  and h.concurrency_limit_2 > 0 and h.admitted and h.status in ('queued', 'running', 'waiting', 'paused'))
+            else 0 end as slot_holders_2,
             pa.actor as paused_by, ${epochMs('pa.created_at')} as paused_at_ms,
             (select json_agg(json_build_object(
                       'name', s.name, 'op', s.op, 'idx', s.idx, 'status', s.status, 'attempts', s.attempts,
@@ -71,6 +80,9 @@ export async function waitFacts(db: Database, workspaceId: string, runId: string
       concurrencyKey: r.concurrency_key,
       concurrencyLimit: r.concurrency_limit,
       slotHolders: r.slot_holders,
+      concurrencyKey2: r.concurrency_key_2,
+      concurrencyLimit2: r.concurrency_limit_2,
+      slotHolders2: r.slot_holders_2,
       pausedBy: r.paused_by,
       pausedAtMs: ms(r.paused_at_ms),
     },

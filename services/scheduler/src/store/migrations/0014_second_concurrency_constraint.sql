@@ -1,0 +1,3 @@
+ALTER TABLE "scheduler"."runs" ADD COLUMN "concurrency_key_2" text;--> statement-breakpoint
+ALTER TABLE "scheduler"."runs" ADD COLUMN "concurrency_limit_2" integer DEFAULT 0 NOT NULL;--> statement-breakpoint
+CREATE INDEX "runs_slot_holders_2" ON "scheduler"."runs" USING btree ("workspace_id","app","workflow","concurrency_key_2") WHERE concurrency_limit_2 > 0 and admitted and status in ('queued', 'running', 'waiting', 'paused');
