@@ -71,10 +71,14 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     const holder = await two('u9', { tag: 'holder', ms: 3_600_000 }, 'tagged');
     await h.waitFor(holder, ['waiting']);
     const blocked = await two('u9', { tag: 'blocked' }, 'tagged');
+    // More of u9's runs queued than the admission looks ahead: they cost it one place, not its whole look-ahead.
+    const flood = await Promise.all(Array.from({ length: 120 }, () => two('u9', { tag: 'flood' }, 'tagged')));
     const passing = await two('u8', { tag: 'passing' }, 'tagged');
     await h.waitFor(passing, ['succeeded'], 30_000);
     const read = (await h.call('runs.get', { params: { id: blocked } })).body;
     expect(read).toMatchObject({ status: 'queued', waitingFor: { kind: 'concurrency', key: `u9-${mode}`, limit: 1, holding: 1 } });
+    const cancelFlood = await h.call('runs.bulkCancel', { body: { workflow: 'tagged', status: 'queued', if: "event.data.tag == 'flood'" } });
+    expect(cancelFlood.body).toMatchObject({ matched: flood.length, cancelled: flood.length });
     await h.call('runs.cancel', { params: { id: holder } });
     await h.waitFor(blocked, ['succeeded'], 30_000);
   });

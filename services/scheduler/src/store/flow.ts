@@ -52,7 +52,7 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
 
 /** Concurrency keys served per round (oldest waiter first). */
 const ADMIT_KEYS = 100;
-/** Waiting runs read past a key's free slots when some need a second key's slot too: those blocked there are passed over. */
+/** Waiting runs read past a key's free slots when some need a second key's slot too (those blocked there are passed over). */
 const SECOND_KEY_LOOKAHEAD = 100;
 
 const ACTIVE = `('queued', 'running', 'waiting', 'paused')`;
@@ -121,10 +121,21 @@ export async function admitToSlots(db: Database): Promise<number> {
  * one order for every admission, before its holders are counted.
  */
 async function admittableWithSecondKeys(tx: Database, k: SlotKey, free: number): Promise<string[]> {
+  // At most limit2 waiting runs of each second key are read: a key with a flood of waiting runs
+  // (one user's thousand events) takes no more of the look-ahead than it could be admitted.
   const waiting = await tx.query<{ id: string; key2: string | null; limit2: number }>(
     `select id, concurrency_key_2 as key2, concurrency_limit_2 as limit2 from scheduler.runs
-      where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4 and status = 'queued' and not admitted
-      order by priority desc, created_at, id limit $5 for update skip locked`,
+      where id in (
+        select id from (
+          select id, priority, created_at, concurrency_limit_2,
+                 row_number() over (partition by concurrency_key_2 order by priority desc, created_at, id) as nth
+            from scheduler.runs
+           where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4 and status = 'queued' and not admitted
+        ) w
+        where concurrency_limit_2 = 0 or nth <= concurrency_limit_2
+        order by priority desc, created_at, id limit $5)
+      order by priority desc, created_at, id
+      for update skip locked`,
     [k.workspace_id, k.app, k.workflow, k.concurrency_key, free + SECOND_KEY_LOOKAHEAD],
   );
   const seconds = [...new Set(waiting.filter((w) => w.limit2 > 0).map((w) => w.key2 ?? ''))].sort();
