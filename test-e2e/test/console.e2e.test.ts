@@ -176,11 +176,15 @@ suite(`web console in Chromium on ${mode}`, () => {
             return { orderId: event.data.orderId, charged: charged.charged };
           },
         );
-        r.workflow<{ day: string }>('nightly-report', { triggers: [{ event: 'report.requested' }] }, async ({ event, step }) => {
-          const rows = await step.run('collect', () => ({ day: event.data.day, rows: 1280 }));
-          await step.sleep('cool-down', '1h');
-          return step.run('publish', () => ({ published: rows.rows }));
-        });
+        r.workflow<{ day: string }>(
+          'nightly-report',
+          { triggers: [{ event: 'report.requested' }], concurrency: [{ limit: 5 }, { limit: 1, key: 'event.data.day' }] },
+          async ({ event, step }) => {
+            const rows = await step.run('collect', () => ({ day: event.data.day, rows: 1280 }));
+            await step.sleep('cool-down', '1h');
+            return step.run('publish', () => ({ published: rows.rows }));
+          },
+        );
         r.workflow('quick-quote', { triggers: [{ event: 'quote.requested' }], timeouts: { finish: '1s' } }, async ({ step }) => {
           await step.sleep('wait-for-pricing', '1h');
           return 'late';
@@ -583,6 +587,7 @@ suite(`web console in Chromium on ${mode}`, () => {
     for (const w of ['fulfil-order', 'nightly-report', 'send-invoice', 'refund-agent', 'greet']) {
       await page.getByRole('article', { name: w }).waitFor();
     }
+    await page.getByRole('article', { name: 'nightly-report' }).getByText('5 runs at a time, and 1 run at a time per event.data.day').waitFor();
     await shot('27-workflows');
 
     // A refused partner post, so the inbound log has something to show.

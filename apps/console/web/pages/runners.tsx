@@ -135,8 +135,13 @@ function retryText(retry: unknown): string {
   return `Up to ${max} attempts per step`;
 }
 
-/** A concurrency limit in words, when the workflow registered one (the rest is in its definition below). */
+/**
+ * A workflow's concurrency limits in words, when it registered any (a number,
+ * one constraint or two; the rest is in its definition below).
+ */
 function limitText(w: Workflow): string | undefined {
-  const c = w.concurrency as { limit?: number; key?: string } | undefined;
-  return c?.limit ? `${c.limit} ${c.limit === 1 ? 'run' : 'runs'} at a time${c.key ? ` per ${c.key}` : ''}` : undefined;
+  const raw = w.concurrency as number | { limit?: number; key?: string } | { limit?: number; key?: string }[] | undefined;
+  const list = (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]).map((c) => (typeof c === 'number' ? { limit: c } : c));
+  const parts = list.filter((c) => c?.limit).map((c) => `${c.limit} ${c.limit === 1 ? 'run' : 'runs'} at a time${c.key ? ` per ${c.key}` : ''}`);
+  return parts.length ? parts.join(', and ') : undefined;
 }
