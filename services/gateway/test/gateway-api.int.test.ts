@@ -215,6 +215,7 @@ d('gateway API', () => {
     it('forwards every route to its owner op with params, the validated query and the raw body', async () => {
       const cases: [string, string, unknown, string, Partial<ApiCall>][] = [
         ['GET', '/v1/runs?app=billing&status=running&limit=500&sort=duration&dir=asc&deep=1&q=x&junk=1', undefined, 'runs.list', { query: { app: 'billing', status: 'running', limit: 200, sort: 'duration', dir: 'asc', deep: '1', q: 'x' } }],
+        ['GET', '/v1/runs?workflow=w&until=2024-01-01T00:00:00Z', undefined, 'runs.list', { query: { workflow: 'w', until: '2024-01-01T00:00:00Z' } }],
         ['GET', '/v1/runs/stats?app=a&since=2024-01-01T00:00:00Z', undefined, 'runs.stats', { query: { app: 'a', since: '2024-01-01T00:00:00Z' } }],
         ['GET', '/v1/runs/run_9', undefined, 'runs.get', { params: { id: 'run_9' } }],
         ['GET', '/v1/runs/run_9/steps', undefined, 'runs.steps', { params: { id: 'run_9' } }],
@@ -253,6 +254,7 @@ d('gateway API', () => {
         ['GET', '/v1/runs?status=done', {}],
         ['GET', '/v1/runs?runType=child', {}],
         ['GET', '/v1/runs?since=yesterday', {}],
+        ['GET', '/v1/runs?until=tomorrow', {}],
         ['GET', '/v1/runs?app=a&app=b', {}],
         ['GET', `/v1/runs?q=${'x'.repeat(300)}`, {}],
         ['GET', '/v1/runs/r/logs?from=-1', {}],

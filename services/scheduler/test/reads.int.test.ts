@@ -214,7 +214,7 @@ d('scheduler read side', () => {
 
     it('validates and clamps limit, sort, dir, status, runType and since', async () => {
       expect((await list(ws, { limit: '5000' })).runs).toHaveLength(60);
-      for (const query of [{ limit: '0' }, { limit: '-1' }, { limit: 'ten' }, { limit: '1.5' }, { sort: 'size' }, { dir: 'up' }, { status: 'done' }, { runType: 'child' }, { since: 'yesterday' }, { since: '2024-13-45' }, { q: 'x'.repeat(300) }, { app: ['a', 'b'] }, { app: 'a\u0000' }, { q: '\u0000' }]) {
+      for (const query of [{ limit: '0' }, { limit: '-1' }, { limit: 'ten' }, { limit: '1.5' }, { sort: 'size' }, { dir: 'up' }, { status: 'done' }, { runType: 'child' }, { since: 'yesterday' }, { since: '2024-13-45' }, { until: 'soon' }, { q: 'x'.repeat(300) }, { app: ['a', 'b'] }, { app: 'a\u0000' }, { q: '\u0000' }]) {
         await expect(call('runs.list', ws, { query })).rejects.toMatchObject({ status: 400 });
       }
     });
@@ -222,7 +222,7 @@ d('scheduler read side', () => {
     const ids = async (query: Record<string, unknown>) => (await all(ws, { ...query, limit: '200' })).sort();
     const expected = (pred: (r: Seed) => boolean) => seeded.filter(pred).map((r) => r.id).sort();
 
-    it('filters on app, status (running matches waiting), runType, eventId, replayOf and since', async () => {
+    it('filters on app, workflow, status (running matches waiting), runType, eventId, replayOf, since and until', async () => {
       expect(await ids({ app: 'mail' })).toEqual(expected((r) => r.app === 'mail'));
       expect(await ids({ status: 'running' })).toEqual(expected((r) => r.status === 'running' || r.status === 'waiting'));
       expect(await ids({ status: 'waiting' })).toEqual(expected((r) => r.status === 'waiting'));
@@ -233,6 +233,10 @@ d('scheduler read side', () => {
       expect(await ids({ replayOf: 'run_source' })).toEqual(expected((r) => r.replayOf === 'run_source'));
       expect(await ids({ since: '2024-03-01T00:00:10Z' })).toEqual(expected((r) => r.createdAtMs! >= t0 + 10_000));
       expect(await ids({ since: '2024-03-01T02:00:10+02:00' })).toEqual(expected((r) => r.createdAtMs! >= t0 + 10_000));
+      expect(await ids({ until: '2024-03-01T00:00:10Z' })).toEqual(expected((r) => r.createdAtMs! < t0 + 10_000));
+      const wf = seeded[4]!.workflow!;
+      expect(await ids({ workflow: wf })).toEqual(expected((r) => r.workflow === wf));
+      expect(await ids({ workflow: wf.slice(0, -1) })).toEqual([]);
     });
 
     it('matches q on workflow, id and app (case-insensitive, literal wildcards); deep widens it to input, result and error', async () => {

@@ -70,7 +70,7 @@ export function WorkflowsPage(): JSX.Element {
                 <h3>{w.name}</h3>
                 <div class="muted small">app {w.app}</div>
               </div>
-              <Link class="btn btn-sm" href={`/runs?q=${encodeURIComponent(w.name)}${w.app ? `&app=${encodeURIComponent(w.app)}` : ''}`}>Runs →</Link>
+              <Link class="btn btn-sm" href={`/runs?workflow=${encodeURIComponent(w.name)}${w.app ? `&app=${encodeURIComponent(w.app)}` : ''}`}>Runs →</Link>
             </header>
             <div class="kv">
               <div>Triggers</div>

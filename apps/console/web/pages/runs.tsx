@@ -7,7 +7,7 @@ import { Badge, Confirm, dur, Empty, ErrorBox, LiveDot, num, PageHead, RunLink, 
 
 const SORTS = ['started', 'workflow', 'status', 'app', 'duration'] as const;
 const SINCE: Record<string, number> = { '15m': 15 * 60e3, '1h': 3600e3, '24h': 86400e3, '7d': 7 * 86400e3, '30d': 30 * 86400e3 };
-const FILTERS = ['q', 'deep', 'status', 'app', 'runType', 'eventId', 'replayOf', 'since', 'sort', 'dir'] as const;
+const FILTERS = ['q', 'deep', 'status', 'app', 'workflow', 'runType', 'eventId', 'replayOf', 'since', 'sort', 'dir'] as const;
 type Filters = Partial<Record<(typeof FILTERS)[number], string>>;
 
 const sinceIso = (v: string | undefined) => (v && SINCE[v] ? new Date(Date.now() - SINCE[v]!).toISOString() : undefined);
@@ -33,7 +33,7 @@ export function RunsPage(): JSX.Element {
     () =>
       page<Run>(
         '/runs' +
-          qs({ q: f.q, deep: f.deep === '1' && f.q ? '1' : undefined, status: f.status, app: f.app, runType: f.runType, eventId: f.eventId, replayOf: f.replayOf, since: sinceIso(f.since), sort, dir, limit, cursor }),
+          qs({ q: f.q, deep: f.deep === '1' && f.q ? '1' : undefined, status: f.status, app: f.app, workflow: f.workflow, runType: f.runType, eventId: f.eventId, replayOf: f.replayOf, since: sinceIso(f.since), sort, dir, limit, cursor }),
       ),
     [key, cursor, limit],
   );
@@ -153,6 +153,7 @@ export function RunsPage(): JSX.Element {
           <Select label="Trigger" value={f.runType} onChange={(v) => set({ runType: v })} options={[['event', 'event'], ['cron', 'cron']]} />
           <Select label="Started" value={f.since} onChange={(v) => set({ since: v })} options={Object.keys(SINCE).map((k) => [k, `last ${k}`])} anyLabel="any time" />
           <TextFilter label="App" value={f.app} onChange={(v) => set({ app: v })} />
+          <TextFilter label="Workflow" value={f.workflow} onChange={(v) => set({ workflow: v })} />
           <TextFilter label="Event id" value={f.eventId} onChange={(v) => set({ eventId: v })} />
           <TextFilter label="Replay of" value={f.replayOf} onChange={(v) => set({ replayOf: v })} />
           {anyFilter && (
@@ -244,7 +245,7 @@ export function RunsPage(): JSX.Element {
           </div>
         </div>
       </div>
-      {bulk && <BulkAction kind={bulk} onClose={() => setBulk(undefined)} defaults={{ app: f.app }} />}
+      {bulk && <BulkAction kind={bulk} onClose={() => setBulk(undefined)} defaults={{ app: f.app, workflow: f.workflow }} />}
     </div>
   );
 }
@@ -337,9 +338,9 @@ const BULK: Record<BulkKind, { title: string; confirm: string; done: string; sta
 };
 
 /** POST /v1/runs/bulk-replay or bulk-cancel: acts on the runs matching a filter (at least one field), and shows its counts. */
-function BulkAction({ kind, onClose, defaults }: { kind: BulkKind; onClose: () => void; defaults: { app?: string } }): JSX.Element {
+function BulkAction({ kind, onClose, defaults }: { kind: BulkKind; onClose: () => void; defaults: { app?: string; workflow?: string } }): JSX.Element {
   const cfg = BULK[kind];
-  const [b, setB] = useState<{ app?: string; workflow?: string; status?: string; runType?: string; since?: string; if?: string }>({ app: defaults.app, status: cfg.first });
+  const [b, setB] = useState<{ app?: string; workflow?: string; status?: string; runType?: string; since?: string; if?: string }>({ ...defaults, status: cfg.first });
   const [result, setResult] = useState<BulkResult>();
   const body = useMemo(() => {
     const o: Record<string, string> = {};

@@ -364,6 +364,7 @@ export const ListRunsQuery = component(
   'ListRunsQuery',
   z.object({
     app: name('Restrict to one app.').optional(),
+    workflow: name("The workflow's exact name.").optional(),
     status: z.enum(RUN_STATUSES).optional().meta({ description: 'running also matches waiting.' }),
     runType: z.enum(['event', 'cron']).optional(),
     eventId: name('Runs that one event fanned out.').optional(),
@@ -371,6 +372,7 @@ export const ListRunsQuery = component(
     q: name('Case-insensitive substring of workflow name, run id or app.').optional(),
     deep: z.enum(['0', '1', 'true', 'false']).optional().meta({ description: '1 widens q to run input, result and error.' }),
     since,
+    until,
     sort: z.enum(RUN_SORTS).optional().meta({ description: 'Default started.' }),
     dir: z.enum(['asc', 'desc']).optional().meta({ description: 'Default desc.' }),
     limit: limit(30, 200),

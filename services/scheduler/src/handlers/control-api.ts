@@ -8,6 +8,7 @@ import { singletonState } from '../store/flow.js';
 import { resolveStep, type NewFrame } from '../store/runs.js';
 import { liveRunOf, type LiveRun } from '../engine/live.js';
 import { traceRunStart } from '../engine/pass-trace.js';
+import { instant } from './reads-api.js';
 import {
   activeForBulk,
   activeRunsOf,
@@ -48,7 +49,8 @@ const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== 
 
 /**
  * A bulk action's filter from its body: at least one field, `status` one of
- * `statuses`, the times RFC 3339. `extra` names the action's other fields.
+ * `statuses`, the times RFC 3339 (as GET /runs reads them). `extra` names
+ * the action's other fields.
  */
 function bulkFilterOf(body: unknown, statuses: Set<string>, extra: string[] = []): BulkFilter {
   const fields = ['app', 'workflow', 'status', 'runType', 'since', 'until'];
@@ -62,13 +64,10 @@ function bulkFilterOf(body: unknown, statuses: Set<string>, extra: string[] = []
   for (const [k, v] of Object.entries(b)) {
     if (v !== undefined && v !== null && typeof v !== 'string') throw invalid('invalid_body', `${k} must be a string.`);
   }
-  const filter: BulkFilter = { app: str(b.app), workflow: str(b.workflow), status: str(b.status), runType: str(b.runType), since: str(b.since), until: str(b.until) };
   if (![...fields, ...extra].some((f) => str(b[f]) !== undefined)) throw invalid('filter_required', 'At least one filter field is required.');
+  const filter: BulkFilter = { app: str(b.app), workflow: str(b.workflow), status: str(b.status), runType: str(b.runType), since: instant(b, 'since'), until: instant(b, 'until') };
   if (filter.status && !statuses.has(filter.status)) throw invalid('invalid_status', `status must be one of ${[...statuses].join(', ')}.`);
   if (filter.runType && filter.runType !== 'event' && filter.runType !== 'cron') throw invalid('invalid_run_type', 'runType must be event or cron.');
-  for (const t of ['since', 'until'] as const) {
-    if (filter[t] && Number.isNaN(Date.parse(filter[t]))) throw invalid(`invalid_${t}`, `${t} must be an RFC 3339 time.`);
-  }
   return filter;
 }
 

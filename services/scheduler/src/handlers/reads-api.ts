@@ -103,12 +103,12 @@ function pageSize(query: Record<string, unknown>, p: { def: number; max: number 
   return Math.min(p.max, integer(query, 'limit', 1) ?? p.def);
 }
 
-/** RFC 3339 in, a canonical UTC timestamp out (so Postgres never sees a value it cannot cast). */
-function since(query: Record<string, unknown>): string | undefined {
-  const v = text(query, 'since');
+/** RFC 3339 in (`since`, `until`), a canonical UTC timestamp out (so Postgres never sees a value it cannot cast). */
+export function instant(query: Record<string, unknown>, name: 'since' | 'until' = 'since'): string | undefined {
+  const v = text(query, name);
   if (v === undefined) return undefined;
   const ok = /^[1-9]\d{3}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i.test(v) && !Number.isNaN(Date.parse(v));
-  if (!ok) throw invalid('invalid_since', 'since must be an RFC 3339 timestamp, e.g. 2024-05-01T00:00:00Z.');
+  if (!ok) throw invalid(`invalid_${name}`, `${name} must be an RFC 3339 timestamp, e.g. 2024-05-01T00:00:00Z.`);
   return new Date(v).toISOString();
 }
 
@@ -205,7 +205,7 @@ export function runReadsApi(db: Database): Record<string, ApiHandler> {
     /** GET /usage: the workspace's model usage since a time (default: the start of the current UTC month), in total and per model. */
     async 'usage.get'({ caller, query }) {
       const now = new Date();
-      const from = since(query) ?? new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString();
+      const from = instant(query) ?? new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString();
       const u = await workspaceUsage(db, caller.workspaceId, from);
       return { body: { since: from, ...usageRecord(u.total), models: u.models.map((m) => ({ model: m.model, ...usageRecord(m) })) } };
     },
@@ -272,7 +272,7 @@ export function runReadsApi(db: Database): Record<string, ApiHandler> {
     },
 
     async 'runs.stats'({ caller, query }) {
-      const s = await runStats(db, caller.workspaceId, { app: text(query, 'app'), since: since(query) });
+      const s = await runStats(db, caller.workspaceId, { app: text(query, 'app'), since: instant(query) });
       const finished = s.succeeded + s.failed;
       // SPEC: a whole-number percent, 100 when nothing has finished. Floored, so 100 means no failure at all.
       const successRate = finished === 0 ? 100 : Math.floor((s.succeeded * 100) / finished);
@@ -286,13 +286,15 @@ export function runReadsApi(db: Database): Record<string, ApiHandler> {
       const q = text(query, 'q');
       const rows = await listRuns(db, caller.workspaceId, {
         app: text(query, 'app'),
+        workflow: text(query, 'workflow'),
         status: oneOf(query, 'status', RUN_STATUSES),
         runType: oneOf(query, 'runType', RUN_TYPES),
         eventId: text(query, 'eventId'),
         replayOf: text(query, 'replayOf'),
         q,
         deep: q !== undefined && (query.deep === '1' || query.deep === 'true' || query.deep === 1 || query.deep === true),
-        since: since(query),
+        since: instant(query),
+        until: instant(query, 'until'),
         sort,
         dir,
         limit: limit + 1,

@@ -1,4 +1,5 @@
 import type { Database } from '@dws/db';
+import { runsWhere, type RunFilter } from './reads.js';
 import type { NewFrame } from './runs.js';
 
 export interface ControlRun {
@@ -128,38 +129,12 @@ export function activeRunsOf(
   );
 }
 
-export interface BulkFilter {
-  app?: string;
-  workflow?: string;
-  status?: string;
-  runType?: string;
-  /** Created at or after (RFC 3339). */
-  since?: string;
-  /** Created before (RFC 3339). */
-  until?: string;
-}
-
-/** The where clause of a bulk filter (`status` as GET /runs reads it: running matches waiting too). */
-function bulkWhere(workspaceId: string, f: BulkFilter): { where: string[]; params: unknown[] } {
-  const params: unknown[] = [workspaceId];
-  const where = ['workspace_id = $1'];
-  const add = (cond: (p: string) => string, v: unknown) => {
-    params.push(v);
-    where.push(cond(`$${params.length}`));
-  };
-  if (f.app) add((p) => `app = ${p}`, f.app);
-  if (f.workflow) add((p) => `workflow = ${p}`, f.workflow);
-  if (f.status === 'running') where.push(`status in ('running', 'waiting')`);
-  else if (f.status) add((p) => `status = ${p}`, f.status);
-  if (f.runType) add((p) => `trigger_kind = ${p}`, f.runType);
-  if (f.since) add((p) => `created_at >= ${p}::timestamptz`, f.since);
-  if (f.until) add((p) => `created_at < ${p}::timestamptz`, f.until);
-  return { where, params };
-}
+/** What a bulk action selects runs by: GET /runs's filter, less its search and lineage fields. */
+export type BulkFilter = Pick<RunFilter, 'app' | 'workflow' | 'status' | 'runType' | 'since' | 'until'>;
 
 /** Runs matching a bulk-replay filter, newest first, at most `limit`; plus how many match in all. */
 export async function runsForBulk(db: Database, workspaceId: string, f: BulkFilter, limit: number) {
-  const { where, params } = bulkWhere(workspaceId, f);
+  const { where, params } = runsWhere(workspaceId, f);
   const total = await db.query<{ n: number }>(`select count(*)::int as n from scheduler.runs where ${where.join(' and ')}`, params);
   params.push(limit);
   const rows = await db.query<{ id: string; status: string }>(
@@ -179,7 +154,7 @@ export interface ActiveRunRow {
 
 /** How many runs that have not ended match a bulk filter. */
 export async function countActiveForBulk(db: Database, workspaceId: string, f: BulkFilter): Promise<number> {
-  const { where, params } = bulkWhere(workspaceId, f);
+  const { where, params } = runsWhere(workspaceId, f);
   const rows = await db.query<{ n: number }>(`select count(*)::int as n from scheduler.runs where ${where.join(' and ')} and status in ${ACTIVE}`, params);
   return Number(rows[0]?.n ?? 0);
 }
@@ -190,7 +165,7 @@ export async function countActiveForBulk(db: Database, workspaceId: string, f: B
  * index, not the workspace's history.
  */
 export function activeForBulk(db: Database, workspaceId: string, f: BulkFilter, after: ActiveRunRow | undefined, limit: number): Promise<ActiveRunRow[]> {
-  const { where, params } = bulkWhere(workspaceId, f);
+  const { where, params } = runsWhere(workspaceId, f);
   if (after) {
     params.push(after.pos, after.id);
     where.push(`(created_at, id) < ($${params.length - 1}::timestamptz, $${params.length})`);

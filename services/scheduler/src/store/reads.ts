@@ -268,6 +268,8 @@ export interface KeysetPosition {
 
 export interface RunFilter {
   app?: string;
+  /** The workflow's exact name. */
+  workflow?: string;
   /** One status; `running` also matches waiting (SPEC GET /runs). */
   status?: string;
   /** trigger_kind: event or cron. */
@@ -279,6 +281,8 @@ export interface RunFilter {
   deep?: boolean;
   /** RFC 3339: runs started at or after it. */
   since?: string;
+  /** RFC 3339: runs started before it. */
+  until?: string;
 }
 
 export interface RunListQuery extends RunFilter {
@@ -291,7 +295,8 @@ export interface RunListQuery extends RunFilter {
 /** Escape LIKE wildcards so q is matched literally. */
 const likePattern = (q: string): string => `%${q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 
-function whereOf(workspaceId: string, f: RunFilter): { where: string[]; params: unknown[] } {
+/** The where clause of a run filter (GET /runs, the stats, the bulk actions). */
+export function runsWhere(workspaceId: string, f: RunFilter): { where: string[]; params: unknown[] } {
   const params: unknown[] = [workspaceId];
   const where = ['workspace_id = $1'];
   const add = (clause: (p: string) => string, v: unknown) => {
@@ -299,12 +304,14 @@ function whereOf(workspaceId: string, f: RunFilter): { where: string[]; params: 
     where.push(clause(`$${params.length}`));
   };
   if (f.app !== undefined) add((p) => `app = ${p}`, f.app);
+  if (f.workflow !== undefined) add((p) => `workflow = ${p}`, f.workflow);
   if (f.status === 'running') where.push(`status in ('running', 'waiting')`);
   else if (f.status !== undefined) add((p) => `status = ${p}`, f.status);
   if (f.runType !== undefined) add((p) => `trigger_kind = ${p}`, f.runType);
   if (f.eventId !== undefined) add((p) => `event_id = ${p}`, f.eventId);
   if (f.replayOf !== undefined) add((p) => `replay_of = ${p}`, f.replayOf);
   if (f.since !== undefined) add((p) => `created_at >= ${p}::timestamptz`, f.since);
+  if (f.until !== undefined) add((p) => `created_at < ${p}::timestamptz`, f.until);
   if (f.q !== undefined) {
     // SPEC: deep widens q to the run's JSON, bounded by the other filters (a scan of what they leave).
     add(
@@ -332,7 +339,7 @@ export async function listRuns(db: Database, workspaceId: string, q: RunListQuer
 
 /** The statement behind {@link listRuns} (EXPLAIN uses it in tests and benches). */
 export function listRunsSql(workspaceId: string, q: RunListQuery): { text: string; params: unknown[] } {
-  const { where, params } = whereOf(workspaceId, q);
+  const { where, params } = runsWhere(workspaceId, q);
   const s = SORT_SQL[q.sort];
   const dir = q.dir === 'asc' ? 'asc' : 'desc';
   const cmp = dir === 'asc' ? '>' : '<';
@@ -366,7 +373,7 @@ export interface RunStatsRow {
 
 /** SPEC Run stats: one pass over the workspace's runs (narrowed by app and since). */
 export async function runStats(db: Database, workspaceId: string, f: { app?: string; since?: string }): Promise<RunStatsRow> {
-  const { where, params } = whereOf(workspaceId, { app: f.app, since: f.since });
+  const { where, params } = runsWhere(workspaceId, { app: f.app, since: f.since });
   const rows = await db.query<{ total: string | number; active: string | number; succeeded: string | number; failed: string | number }>(
     `select count(*) as total,
             count(*) filter (where status in ('queued', 'running', 'waiting')) as active,
