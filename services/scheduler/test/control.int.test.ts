@@ -212,6 +212,25 @@ describe.each(modes())('run control (%s)', (mode) => {
     await h.call('runs.cancel', { params: { id: other } });
   });
 
+  it('a cancelOn applied before its run arrived cancels the run as it is stored, when the run started before the event and if holds', async () => {
+    const t = Date.now();
+    const event = { name: 'order.cancelled', data: { orderId: `o1-${mode}` }, id: `evt_cancel_${mode}`, ts: new Date(t).toISOString() };
+    const matches = [{ app: 'co', workflow: 'sleeper', if: 'async.data.orderId == event.data.orderId' }];
+    expect((await h.call('runs.cancelOn', { body: { event, matches } })).body).toEqual({ cancelled: [] });
+
+    const start = (orderId: string, createdAtMs: number) => h.start('sleeper', { orderId }, { app: 'co', flow: { cancelOn: true, createdAtMs: BigInt(createdAtMs) } });
+    const late = await start(`o1-${mode}`, t - 500); // its event came before the cancel; its StartRun after
+    const other = await start(`o2-${mode}`, t - 500); // if does not hold
+    const newer = await start(`o1-${mode}`, t + 500); // started after the cancel event
+    await h.waitFor(late, ['cancelled']);
+    expect((await h.call('runs.get', { params: { id: late } })).body.error).toEqual({ message: `Cancelled by event order.cancelled (${event.id}): it matched the workflow's cancelOn.` });
+    expect((await h.call('control.list', { query: { runId: late } })).body).toMatchObject([
+      { action: 'cancel', runId: late, actor: 'tester', detail: { cancelOn: { event: 'order.cancelled', eventId: event.id } } },
+    ]);
+    for (const id of [other, newer]) await h.waitFor(id, ['waiting']);
+    for (const id of [other, newer]) await h.call('runs.cancel', { params: { id } });
+  });
+
   it('audits every action with the actor, newest first, filterable', async () => {
     const all = (await h.call('control.list', { query: { limit: '1000' } })).body;
     expect(all.length).toBeGreaterThan(5);

@@ -247,6 +247,7 @@ export class Admission {
       session: r.session ?? '',
       timeoutStartMs: BigInt(policy?.timeouts?.startMs ?? 0),
       timeoutFinishMs: BigInt(policy?.timeouts?.finishMs ?? 0),
+      cancelOn: (policy?.cancelOn?.length ?? 0) > 0,
     });
     out.push({ subject: subjects.startRun, msgId: r.runId, payload: toBinary(StartRunSchema, cmd) });
   }

@@ -4,7 +4,9 @@ import { withTxRetry, type Database } from '@dws/db';
 import { ApiRequestSchema, ApprovalListedSchema, fromBinary, ResolveStepSchema, StartRunSchema, WorkflowsRegisteredSchema, type StartRun } from '@dws/proto';
 import { COMMAND_ACK_WAIT_MS, streams, subjects, type ApiHandler, type Outbox, type OutboxMessage } from '@dws/runtime';
 import { markApprovalListed, resolveStep, type NewFrame, type NewRun } from '../store/runs.js';
-import { lockRun } from '../store/control.js';
+import { lockRun, writeAudit } from '../store/control.js';
+import { lockCancelOn, signalsFor } from '../store/cancel-signals.js';
+import { cancelOnHolds, cancelOnReason, parseInput } from '../domain/cancel-on.js';
 import { cancelLockedRun } from '../store/effects.js';
 import { activeSingletons, insertFlowRun, queuedFrame } from '../store/flow.js';
 import type { Engine } from '../engine/engine.js';
@@ -80,7 +82,7 @@ async function startRun(opts: StartRunDeps, cmd: StartRun): Promise<void> {
   const notBeforeMs = Number(cmd.notBeforeMs);
   const timed = newRun.timeoutStartMs !== undefined || newRun.timeoutFinishMs !== undefined;
   // Flow control, timeouts, or no room to drive it now (back-pressure): store it queued; a replica with room claims it.
-  if (cmd.concurrencyLimit > 0 || notBeforeMs > Date.now() || cmd.singletonMode || timed || opts.engine.capacity <= 0) {
+  if (cmd.concurrencyLimit > 0 || notBeforeMs > Date.now() || cmd.singletonMode || cmd.cancelOn || timed || opts.engine.capacity <= 0) {
     await startUnderFlowControl(opts, cmd, newRun, notBeforeMs);
     if (timed) opts.onTimed?.(Math.min(newRun.timeoutStartMs ?? Infinity, newRun.timeoutFinishMs ?? Infinity));
     return;
@@ -159,7 +161,7 @@ async function startUnderFlowControl(
     priority: Number(cmd.priority),
     singletonKey,
   };
-  if (singletonKey === null) {
+  if (singletonKey === null && !cmd.cancelOn) {
     // Nothing to weigh against other runs: one statement, idempotent on the run id.
     const queued = await insertFlowRun(opts.db, run, flow);
     if (queued) publishFrames(opts.bus, self('queued'), [queued]);
@@ -174,6 +176,30 @@ async function startUnderFlowControl(
     // A repeat of this StartRun (a redelivery, or the stream copy of a direct start whose
     // answer was lost) must not act again: a singleton "cancel" would cancel newer runs.
     if ((await tx.query('select 1 from scheduler.runs where id = $1', [run.id])).length > 0) return done();
+    if (cmd.cancelOn) {
+      // A cancelOn event applied before this run arrived (but after it was created) cancels it as it is stored.
+      await lockCancelOn(tx, run.workspaceId, run.app, run.workflow);
+      const signal = (await signalsFor(tx, run)).find((g) =>
+        cancelOnHolds(g.ifExpr, { eventName: run.eventName, input: run.inputJson }, { name: g.eventName, data: parseInput(g.eventData), id: g.eventId, ts: g.eventTs }),
+      );
+      if (signal) {
+        const queued = await insertFlowRun(tx, run, { notBeforeMs: 0, concurrencyKey: '', concurrencyLimit: 0, priority: 0, singletonKey: null });
+        const locked = queued && (await lockRun(tx, run.workspaceId, run.id));
+        if (locked) {
+          const { message, detail } = cancelOnReason({ name: signal.eventName, id: signal.eventId });
+          const cancelled = await cancelLockedRun(tx, locked, { message });
+          await writeAudit(tx, { workspaceId: run.workspaceId, action: 'cancel', runId: run.id, actor: signal.actor ?? undefined, detail });
+          out.push(...cancelled.messages);
+          live.push([self('queued'), [queued]], ...cancelled.live);
+        }
+        return done();
+      }
+    }
+    if (singletonKey === null) {
+      const queued = await insertFlowRun(tx, run, flow);
+      if (queued) live.push([self('queued'), [queued]]);
+      return done();
+    }
     const active = await activeSingletons(tx, { workspaceId: run.workspaceId, app: run.app, workflow: run.workflow, key: singletonKey, except: run.id });
     if (active.length > 0 && cmd.singletonMode === 'skip') {
       const queued = await insertFlowRun(tx, run, { notBeforeMs: 0, concurrencyKey: '', concurrencyLimit: 0, priority: 0, singletonKey: null });

@@ -9,6 +9,8 @@ import { resolveStep, type NewFrame } from '../store/runs.js';
 import { liveRunOf, type LiveRun } from '../engine/live.js';
 import { traceRunStart } from '../engine/pass-trace.js';
 import { instant } from './reads-api.js';
+import { cancelOnHolds, cancelOnReason, parseInput, type CancellingEvent } from '../domain/cancel-on.js';
+import { lockCancelOn, storeCancelSignal } from '../store/cancel-signals.js';
 import {
   activeForBulk,
   activeRunsOf,
@@ -69,15 +71,6 @@ function bulkFilterOf(body: unknown, statuses: Set<string>, extra: string[] = []
   if (filter.status && !statuses.has(filter.status)) throw invalid('invalid_status', `status must be one of ${[...statuses].join(', ')}.`);
   if (filter.runType && filter.runType !== 'event' && filter.runType !== 'cron') throw invalid('invalid_run_type', 'runType must be event or cron.');
   return filter;
-}
-
-/** A run's input as its cancelOn `if` reads it (`event.data`); null when it is not JSON. */
-function parseInput(input: string): unknown {
-  try {
-    return JSON.parse(input);
-  } catch {
-    return null;
-  }
 }
 
 interface WakeEvent {
@@ -205,7 +198,8 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
       const b = (body ?? {}) as { event?: unknown; matches?: unknown };
       const ev = wakeEvent(b.event);
       if (!ev?.id || !Array.isArray(b.matches)) throw invalid('invalid_body', 'runs.cancelOn needs { event: { name, data, id }, matches: [...] }.');
-      const async_ = { name: ev.name, data: ev.data, id: ev.id, ts: ev.ts };
+      const async_: CancellingEvent = { name: ev.name, data: ev.data, id: ev.id, ts: ev.ts };
+      const { message, detail } = cancelOnReason(async_);
       const cancelled = new Set<string>();
       for (const m of b.matches as { app?: unknown; workflow?: unknown; if?: unknown; withinMs?: unknown }[]) {
         const app = typeof m?.app === 'string' ? m.app : undefined;
@@ -213,11 +207,18 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
         if (app === undefined || !workflow) continue;
         const withinMs = typeof m.withinMs === 'number' && m.withinMs > 0 ? Math.floor(m.withinMs) : 0;
         const expr = str(m.if);
+        // Kept first, under the workflow's lock, for its runs whose StartRun comes after this (store/cancel-signals.ts).
+        await withTxRetry(db, async (tx) => {
+          await lockCancelOn(tx, caller.workspaceId, app, workflow);
+          await storeCancelSignal(tx, {
+            workspaceId: caller.workspaceId, app, workflow, eventId: ev.id!, eventName: ev.name, eventData: JSON.stringify(ev.data),
+            eventTs: ev.ts ?? new Date().toISOString(), ifExpr: expr ?? '', withinMs, actor: caller.actor || null,
+          });
+        });
         for (const run of await activeRunsOf(db, { workspaceId: caller.workspaceId, app, workflow, eventId: ev.id, withinMs })) {
           if (cancelled.has(run.id)) continue;
-          if (expr && !celMatches(expr, { event: { name: run.event_name ?? '', data: parseInput(run.input) }, async: async_ })) continue;
-          const detail = { cancelOn: { event: ev.name, eventId: ev.id } };
-          if (await cancel(caller, run.id, `Cancelled by event ${ev.name} (${ev.id}): it matched the workflow's cancelOn.`, detail, false)) cancelled.add(run.id);
+          if (!cancelOnHolds(expr, { eventName: run.event_name, input: run.input }, async_)) continue;
+          if (await cancel(caller, run.id, message, detail, false)) cancelled.add(run.id);
         }
       }
       return { body: { cancelled: [...cancelled] } };

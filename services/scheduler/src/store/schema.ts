@@ -245,3 +245,30 @@ export const modelCeilings = scheduler.table('model_ceilings', {
   costPerMonth: doublePrecision('cost_per_month'),
   updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
 });
+
+/**
+ * An event that matched a workflow's cancelOn, kept for an hour: a run of
+ * the workflow whose StartRun reaches the scheduler after the cancel was
+ * applied (the two ride different consumers) is checked against it when it
+ * is stored, and cancelled if it started before the event and `if` holds.
+ */
+export const cancelSignals = scheduler.table(
+  'cancel_signals',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    workflow: text('workflow').notNull(),
+    eventId: text('event_id').notNull(),
+    eventName: text('event_name').notNull(),
+    /** The cancelling event's data, as JSON text (CEL reads it as `async.data`). */
+    eventData: text('event_data').notNull(),
+    eventTs: timestamp('event_ts', { withTimezone: true }).notNull(),
+    ifExpr: text('if_expr').notNull().default(''),
+    /** Only runs created within this long before the event; 0: any age. */
+    withinMs: bigint('within_ms', { mode: 'number' }).notNull().default(0),
+    actor: text('actor'),
+    expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+  },
+  (t) => [index('cancel_signals_workflow').on(t.workspaceId, t.app, t.workflow, t.eventTs)],
+);
