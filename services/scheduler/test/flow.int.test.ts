@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { subjects } from '@dws/runtime';
+import { admitKey } from '../src/store/flow.js';
 import { modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
 
 jest.setTimeout(90_000);
@@ -83,6 +84,40 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     await h.waitFor(blocked, ['succeeded'], 30_000);
   });
 
+  it('two replicas admitting at once never pass either constraint, a second key shared by runs of several first keys included', async () => {
+    const r2 = await h.replica();
+    try {
+      // Per tenant at most 2, per user at most 1; a user's runs span the tenants, so two admissions of
+      // different tenants (on either replica) contend for the same user's slot.
+      const tenants = ['t0', 't1', 't2'].map((t) => `${t}-${mode}`);
+      const users = ['a', 'b', 'c'].map((u) => `${u}-${mode}`);
+      const ids = await Promise.all(
+        Array.from({ length: 36 }, (_, i) =>
+          h.start('busy', {}, { flow: { concurrencyLimit: 2, concurrencyKey: tenants[i % 3]!, concurrencyLimit2: 1, concurrencyKey2: users[Math.floor(i / 3) % 3]! } }),
+        ),
+      );
+      const count = async (col: string, keys: string[]) =>
+        (await h.db.query<{ n: number }>(
+          `select count(*)::int as n from scheduler.runs where ${col} = any($1::text[]) and admitted and status in ('queued', 'running', 'waiting', 'paused') group by ${col}`,
+          [keys],
+        )).map((r) => r.n);
+      let maxTenant = 0;
+      let maxUser = 0;
+      const watch = setInterval(() => {
+        void count('concurrency_key', tenants).then((ns) => (maxTenant = Math.max(maxTenant, ...ns, 0)));
+        void count('concurrency_key_2', users).then((ns) => (maxUser = Math.max(maxUser, ...ns, 0)));
+      }, 5);
+      try {
+        for (const id of ids) await h.waitFor(id, ['succeeded'], 60_000);
+      } finally {
+        clearInterval(watch);
+      }
+      expect([maxTenant <= 2, maxUser]).toEqual([true, 1]);
+    } finally {
+      await r2.handle.stop();
+    }
+  });
+
   it('starts queued runs of a key by priority, then in creation order', async () => {
     const key = `prio-${mode}`;
     // Slots are per workflow and key: the blocker is a run of the same workflow.
@@ -131,4 +166,29 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     await sub.stop();
     await h.call('runs.cancel', { params: { id: replacing } });
   });
+
+  // Last: it stops this harness's scheduler. Real Postgres only: PGlite runs one transaction at a time.
+  if (mode === 'real') {
+    it('two admissions at once (two first keys, one second key) admit one run of the second key, not one each', async () => {
+      await h.stopScheduler();
+      for (let round = 0; round < 10; round++) {
+        const user = `race-${round}`;
+        const seeded: string[] = [];
+        for (const tenant of ['t0', 't1']) {
+          const id = `run_race_${round}_${tenant}`;
+          seeded.push(id);
+          await h.db.query(
+            `insert into scheduler.runs (id, workspace_id, workflow, app, status, trigger_kind, input, concurrency_key, concurrency_limit, admitted, concurrency_key_2, concurrency_limit_2)
+             values ($1, $2, 'busy', 'race', 'queued', 'event', '{}', $3, 1, false, $4, 1)`,
+            [id, WS, `${tenant}-${round}`, user],
+          );
+        }
+        // Two replicas each on one of the first keys, at once: both want the user's one slot.
+        const key = (tenant: string) => ({ workspace_id: WS, app: 'race', workflow: 'busy', concurrency_key: `${tenant}-${round}`, concurrency_limit: 1, second: true });
+        await Promise.all([admitKey(h.db, key('t0')), admitKey(h.db, key('t1'))]);
+        const admitted = await h.db.query('select id from scheduler.runs where id = any($1::text[]) and admitted', [seeded]);
+        expect({ round, admitted: admitted.length }).toEqual({ round, admitted: 1 });
+      }
+    });
+  }
 });

@@ -57,7 +57,7 @@ const SECOND_KEY_LOOKAHEAD = 100;
 
 const ACTIVE = `('queued', 'running', 'waiting', 'paused')`;
 
-interface SlotKey {
+export interface SlotKey {
   workspace_id: string;
   app: string;
   workflow: string;
@@ -87,32 +87,38 @@ export async function admitToSlots(db: Database): Promise<number> {
     [ADMIT_KEYS],
   );
   let admitted = 0;
-  for (const k of keys) {
-    admitted += await db.tx(async (tx) => {
-      await tx.query('select pg_advisory_xact_lock(hashtext($1))', [`slots:${k.workspace_id}:${k.app}:${k.workflow}:${k.concurrency_key}`]);
-      const held = await tx.query<{ n: number }>(
-        `select count(*)::int as n from scheduler.runs
-          where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4
-            and concurrency_limit > 0 and admitted and status in ${ACTIVE}`,
-        [k.workspace_id, k.app, k.workflow, k.concurrency_key],
-      );
-      const free = Number(k.concurrency_limit) - Number(held[0]?.n ?? 0);
-      if (free <= 0) return 0;
-      const waiting = `select id from scheduler.runs
-                        where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4 and status = 'queued' and not admitted
-                        order by priority desc, created_at, id limit $5 for update skip locked`;
-      const params = [k.workspace_id, k.app, k.workflow, k.concurrency_key, free];
-      if (!k.second) {
-        const rows = await tx.query(`update scheduler.runs set admitted = true, lease_until = now(), updated_at = now() where id in (${waiting}) returning id`, params);
-        return rows.length;
-      }
-      const ids = await admittableWithSecondKeys(tx, k, free);
-      if (ids.length === 0) return 0;
-      await tx.query('update scheduler.runs set admitted = true, lease_until = now(), updated_at = now() where id = any($1::text[])', [ids]);
-      return ids.length;
-    });
-  }
+  for (const k of keys) admitted += await admitKey(db, k);
   return admitted;
+}
+
+/** One key's check-and-admit, under its lock: how many of its waiting runs it admitted. */
+export function admitKey(db: Database, k: SlotKey): Promise<number> {
+  return db.tx(async (tx) => {
+    await tx.query('select pg_advisory_xact_lock(hashtext($1))', [`slots:${k.workspace_id}:${k.app}:${k.workflow}:${k.concurrency_key}`]);
+    const held = await tx.query<{ n: number }>(
+      `select count(*)::int as n from scheduler.runs
+        where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4
+          and concurrency_limit > 0 and admitted and status in ${ACTIVE}`,
+      [k.workspace_id, k.app, k.workflow, k.concurrency_key],
+    );
+    const free = Number(k.concurrency_limit) - Number(held[0]?.n ?? 0);
+    if (free <= 0) return 0;
+    if (!k.second) {
+      const rows = await tx.query(
+        `update scheduler.runs set admitted = true, lease_until = now(), updated_at = now()
+          where id in (select id from scheduler.runs
+                        where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4 and status = 'queued' and not admitted
+                        order by priority desc, created_at, id limit $5 for update skip locked)
+          returning id`,
+        [k.workspace_id, k.app, k.workflow, k.concurrency_key, free],
+      );
+      return rows.length;
+    }
+    const ids = await admittableWithSecondKeys(tx, k, free);
+    if (ids.length === 0) return 0;
+    await tx.query('update scheduler.runs set admitted = true, lease_until = now(), updated_at = now() where id = any($1::text[])', [ids]);
+    return ids.length;
+  });
 }
 
 /**
