@@ -25,6 +25,10 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
   let pairInside = 0;
   let maxPair = 0;
   let maxPerUser = 0;
+  // A shared (env) key: runs of two workflows inside at once.
+  let sharedInside = 0;
+  let maxShared = 0;
+  const sharedBy = new Set<string>();
 
   beforeAll(async () => {
     dep = await startDeployment(mode);
@@ -61,6 +65,17 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
           });
         },
       );
+      for (const name of ['share-a', 'share-b']) {
+        r.workflow(name, { triggers: [{ event: `${name}.go` }], concurrency: { limit: 2, key: '"model-api"', scope: 'env' } }, async ({ step }) => {
+          await step.run('enter', () => {
+            maxShared = Math.max(maxShared, ++sharedInside);
+            sharedBy.add(name);
+            return true;
+          });
+          await step.sleep('hold', 30);
+          await step.run('leave', () => --sharedInside);
+        });
+      }
       r.workflow('only-one', { triggers: [{ event: 'only.go' }], singleton: { key: 'event.data.user', mode: 'skip' } }, async ({ step }) => {
         await step.run('wait', () => new Promise<boolean>((res) => (releaseSingleton = () => res(true))));
       });
@@ -151,10 +166,32 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     expect([maxPair > 1, maxPair <= 4, maxPerUser]).toEqual([true, true, 1]);
   }, 180_000);
 
-  it("refuses a third constraint and Inngest's account scope at registration with a 400", async () => {
+  it('a key shared by two workflows (scope env): never more than its limit inside runs of either, and all finish', async () => {
+    const sent = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: i % 2 ? 'share-a.go' : 'share-b.go', data: {} } })),
+    );
+    const ids = sent.map((r) => r.body.runId as string);
+    await eventually(
+      'the shared-key runs to succeed',
+      async () => {
+        for (const id of ids) {
+          const r = await api(dep.base, 'GET', `/v1/runs/${id}`, { key: dep.secretKey });
+          if (['failed', 'cancelled'].includes(r.body.status)) throw new Terminal(`run ${id} ended ${r.body.status}`);
+          if (r.body.status !== 'succeeded') return undefined;
+        }
+        return true;
+      },
+      120_000,
+    );
+    // Each workflow alone could have two inside: four at once, were the slots not shared.
+    expect([maxShared, [...sharedBy].sort()]).toEqual([2, ['share-a', 'share-b']]);
+  }, 180_000);
+
+  it("refuses a third constraint, Inngest's account scope and a keyless env scope at registration with a 400", async () => {
     for (const [concurrency, message] of [
       [[{ limit: 1 }, { limit: 2, key: 'event.data.a' }, { limit: 3, key: 'event.data.b' }], 'concurrency: at most 2 constraints.'],
-      [{ limit: 2, key: 'event.data.user', scope: 'account' }, 'concurrency.scope: only "fn" (per workflow) is supported.'],
+      [{ limit: 2, key: 'event.data.user', scope: 'account' }, '"account" is not supported.'],
+      [{ limit: 2, scope: 'env' }, 'concurrency.key is required with scope "env"'],
     ] as const) {
       const bad = await api(dep.base, 'POST', '/v1/register', {
         key: dep.secretKey,

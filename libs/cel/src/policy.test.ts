@@ -149,9 +149,18 @@ describe('workflow policy', () => {
     expect(secs.ok && nextCronTick(secs.spec, new Date('2025-01-01T00:00:00.500Z'))?.toISOString()).toBe('2025-01-01T00:00:02.000Z');
   });
 
-  it("refuses Inngest's env and account concurrency scopes, which would share slots across workflows", () => {
-    const { policy, problems } = parseWorkflowPolicy({ concurrency: { limit: 2, key: 'event.data.user', scope: 'account' } });
-    expect(problems).toEqual(['concurrency.scope: only "fn" (per workflow) is supported.']);
-    expect(policy.concurrency).toEqual([{ limit: 2, key: 'event.data.user' }]);
+  it("takes Inngest's env scope (a key's slots shared by the workspace's workflows) with a key, once; refuses account", () => {
+    expect(parseWorkflowPolicy({ concurrency: [{ limit: 10 }, { limit: 2, key: '"openai"', scope: 'env' }] })).toEqual(
+      expect.objectContaining({ problems: [], policy: expect.objectContaining({ concurrency: [{ limit: 10 }, { limit: 2, key: '"openai"', scope: 'env' }] }) }),
+    );
+    expect(parseWorkflowPolicy({ concurrency: { limit: 2, key: 'event.data.user', scope: 'account' } }).problems).toEqual([
+      'concurrency.scope must be "fn" (per workflow) or "env" (shared by the workspace\'s workflows); "account" is not supported.',
+    ]);
+    expect(parseWorkflowPolicy({ concurrency: { limit: 2, scope: 'env' } }).problems).toEqual(['concurrency.key is required with scope "env": it names the shared slots.']);
+    expect(parseWorkflowPolicy({ concurrency: [{ limit: 2, key: '"a"', scope: 'env' }, { limit: 3, key: '"b"', scope: 'env' }] }).problems).toEqual([
+      'concurrency[1]: at most one constraint with scope "env".',
+    ]);
+    // The same key in two scopes is two sets of slots.
+    expect(parseWorkflowPolicy({ concurrency: [{ limit: 2, key: 'event.data.u' }, { limit: 3, key: 'event.data.u', scope: 'env' }] }).problems).toEqual([]);
   });
 });

@@ -41,6 +41,8 @@ export interface ConcurrencySpec {
   limit: number;
   /** CEL over `event`; absent: one key for the whole workflow. */
   key?: string;
+  /** env: the key's slots are shared by every workflow of the workspace with such a constraint on the same key. */
+  scope?: 'env';
 }
 
 export interface CancelOnSpec {
@@ -221,13 +223,17 @@ export function parseWorkflowPolicy(config: Obj): { policy: WorkflowPolicy; prob
       problems.push(`${field} must be { limit, key? } or a number.`);
       continue;
     }
-    // Inngest's env and account scopes share a key's slots across workflows: not built, so refused rather than run per workflow.
-    if (c.scope !== undefined && c.scope !== 'fn') problems.push(`${field}.scope: only "fn" (per workflow) is supported.`);
+    // env: the key's slots are shared by every workflow of the workspace that names it (Inngest's environment);
+    // account would span workspaces, which share nothing here: refused rather than run per workspace.
+    const scope = c.scope === undefined || c.scope === 'fn' ? 'fn' : c.scope === 'env' ? 'env' : undefined;
+    if (!scope) problems.push(`${field}.scope must be "fn" (per workflow) or "env" (shared by the workspace's workflows); "account" is not supported.`);
     const limit = int(`${field}.limit`, c.limit, 1, MAX_LIMIT);
     const key = cel(`${field}.key`, c.key);
-    if (limit === undefined) continue;
-    if (constraints.some((o) => (o.key ?? '') === (key ?? ''))) problems.push(`${field} repeats the key of another constraint.`);
-    else constraints.push({ limit, ...(key && { key }) });
+    if (scope === 'env' && !key) problems.push(`${field}.key is required with scope "env": it names the shared slots.`);
+    if (limit === undefined || !scope || (scope === 'env' && !key)) continue;
+    if (scope === 'env' && constraints.some((o) => o.scope === 'env')) problems.push(`${field}: at most one constraint with scope "env".`);
+    else if (constraints.some((o) => (o.scope ?? 'fn') === scope && (o.key ?? '') === (key ?? ''))) problems.push(`${field} repeats the key of another constraint.`);
+    else constraints.push({ limit, ...(key && { key }), ...(scope === 'env' && { scope }) });
   }
   if (constraints.length > 0) policy.concurrency = constraints;
 

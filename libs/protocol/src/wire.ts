@@ -324,8 +324,13 @@ export interface RetryPolicy {
 export interface ConcurrencyConfig {
   limit: number;
   key?: string;
-  /** Only `fn` (per workflow); Inngest's `env` and `account` are refused at registration. */
-  scope?: 'fn';
+  /**
+   * `fn` (default): the workflow's own slots. `env`: the key's slots are
+   * shared by every workflow of the workspace with an env constraint on the
+   * same key (a key is then required; at most one per workflow). Inngest's
+   * `account` is refused at registration.
+   */
+  scope?: 'fn' | 'env';
 }
 
 /** Advisory steps manifest entry: rendering metadata only. */

@@ -118,6 +118,33 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     }
   });
 
+  it("a shared key (scope env): two workflows' runs hold its slots together, never more than its limit", async () => {
+    const shared = { concurrencyLimit: 2_147_483_647, concurrencyKey: '', concurrencyLimit2: 2, concurrencyKey2: `openai-${mode}`, concurrencyShared2: true };
+    const ids = [];
+    for (let i = 0; i < 8; i++) ids.push(await h.start('busy', {}, { flow: shared }), await h.start('tagged', { tag: 'shared', ms: 100 }, { flow: shared }));
+    const byWorkflow = async () =>
+      h.db.query<{ workflow: string; n: number }>(
+        `select workflow, count(*)::int as n from scheduler.runs
+          where concurrency_key_2 = $1 and concurrency_shared_2 and admitted and status in ('queued', 'running', 'waiting', 'paused') group by 1`,
+        [shared.concurrencyKey2],
+      );
+    let maxShared = 0;
+    const holders = new Set<string>();
+    const watch = setInterval(() => {
+      void byWorkflow().then((rows) => {
+        maxShared = Math.max(maxShared, rows.reduce((t, r) => t + r.n, 0));
+        for (const r of rows) holders.add(r.workflow);
+      });
+    }, 5);
+    try {
+      for (const id of ids) await h.waitFor(id, ['succeeded'], 60_000);
+    } finally {
+      clearInterval(watch);
+    }
+    // Each workflow's own runs would fill two slots each (4 at once): the slots are the two workflows' together.
+    expect([maxShared, [...holders].sort()]).toEqual([2, ['busy', 'tagged']]);
+  });
+
   it('starts queued runs of a key by priority, then in creation order', async () => {
     const key = `prio-${mode}`;
     // Slots are per workflow and key: the blocker is a run of the same workflow.
@@ -169,7 +196,7 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
 
   // Last: it stops this harness's scheduler. Real Postgres only: PGlite runs one transaction at a time.
   if (mode === 'real') {
-    it('two admissions at once (two first keys, one second key) admit one run of the second key, not one each', async () => {
+    it("two admissions at once admit one run of a second key they share, not one each: two first keys, or two workflows' shared key", async () => {
       await h.stopScheduler();
       for (let round = 0; round < 10; round++) {
         const user = `race-${round}`;
@@ -188,6 +215,24 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
         await Promise.all([admitKey(h.db, key('t0')), admitKey(h.db, key('t1'))]);
         const admitted = await h.db.query('select id from scheduler.runs where id = any($1::text[]) and admitted', [seeded]);
         expect({ round, admitted: admitted.length }).toEqual({ round, admitted: 1 });
+      }
+      // A shared (env) key: two workflows' admissions at once take its one slot once.
+      for (let round = 0; round < 10; round++) {
+        const seeded: string[] = [];
+        for (const workflow of ['busy', 'tagged']) {
+          const id = `run_shared_${round}_${workflow}`;
+          seeded.push(id);
+          await h.db.query(
+            `insert into scheduler.runs (id, workspace_id, workflow, app, status, trigger_kind, input, concurrency_key, concurrency_limit, admitted,
+                                         concurrency_key_2, concurrency_limit_2, concurrency_shared_2)
+             values ($1, $2, $3, 'race', 'queued', 'event', '{}', '', 2147483647, false, $4, 1, true)`,
+            [id, WS, workflow, `shared-race-${round}`],
+          );
+        }
+        const key = (workflow: string) => ({ workspace_id: WS, app: 'race', workflow, concurrency_key: '', concurrency_limit: 2_147_483_647, second: true });
+        await Promise.all([admitKey(h.db, key('busy')), admitKey(h.db, key('tagged'))]);
+        const admitted = await h.db.query('select id from scheduler.runs where id = any($1::text[]) and admitted', [seeded]);
+        expect({ round, shared: admitted.length }).toEqual({ round, shared: 1 });
       }
     });
   }

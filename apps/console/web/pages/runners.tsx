@@ -137,11 +137,15 @@ function retryText(retry: unknown): string {
 
 /**
  * A workflow's concurrency limits in words, when it registered any (a number,
- * one constraint or two; the rest is in its definition below).
+ * one constraint or two, an env-scoped key shared across workflows; the rest
+ * is in its definition below).
  */
 function limitText(w: Workflow): string | undefined {
-  const raw = w.concurrency as number | { limit?: number; key?: string } | { limit?: number; key?: string }[] | undefined;
-  const list = (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]).map((c) => (typeof c === 'number' ? { limit: c } : c));
-  const parts = list.filter((c) => c?.limit).map((c) => `${c.limit} ${c.limit === 1 ? 'run' : 'runs'} at a time${c.key ? ` per ${c.key}` : ''}`);
+  type Limit = { limit?: number; key?: string; scope?: string };
+  const raw = w.concurrency as number | Limit | Limit[] | undefined;
+  const list: Limit[] = (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]).map((c) => (typeof c === 'number' ? { limit: c } : c));
+  const parts = list
+    .filter((c) => c?.limit)
+    .map((c) => `${c.limit} ${c.limit === 1 ? 'run' : 'runs'} at a time${c.key ? ` per ${c.key}` : ''}${c.scope === 'env' ? ' (shared by the workspace\'s workflows)' : ''}`);
   return parts.length ? parts.join(', and ') : undefined;
 }

@@ -240,6 +240,7 @@ export class Admission {
       concurrencyLimit: f.concurrencyLimit,
       concurrencyKey2: f.concurrencyKey2,
       concurrencyLimit2: f.concurrencyLimit2,
+      concurrencyShared2: f.concurrencyShared2,
       priority: f.priority,
       singletonKey: f.singletonKey,
       singletonMode: f.singletonMode,

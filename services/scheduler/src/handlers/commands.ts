@@ -158,6 +158,7 @@ async function startUnderFlowControl(
     concurrencyLimit: cmd.concurrencyLimit,
     concurrencyKey2: cmd.concurrencyKey2,
     concurrencyLimit2: cmd.concurrencyLimit2,
+    concurrencyShared2: cmd.concurrencyShared2,
     priority: Number(cmd.priority),
     singletonKey,
   };

@@ -7,9 +7,10 @@ export interface FlowControl {
   concurrencyKey: string;
   /** 0: no limit. */
   concurrencyLimit: number;
-  /** A second constraint (0: none), checked and held beside the first. */
+  /** A second constraint (0: none), checked and held beside the first; `shared`: its key's slots are the workspace's. */
   concurrencyKey2?: string;
   concurrencyLimit2?: number;
+  concurrencyShared2?: boolean;
   priority: number;
   singletonKey: string | null;
 }
@@ -30,10 +31,10 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
     `with r as (
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, input,
                                    next_seq, lease_until, created_at, started_at, concurrency_key, concurrency_limit, admitted, priority, singleton_key, session,
-                                   timeout_start_ms, timeout_finish_ms, concurrency_key_2, concurrency_limit_2)
+                                   timeout_start_ms, timeout_finish_ms, concurrency_key_2, concurrency_limit_2, concurrency_shared_2)
        values ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, 2,
                case when $13::boolean then null else greatest(now(), to_timestamp($11::bigint / 1000.0)) end,
-               to_timestamp($12::bigint / 1000.0), now(), $14, $15, not $13::boolean, $16, $17, $18, $21, $22, $23, $24)
+               to_timestamp($12::bigint / 1000.0), now(), $14, $15, not $13::boolean, $16, $17, $18, $21, $22, $23, $24, $25)
        on conflict (id) do nothing
        returning id
      )
@@ -45,6 +46,7 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
       flow.notBeforeMs, run.createdAtMs, limited, limited ? flow.concurrencyKey : null, flow.concurrencyLimit, flow.priority, flow.singletonKey,
       run.session ?? null, JSON.stringify(queued.fields), queued.ts, run.timeoutStartMs ?? null, run.timeoutFinishMs ?? null,
       limited && flow.concurrencyLimit2 ? flow.concurrencyKey2 ?? '' : null, limited ? flow.concurrencyLimit2 ?? 0 : 0,
+      limited && (flow.concurrencyLimit2 ?? 0) > 0 && (flow.concurrencyShared2 ?? false),
     ],
   );
   return rows.length === 1 ? queued : undefined;
@@ -124,17 +126,19 @@ export function admitKey(db: Database, k: SlotKey): Promise<number> {
 /**
  * Up to `free` waiting runs of a key, in admission order, whose second key
  * (if they have one) has a free slot too; each second key's lock taken, in
- * one order for every admission, before its holders are counted.
+ * one order for every admission, before its holders are counted. A shared
+ * second key (scope env) is locked and counted across the workspace's
+ * workflows, a workflow's own within it.
  */
 async function admittableWithSecondKeys(tx: Database, k: SlotKey, free: number): Promise<string[]> {
   // At most limit2 waiting runs of each second key are read: a key with a flood of waiting runs
   // (one user's thousand events) takes no more of the look-ahead than it could be admitted.
-  const waiting = await tx.query<{ id: string; key2: string | null; limit2: number }>(
-    `select id, concurrency_key_2 as key2, concurrency_limit_2 as limit2 from scheduler.runs
+  const waiting = await tx.query<{ id: string; key2: string | null; limit2: number; shared: boolean }>(
+    `select id, concurrency_key_2 as key2, concurrency_limit_2 as limit2, concurrency_shared_2 as shared from scheduler.runs
       where id in (
         select id from (
           select id, priority, created_at, concurrency_limit_2,
-                 row_number() over (partition by concurrency_key_2 order by priority desc, created_at, id) as nth
+                 row_number() over (partition by concurrency_shared_2, concurrency_key_2 order by priority desc, created_at, id) as nth
             from scheduler.runs
            where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4 and status = 'queued' and not admitted
         ) w
@@ -144,23 +148,29 @@ async function admittableWithSecondKeys(tx: Database, k: SlotKey, free: number):
       for update skip locked`,
     [k.workspace_id, k.app, k.workflow, k.concurrency_key, free + SECOND_KEY_LOOKAHEAD],
   );
-  const seconds = [...new Set(waiting.filter((w) => w.limit2 > 0).map((w) => w.key2 ?? ''))].sort();
-  for (const key2 of seconds) await tx.query('select pg_advisory_xact_lock(hashtext($1))', [`slots2:${k.workspace_id}:${k.app}:${k.workflow}:${key2}`]);
-  const held = await tx.query<{ key2: string; n: number }>(
-    `select concurrency_key_2 as key2, count(*)::int as n from scheduler.runs
-      where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key_2 = any($4::text[])
-        and concurrency_limit_2 > 0 and admitted and status in ${ACTIVE}
-      group by concurrency_key_2`,
-    [k.workspace_id, k.app, k.workflow, seconds],
+  const slotOf = (w: { key2: string | null; shared: boolean }) =>
+    w.shared ? `slots2:${k.workspace_id}::${w.key2 ?? ''}` : `slots2:${k.workspace_id}:${k.app}:${k.workflow}:${w.key2 ?? ''}`;
+  const limited = waiting.filter((w) => w.limit2 > 0);
+  for (const slot of [...new Set(limited.map(slotOf))].sort()) await tx.query('select pg_advisory_xact_lock(hashtext($1))', [slot]);
+  const own = [...new Set(limited.filter((w) => !w.shared).map((w) => w.key2 ?? ''))];
+  const shared = [...new Set(limited.filter((w) => w.shared).map((w) => w.key2 ?? ''))];
+  const held = await tx.query<{ key2: string; shared: boolean; n: number }>(
+    `select concurrency_key_2 as key2, concurrency_shared_2 as shared, count(*)::int as n from scheduler.runs
+      where workspace_id = $1 and concurrency_limit_2 > 0 and admitted and status in ${ACTIVE}
+        and ((not concurrency_shared_2 and app = $2 and workflow = $3 and concurrency_key_2 = any($4::text[]))
+          or (concurrency_shared_2 and concurrency_key_2 = any($5::text[])))
+      group by concurrency_key_2, concurrency_shared_2`,
+    [k.workspace_id, k.app, k.workflow, own, shared],
   );
-  const holding = new Map(held.map((h) => [h.key2, Number(h.n)]));
+  const holding = new Map(held.map((h) => [slotOf({ key2: h.key2, shared: h.shared }), Number(h.n)]));
   const ids: string[] = [];
   for (const w of waiting) {
     if (ids.length >= free) break;
     if (w.limit2 > 0) {
-      const n = holding.get(w.key2 ?? '') ?? 0;
+      const slot = slotOf(w);
+      const n = holding.get(slot) ?? 0;
       if (n >= w.limit2) continue;
-      holding.set(w.key2 ?? '', n + 1);
+      holding.set(slot, n + 1);
     }
     ids.push(w.id);
   }

@@ -50,6 +50,8 @@ export const runs = scheduler.table(
     /** A second constraint (0: none): admitted only with a free slot of each key, and holding both. */
     concurrencyKey2: text('concurrency_key_2'),
     concurrencyLimit2: integer('concurrency_limit_2').notNull().default(0),
+    /** The second key's slots are shared by the workspace's workflows (scope env): its holders are counted across them. */
+    concurrencyShared2: boolean('concurrency_shared_2').notNull().default(false),
     admitted: boolean('admitted').notNull().default(true),
     priority: bigint('priority', { mode: 'number' }).notNull().default(0),
     singletonKey: text('singleton_key'),
@@ -83,6 +85,7 @@ export const runs = scheduler.table(
     index('runs_awaiting_slot').on(t.workspaceId, t.app, t.workflow, t.concurrencyKey).where(sql`status = 'queued' and not admitted`),
     index('runs_slot_holders').on(t.workspaceId, t.app, t.workflow, t.concurrencyKey).where(sql`concurrency_limit > 0 and admitted and status in ('queued', 'running', 'waiting', 'paused')`),
     index('runs_slot_holders_2').on(t.workspaceId, t.app, t.workflow, t.concurrencyKey2).where(sql`concurrency_limit_2 > 0 and admitted and status in ('queued', 'running', 'waiting', 'paused')`),
+    index('runs_shared_slot_holders').on(t.workspaceId, t.concurrencyKey2).where(sql`concurrency_shared_2 and concurrency_limit_2 > 0 and admitted and status in ('queued', 'running', 'waiting', 'paused')`),
     index('runs_singleton').on(t.workspaceId, t.app, t.workflow, t.singletonKey).where(sql`singleton_key is not null`),
     // The one timer index: a run is claimable once lease_until passes, whether that is an
     // expired lease (crashed replica), a retry backoff, a no-runner wait or a sleep.

@@ -44,7 +44,8 @@ export async function waitFacts(db: Database, workspaceId: string, runId: string
             r.concurrency_key_2, r.concurrency_limit_2,
             case when r.status = 'queued' and not r.admitted and r.concurrency_limit_2 > 0 then
               (select count(*)::int from scheduler.runs h
-                where h.workspace_id = r.workspace_id and h.app = r.app and h.workflow = r.workflow and h.concurrency_key_2 = r.concurrency_key_2
+                where h.workspace_id = r.workspace_id and h.concurrency_key_2 = r.concurrency_key_2 and h.concurrency_shared_2 = r.concurrency_shared_2
+                  and (r.concurrency_shared_2 or (h.app = r.app and h.workflow = r.workflow))
                   and h.concurrency_limit_2 > 0 and h.admitted and h.status in ('queued', 'running', 'waiting', 'paused'))
             else 0 end as slot_holders_2,
             pa.actor as paused_by, ${epochMs('pa.created_at')} as paused_at_ms,

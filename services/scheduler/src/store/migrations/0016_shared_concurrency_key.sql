@@ -1,0 +1,2 @@
+ALTER TABLE "scheduler"."runs" ADD COLUMN "concurrency_shared_2" boolean DEFAULT false NOT NULL;--> statement-breakpoint
+CREATE INDEX "runs_shared_slot_holders" ON "scheduler"."runs" USING btree ("workspace_id","concurrency_key_2") WHERE concurrency_shared_2 and concurrency_limit_2 > 0 and admitted and status in ('queued', 'running', 'waiting', 'paused');
