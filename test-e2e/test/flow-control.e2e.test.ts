@@ -88,6 +88,26 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     await dep?.stop();
   }, 60_000);
 
+  /** Every run the POSTs started succeeds (one that ended otherwise fails the test at once). */
+  const allSucceed = async (what: string, sent: { status: number; body: any }[]) => {
+    const ids = sent.map((r) => {
+      expect(r.status).toBe(202);
+      return r.body.runId as string;
+    });
+    await eventually(
+      `${what} to succeed`,
+      async () => {
+        for (const id of ids) {
+          const r = await api(dep.base, 'GET', `/v1/runs/${id}`, { key: dep.secretKey });
+          if (['failed', 'cancelled'].includes(r.body.status)) throw new Terminal(`run ${id} ended ${r.body.status}`);
+          if (r.body.status !== 'succeeded') return undefined;
+        }
+        return true;
+      },
+      120_000,
+    );
+  };
+
   it(`${RUNS[mode]} events at once against concurrency { limit: 3 }: never more than 3 inside a run, and all finish`, async () => {
     const N = RUNS[mode] ?? 150;
     const ids: string[] = [];
@@ -147,22 +167,7 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     const sent = await Promise.all(
       Array.from({ length: 40 }, (_, i) => api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'per-user.go', data: { user: users[Math.floor(i / 5)] } } })),
     );
-    const ids = sent.map((r) => {
-      expect(r.status).toBe(202);
-      return r.body.runId as string;
-    });
-    await eventually(
-      'the per-user runs to succeed',
-      async () => {
-        for (const id of ids) {
-          const r = await api(dep.base, 'GET', `/v1/runs/${id}`, { key: dep.secretKey });
-          if (['failed', 'cancelled'].includes(r.body.status)) throw new Terminal(`run ${id} ended ${r.body.status}`);
-          if (r.body.status !== 'succeeded') return undefined;
-        }
-        return true;
-      },
-      120_000,
-    );
+    await allSucceed('the per-user runs', sent);
     expect([maxPair > 1, maxPair <= 4, maxPerUser]).toEqual([true, true, 1]);
   }, 180_000);
 
@@ -170,19 +175,7 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     const sent = await Promise.all(
       Array.from({ length: 20 }, (_, i) => api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: i % 2 ? 'share-a.go' : 'share-b.go', data: {} } })),
     );
-    const ids = sent.map((r) => r.body.runId as string);
-    await eventually(
-      'the shared-key runs to succeed',
-      async () => {
-        for (const id of ids) {
-          const r = await api(dep.base, 'GET', `/v1/runs/${id}`, { key: dep.secretKey });
-          if (['failed', 'cancelled'].includes(r.body.status)) throw new Terminal(`run ${id} ended ${r.body.status}`);
-          if (r.body.status !== 'succeeded') return undefined;
-        }
-        return true;
-      },
-      120_000,
-    );
+    await allSucceed('the shared-key runs', sent);
     // Each workflow alone could have two inside: four at once, were the slots not shared.
     expect([maxShared, [...sharedBy].sort()]).toEqual([2, ['share-a', 'share-b']]);
   }, 180_000);
