@@ -88,7 +88,7 @@ describe.each(modes)('MCP server on %s', (mode) => {
 
     const parked = await eventually('the run to park on its approval (needsAttention) in list_runs', async () => {
       const runs = json<{ id: string; status: string; needsAttention?: boolean }[]>(
-        await reader.callTool({ name: 'list_runs', arguments: { q: 'payout-agent', limit: 50 } }),
+        await reader.callTool({ name: 'list_runs', arguments: { workflow: 'payout-agent', limit: 50 } }),
       );
       const run = runReached(
         runs.find((r) => r.id === runId),

@@ -48,10 +48,11 @@ export const MCP_TOOLS: McpTool[] = [
     input: {
       status: z.enum(RUN_STATUSES).optional().describe('Only runs in this status (running also matches waiting).'),
       app,
+      workflow: z.string().min(1).max(256).optional().describe("Only this workflow's runs (its exact name)."),
       q: z.string().min(1).optional().describe('Case-insensitive substring of the workflow name, run id or app.'),
       limit: limit(200, 30),
     },
-    run: (a, call) => call('get', '/runs', { query: defined({ status: a.status, app: a.app, q: a.q, limit: a.limit }) }),
+    run: (a, call) => call('get', '/runs', { query: defined({ status: a.status, app: a.app, workflow: a.workflow, q: a.q, limit: a.limit }) }),
   },
   {
     name: 'get_run',
