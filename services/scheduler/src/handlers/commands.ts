@@ -139,7 +139,8 @@ export async function consumeWorkflowFacts(opts: { bus: Bus; workflows: Workflow
 
 /**
  * A run ingest flagged with flow control, or one that came while this
- * replica had no room: singleton first (skip: this run is cancelled as
+ * replica had no room: a cancelOn applied before it came first (the run is
+ * stored cancelled when one matches), then singleton (skip: this run is cancelled as
  * skipped when one of its key is active; cancel: the active ones are
  * cancelled), then it waits queued for its throttle time or a concurrency
  * slot (or for room); the engine admits and claims it.
@@ -177,6 +178,16 @@ async function startUnderFlowControl(
     // A repeat of this StartRun (a redelivery, or the stream copy of a direct start whose
     // answer was lost) must not act again: a singleton "cancel" would cancel newer runs.
     if ((await tx.query('select 1 from scheduler.runs where id = $1', [run.id])).length > 0) return done();
+    /** Store this run and end it at once (a singleton skip, a cancelOn that came first); false if it was not stored. */
+    const storeCancelled = async (message: string): Promise<boolean> => {
+      const queued = await insertFlowRun(tx, run, { notBeforeMs: 0, concurrencyKey: '', concurrencyLimit: 0, priority: 0, singletonKey: null });
+      const locked = queued && (await lockRun(tx, run.workspaceId, run.id));
+      if (!locked) return false;
+      const cancelled = await cancelLockedRun(tx, locked, { message });
+      out.push(...cancelled.messages);
+      live.push([self('queued'), [queued]], ...cancelled.live);
+      return true;
+    };
     if (cmd.cancelOn) {
       // A cancelOn event applied before this run arrived (but after it was created) cancels it as it is stored.
       await lockCancelOn(tx, run.workspaceId, run.app, run.workflow);
@@ -184,43 +195,27 @@ async function startUnderFlowControl(
         cancelOnHolds(g.ifExpr, { eventName: run.eventName, input: run.inputJson }, { name: g.eventName, data: parseInput(g.eventData), id: g.eventId, ts: g.eventTs }),
       );
       if (signal) {
-        const queued = await insertFlowRun(tx, run, { notBeforeMs: 0, concurrencyKey: '', concurrencyLimit: 0, priority: 0, singletonKey: null });
-        const locked = queued && (await lockRun(tx, run.workspaceId, run.id));
-        if (locked) {
-          const { message, detail } = cancelOnReason({ name: signal.eventName, id: signal.eventId });
-          const cancelled = await cancelLockedRun(tx, locked, { message });
+        const { message, detail } = cancelOnReason({ name: signal.eventName, id: signal.eventId });
+        if (await storeCancelled(message)) {
           await writeAudit(tx, { workspaceId: run.workspaceId, action: 'cancel', runId: run.id, actor: signal.actor ?? undefined, detail });
-          out.push(...cancelled.messages);
-          live.push([self('queued'), [queued]], ...cancelled.live);
         }
         return done();
       }
     }
-    if (singletonKey === null) {
-      const queued = await insertFlowRun(tx, run, flow);
-      if (queued) live.push([self('queued'), [queued]]);
-      return done();
-    }
-    const active = await activeSingletons(tx, { workspaceId: run.workspaceId, app: run.app, workflow: run.workflow, key: singletonKey, except: run.id });
-    if (active.length > 0 && cmd.singletonMode === 'skip') {
-      const queued = await insertFlowRun(tx, run, { notBeforeMs: 0, concurrencyKey: '', concurrencyLimit: 0, priority: 0, singletonKey: null });
-      if (queued) {
-        const locked = await lockRun(tx, run.workspaceId, run.id);
-        if (locked) {
-          const skipped = await cancelLockedRun(tx, locked, { message: 'Skipped: a singleton run of this key is active.' });
-          out.push(...skipped.messages);
-          live.push([self('queued'), [queued]], ...skipped.live);
-        }
+    if (singletonKey !== null) {
+      const active = await activeSingletons(tx, { workspaceId: run.workspaceId, app: run.app, workflow: run.workflow, key: singletonKey, except: run.id });
+      if (active.length > 0 && cmd.singletonMode === 'skip') {
+        await storeCancelled('Skipped: a singleton run of this key is active.');
+        return done();
       }
-      return done();
-    }
-    if (cmd.singletonMode === 'cancel') {
-      for (const id of active) {
-        const locked = await lockRun(tx, run.workspaceId, id);
-        if (!locked) continue;
-        const cancelled = await cancelLockedRun(tx, locked, { message: 'Cancelled: a newer singleton run of this key started.' });
-        out.push(...cancelled.messages);
-        live.push(...cancelled.live);
+      if (cmd.singletonMode === 'cancel') {
+        for (const id of active) {
+          const locked = await lockRun(tx, run.workspaceId, id);
+          if (!locked) continue;
+          const cancelled = await cancelLockedRun(tx, locked, { message: 'Cancelled: a newer singleton run of this key started.' });
+          out.push(...cancelled.messages);
+          live.push(...cancelled.live);
+        }
       }
     }
     const queued = await insertFlowRun(tx, run, flow);

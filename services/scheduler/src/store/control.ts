@@ -1,6 +1,6 @@
 import type { Database } from '@dws/db';
 import { runsWhere, type RunFilter } from './reads.js';
-import type { NewFrame } from './runs.js';
+import { ACTIVE_SQL as ACTIVE, type NewFrame } from './runs.js';
 
 export interface ControlRun {
   id: string;
@@ -19,8 +19,6 @@ export interface ControlRun {
   pause_requested: boolean;
 }
 
-/** The statuses of a run that has not ended. */
-const ACTIVE = `('queued', 'running', 'waiting', 'paused')`;
 const CONTROL_COLUMNS = `id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, input, lease_owner, next_seq,
             parent_run_id, pause_requested`;
 

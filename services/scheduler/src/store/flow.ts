@@ -1,5 +1,5 @@
 import type { Database } from '@dws/db';
-import type { NewFrame, NewRun } from './runs.js';
+import { ACTIVE_SQL as ACTIVE, type NewFrame, type NewRun } from './runs.js';
 
 export interface FlowControl {
   /** Throttle: not before this epoch ms (0: at once). */
@@ -56,8 +56,6 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
 const ADMIT_KEYS = 100;
 /** Waiting runs read past a key's free slots when some need a second key's slot too (those blocked there are passed over). */
 const SECOND_KEY_LOOKAHEAD = 100;
-
-const ACTIVE = `('queued', 'running', 'waiting', 'paused')`;
 
 export interface SlotKey {
   workspace_id: string;

@@ -103,6 +103,9 @@ function stepsJson(steps: (StepOutcome & { idx: number })[]): string {
 }
 
 /** CTE body: upsert the steps of the jsonb `steps` for each row of the run CTE `r` (rows that passed the guard). */
+/** The statuses of a run that has not ended, as SQL (`status in ${ACTIVE_SQL}`). */
+export const ACTIVE_SQL = `('queued', 'running', 'waiting', 'paused')`;
+
 const upsertSteps = (ws: string, steps: string): string => `
        insert into scheduler.steps (run_id, step_id, workspace_id, name, op, idx, status, data, error, input, attempts, wake_at, child_run_id, ended_at, usage, created_at)
        select r.id, x.step_id, ${ws}, x.name, x.op, x.idx, x.status, x.data, x.error, x.input, x.attempts,
