@@ -6,10 +6,27 @@ import { modes, ScriptedInvoker, startHarness, until, WS, type Harness } from '.
 jest.setTimeout(90_000);
 
 const order: string[] = [];
+/** Gates a step executes until the test opens them (the run holds its slots meanwhile). */
+const gates = new Map<string, { shut: Promise<void>; open: () => void }>();
+const gate = (name: string) => {
+  let g = gates.get(name);
+  if (!g) {
+    let open!: () => void;
+    const shut = new Promise<void>((r) => (open = r));
+    gates.set(name, (g = { shut, open }));
+  }
+  return g;
+};
 const invoker = new ScriptedInvoker({
   busy: () => [{ run: 'work' }, { sleep: 'hold', ms: 150 }, { run: 'done' }],
-  tagged: (event) => [{ run: 'start', fn: () => { order.push(event.data.tag as string); return event.data.tag; } }, { sleep: 'hold', ms: (event.data.ms as number) ?? 100 }],
+  // Holds by sleeping (`ms`), or by executing its step until the test opens the gate named `gate`.
+  tagged: (event) => [
+    { run: 'start', fn: () => { order.push(event.data.tag as string); return event.data.tag; } },
+    event.data.gate ? { work: 'hold', until: () => gate(event.data.gate).shut } : { sleep: 'hold', ms: (event.data.ms as number) ?? 100 },
+    { run: 'after' },
+  ],
   long: () => [{ run: 'first' }, { sleep: 'forever', ms: 3_600_000 }],
+  gated: (event) => [{ run: 'start' }, { work: 'hold', until: () => gate(event.data.gate).shut }, { run: 'done' }],
 });
 
 describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
@@ -17,7 +34,10 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
   beforeAll(async () => {
     h = await startHarness(mode, invoker);
   });
-  afterAll(async () => h?.close());
+  afterAll(async () => {
+    for (const g of gates.values()) g.open(); // a failed test's held passes end
+    await h?.close();
+  });
 
   const holders = async (key: string) =>
     (await h.db.query<{ n: number }>(
@@ -68,9 +88,9 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     }
     expect([maxAll > 1, maxAll <= 4, maxUser]).toEqual([true, true, 1]);
 
-    // u9's first run holds u9's slot; its second waits on that key (and says so) while u8's, started later, runs.
-    const holder = await two('u9', { tag: 'holder', ms: 3_600_000 }, 'tagged');
-    await h.waitFor(holder, ['waiting']);
+    // u9's first run holds u9's slot (executing a step); its second waits on that key (and says so) while u8's, started later, runs.
+    const holder = await two('u9', { tag: 'holder', gate: `u9-${mode}` }, 'tagged');
+    await h.waitFor(holder, ['running']);
     const blocked = await two('u9', { tag: 'blocked' }, 'tagged');
     // More of u9's runs queued than the admission looks ahead: they cost it one place, not its whole look-ahead.
     const flood = await Promise.all(Array.from({ length: 120 }, () => two('u9', { tag: 'flood' }, 'tagged')));
@@ -81,6 +101,7 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     const cancelFlood = await h.call('runs.bulkCancel', { body: { workflow: 'tagged', status: 'queued', if: "event.data.tag == 'flood'" } });
     expect(cancelFlood.body).toMatchObject({ matched: flood.length, cancelled: flood.length });
     await h.call('runs.cancel', { params: { id: holder } });
+    gate(`u9-${mode}`).open();
     await h.waitFor(blocked, ['succeeded'], 30_000);
   });
 
@@ -145,11 +166,47 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     expect([maxShared, [...holders].sort()]).toEqual([2, ['busy', 'tagged']]);
   });
 
+  it('a run gives its slot back while parked (a sleep) or paused, and waits for one again once due', async () => {
+    const key = `park-${mode}`;
+    const flow = { concurrencyLimit: 1, concurrencyKey: key };
+    const read = async (id: string) => (await h.call('runs.get', { params: { id } })).body;
+    // The napper sleeps: the next run of the key (slots are per workflow and key) is admitted and executes meanwhile.
+    const napper = await h.start('tagged', { tag: 'napper', ms: 1000 }, { flow });
+    await h.waitFor(napper, ['waiting']);
+    const holder = await h.start('tagged', { tag: 'holder', gate: `${key}-1` }, { flow });
+    await h.waitFor(holder, ['running']);
+    expect(await holders(key)).toBe(1);
+    // Its nap over, the napper does not go on while the holder executes: it waits for the slot, and says so.
+    await until(async () => (await read(napper)).waitingFor?.kind === 'concurrency', 15_000, 'the napper waits for the slot');
+    expect((await read(napper)).waitingFor).toEqual({ kind: 'concurrency', key, limit: 1, holding: 1 });
+    expect([(await read(napper)).status, invoker.count(napper, 'after')]).toEqual(['waiting', 0]);
+    gate(`${key}-1`).open();
+    await h.waitFor(holder, ['succeeded'], 30_000);
+    await h.waitFor(napper, ['succeeded'], 30_000);
+    expect(invoker.count(napper, 'after')).toBe(1);
+
+    // Paused at a step boundary, a run gives its slot back; resumed, it waits for one.
+    const paused = await h.start('gated', { gate: `${key}-2` }, { flow });
+    await h.waitFor(paused, ['running']);
+    await h.call('runs.pause', { params: { id: paused } });
+    gate(`${key}-2`).open();
+    await h.waitFor(paused, ['paused']);
+    const next = await h.start('gated', { gate: `${key}-3` }, { flow });
+    await h.waitFor(next, ['running']);
+    await h.call('runs.resume', { params: { id: paused } });
+    await until(async () => (await read(paused)).waitingFor?.kind === 'concurrency', 15_000, 'the resumed run waits for the slot');
+    expect(invoker.count(paused, 'done')).toBe(0);
+    gate(`${key}-3`).open();
+    await h.waitFor(next, ['succeeded'], 30_000);
+    await h.waitFor(paused, ['succeeded'], 30_000);
+    expect(invoker.count(paused, 'done')).toBe(1);
+  });
+
   it('starts queued runs of a key by priority, then in creation order', async () => {
     const key = `prio-${mode}`;
     // Slots are per workflow and key: the blocker is a run of the same workflow.
-    const blocker = await h.start('tagged', { tag: 'blocker', ms: 3_600_000 }, { flow: { concurrencyLimit: 1, concurrencyKey: key } });
-    await h.waitFor(blocker, ['waiting']);
+    const blocker = await h.start('tagged', { tag: 'blocker', gate: key }, { flow: { concurrencyLimit: 1, concurrencyKey: key } });
+    await h.waitFor(blocker, ['running']);
     order.length = 0;
 
     const low = await h.start('tagged', { tag: 'low' }, { flow: { concurrencyLimit: 1, concurrencyKey: key, priority: BigInt(1) } });
@@ -158,6 +215,7 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     await new Promise((r) => setTimeout(r, 300)); // deliberately: time for a start that must not happen while the slot is held
     expect(order).toEqual([]);
     await h.call('runs.cancel', { params: { id: blocker } });
+    gate(key).open();
     for (const id of [low, high, mid]) await h.waitFor(id, ['succeeded'], 30_000);
     expect(order).toEqual(['high', 'mid', 'low']);
   });

@@ -29,6 +29,8 @@ export const caller = { workspaceId: WS, actor: 'tester', keyKind: 'secret', req
 /** One step of a scripted workflow, as a runner with the SDK would report it. */
 export type ScriptStep =
   | { run: string; fn?: (attempt: number) => unknown; retriable?: boolean; catchError?: boolean }
+  /** A step that executes until `until` settles: the pass stays open (the run holds its slots) meanwhile. */
+  | { work: string; until: () => Promise<unknown> }
   | { sleep: string; ms: number }
   | { sleepUntil: string; at: number }
   | { wait: string; event: string; if?: string; timeoutMs?: number }
@@ -139,7 +141,8 @@ export class ScriptedInvoker {
           return { status: 400, body: { error: m.error, logs } };
         }
         if (m && m.pending) continue;
-        opcodes.push(this.opcode('parallel' in step ? { run: name } : step, id, name, body.ctx));
+        if ('work' in step) await step.until();
+        opcodes.push(this.opcode('parallel' in step ? { run: name } : 'work' in step ? { run: name } : step, id, name, body.ctx));
       }
       // Like the SDK: finished steps right before the return ride on the 200.
       const last = i === steps.length - 1 && !names.some((n) => memo[hashStepId(n)]?.pending);

@@ -13,7 +13,22 @@ const invoker = new ScriptedInvoker({
   parent: () => [{ child: 'kid', workflow: 'sleeper' }],
   flaky: () => [{ run: 'charge', fn: () => { throw new Error('card declined'); } }],
   quick: () => [{ run: 'only' }],
+  // One workflow, so its runs share a key's slots: one executes a step until the test lets it go (holding
+  // its slot meanwhile), one sleeps, one is quick.
+  limited: (event) =>
+    event.data.as === 'worker' ? [{ run: 'first' }, { work: 'busy', until: () => letGo(event.data.key).shut }]
+    : event.data.as === 'sleeper' ? [{ run: 'first' }, { sleep: 'nap', ms: HOUR }]
+    : [{ run: 'only' }],
 });
+const gates = new Map<string, { shut: Promise<void>; open: () => void }>();
+function letGo(key: string) {
+  if (!gates.has(key)) {
+    let open!: () => void;
+    const shut = new Promise<void>((r) => (open = r));
+    gates.set(key, { shut, open });
+  }
+  return gates.get(key)!;
+}
 
 /**
  * "Why is it not moving?" end to end on the scheduler: runs driven by the
@@ -87,10 +102,17 @@ describe.each(modes())('waitingFor on the run read (%s)', (mode) => {
 
   it('a run behind a concurrency limit names the key, the limit and the holders', async () => {
     const key = `user-${mode}`;
-    const first = await h.start('sleeper', {}, { flow: { concurrencyLimit: 1, concurrencyKey: key } });
-    await waitingFor(first, 'sleep');
-    const second = await h.start('sleeper', {}, { flow: { concurrencyLimit: 1, concurrencyKey: key } });
+    const flow = { flow: { concurrencyLimit: 1, concurrencyKey: key } };
+    const first = await h.start('limited', { as: 'worker', key }, flow);
+    await waitingFor(first, 'running');
+    const second = await h.start('limited', { as: 'sleeper' }, flow);
     expect(await waitingFor(second, 'concurrency')).toEqual({ kind: 'concurrency', key, limit: 1, holding: 1 });
+    // A sleeping run gives its slot back: once the first ends, the second runs and parks on its nap, holding no slot.
+    letGo(key).open();
+    await h.waitFor(first, ['succeeded']);
+    await waitingFor(second, 'sleep');
+    const third = await h.start('limited', { as: 'quick' }, flow);
+    await h.waitFor(third, ['succeeded']);
   });
 
   it('a throttled run says when it may start', async () => {

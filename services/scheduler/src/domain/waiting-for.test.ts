@@ -97,6 +97,17 @@ describe('waitingFor', () => {
     expect(waitingFor(run({ status: 'queued', leaseUntilMs: NOW - 5 }), [], NOW)).toEqual({ kind: 'scheduler', since: new Date(NOW - 60_000).toISOString() });
   });
 
+  it('a parked run that gave its slot back sleeps until its time, then waits for a slot', () => {
+    const released = { status: 'waiting', admitted: false, concurrencyKey: 'u1', concurrencyLimit: 1, slotHolders: 1 };
+    const nap = step({ name: 'nap', op: 'Sleep', status: 'sleeping', wakeAtMs: NOW + 5000 });
+    expect(waitingFor(run({ ...released, leaseUntilMs: NOW + 5000 }), [nap], NOW)).toEqual({ kind: 'sleep', step: 'nap', until: new Date(NOW + 5000).toISOString() });
+    // Its sleep over (the step is resolved once it is claimed again), or its event come: the slot is what it waits for.
+    expect(waitingFor(run({ ...released, leaseUntilMs: NOW - 10 }), [{ ...nap, wakeAtMs: NOW - 10 }], NOW)).toEqual({ kind: 'concurrency', key: 'u1', limit: 1, holding: 1 });
+    expect(waitingFor(run({ ...released, leaseUntilMs: NOW - 10 }), [], NOW)).toEqual({ kind: 'concurrency', key: 'u1', limit: 1, holding: 1 });
+    // Paused, it says so first.
+    expect(waitingFor(run({ ...released, status: 'paused' }), [], NOW)).toEqual({ kind: 'paused' });
+  });
+
   it('tells transport retries from a throttle, and a held run from a parked one', () => {
     expect(waitingFor(run({ status: 'running', transportFailures: 2, leaseUntilMs: NOW + 2000 }), [], NOW)).toEqual({
       kind: 'transport_retry',

@@ -72,9 +72,10 @@ const iso = (ms: number) => new Date(ms).toISOString();
 /**
  * The one thing a run waits for, most specific first: a pause beats
  * everything (the scheduler will not step it), then a missing runner (it
- * will fail), then its steps (a retry backoff, else the first parked step in
- * step order), then transport retries, then the queue (concurrency slot,
- * throttle, a scheduler replica with room). Undefined for a terminal run.
+ * will fail), then a concurrency slot (queued for one, or due again after a
+ * park gave it back), then its steps (a retry backoff, else the first parked
+ * step in step order), then transport retries, then the queue (throttle, a
+ * scheduler replica with room). Undefined for a terminal run.
  */
 export function waitingFor(run: RunWaitFacts, steps: OpenStep[], nowMs: number): WaitingFor | undefined {
   if (TERMINAL.has(run.status)) return undefined;
@@ -83,6 +84,14 @@ export function waitingFor(run: RunWaitFacts, steps: OpenStep[], nowMs: number):
   }
   if (run.noRunnerSinceMs !== null) {
     return { kind: 'no_runner', since: iso(run.noRunnerSinceMs), failsAt: iso(run.noRunnerSinceMs + NO_RUNNER_LIMIT_MS), ...(run.runner ? { runner: run.runner } : {}) };
+  }
+  // Queued for a slot, or due again after a park that gave its slot back (its sleep over, its event come).
+  if (!run.admitted && run.concurrencyLimit > 0 && (run.status === 'queued' || (run.leaseUntilMs !== null && run.leaseUntilMs <= nowMs))) {
+    // The constraint that holds it back: the first while its slots are full, else the second's.
+    if (run.concurrencyLimit2 > 0 && run.slotHolders < run.concurrencyLimit && run.slotHolders2 >= run.concurrencyLimit2) {
+      return { kind: 'concurrency', key: run.concurrencyKey2 ?? '', limit: run.concurrencyLimit2, holding: run.slotHolders2 };
+    }
+    return { kind: 'concurrency', key: run.concurrencyKey ?? '', limit: run.concurrencyLimit, holding: run.slotHolders };
   }
   const future = run.leaseUntilMs !== null && run.leaseUntilMs > nowMs && run.leaseOwner === null ? run.leaseUntilMs : undefined;
   const ordered = [...steps].sort((a, b) => a.idx - b.idx);
@@ -116,13 +125,6 @@ export function waitingFor(run: RunWaitFacts, steps: OpenStep[], nowMs: number):
   }
   if (run.transportFailures > 0 && future !== undefined) return { kind: 'transport_retry', failures: run.transportFailures, nextTryAt: iso(future) };
   if (run.status === 'queued') {
-    if (!run.admitted && run.concurrencyLimit > 0) {
-      // The constraint that holds it back: the first while its slots are full, else the second's.
-      if (run.concurrencyLimit2 > 0 && run.slotHolders < run.concurrencyLimit && run.slotHolders2 >= run.concurrencyLimit2) {
-        return { kind: 'concurrency', key: run.concurrencyKey2 ?? '', limit: run.concurrencyLimit2, holding: run.slotHolders2 };
-      }
-      return { kind: 'concurrency', key: run.concurrencyKey ?? '', limit: run.concurrencyLimit, holding: run.slotHolders };
-    }
     if (future !== undefined) return { kind: 'throttle', until: iso(future) };
     return { kind: 'scheduler', since: iso(run.createdAtMs) };
   }

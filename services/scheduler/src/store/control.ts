@@ -38,11 +38,11 @@ export function lockChildren(tx: Database, parentRunId: string): Promise<Control
 }
 
 /**
- * Move a run no replica may apply to any more: the pass advances, so a reply
- * in flight is dropped; the lease is cleared; one run_status frame is
- * appended at the run's committed seq.
+ * Set a locked run's status where no replica may apply to it any more: the
+ * pass advances, so a reply in flight is dropped; the lease is cleared; one
+ * run_status frame is appended at the run's committed seq (returned, to go
+ * live once committed). A paused run gives its concurrency slots back.
  */
-/** Set a locked run's status and store its run_status frame; returns the frame, to go live once committed. */
 export async function setRunStatus(
   tx: Database,
   run: ControlRun,
@@ -55,7 +55,8 @@ export async function setRunStatus(
        update scheduler.runs set status = $2, pass = pass + 1, lease_owner = null,
               lease_until = case when $3::boolean then now() else null end,
               ended_at = case when $4::boolean then now() else ended_at end,
-              error = coalesce($5::jsonb, error), pause_requested = false, next_seq = next_seq + 1, updated_at = now()
+              error = coalesce($5::jsonb, error), pause_requested = false, next_seq = next_seq + 1, updated_at = now(),
+              admitted = case when $2 = 'paused' and concurrency_limit > 0 then false else admitted end
         where id = $1 returning next_seq - 1 as seq
      )
      insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, ts)

@@ -52,6 +52,12 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
   return rows.length === 1 ? queued : undefined;
 }
 
+/**
+ * The runs that wait for a slot: queued and not yet admitted, or parked
+ * since (a sleep, a wait, a backoff, a pause gave the slot back) and due.
+ */
+const AWAITING_SLOT = `not admitted and (status = 'queued' or (status = 'waiting' and lease_until <= now()))`;
+
 /** Concurrency keys served per round (oldest waiter first). */
 const ADMIT_KEYS = 100;
 /** Waiting runs read past a key's free slots when some need a second key's slot too (those blocked there are passed over). */
@@ -68,13 +74,17 @@ export interface SlotKey {
 }
 
 /**
- * Admit queued runs into free concurrency slots. A run holds its key's slot
- * (and its second key's, with two constraints) from admission until it ends
- * (sleeping and waiting included), so "at most N" holds however the runs
- * park. Keys are served oldest waiter first, and each key's check-and-admit
- * runs under an advisory lock (and its waiting runs' second keys' locks), so
- * replicas never admit past a limit together. Within a key: higher priority
- * first, then creation order; a run whose second key is full is passed over.
+ * Admit waiting runs into free concurrency slots. A run holds its key's slot
+ * (and its second key's, with two constraints) while it executes: from
+ * admission until it ends or parks. A park (a sleep, a wait for an event,
+ * an approval or a child, a backoff, a pause) gives the slots back, as
+ * Inngest's step concurrency does, and the run, once due again, waits here
+ * for them like a new one. Keys are served oldest waiter first, and each
+ * key's check-and-admit runs under an advisory lock (and its waiting runs'
+ * second keys' locks), so replicas never admit past a limit together. Within
+ * a key: higher priority first, then creation order (a woken run is older
+ * than the runs queued behind it); a run whose second key is full is passed
+ * over.
  */
 export async function admitToSlots(db: Database): Promise<number> {
   // The limit as a parameter: a statement without one goes as a simple query, planned at every
@@ -82,7 +92,7 @@ export async function admitToSlots(db: Database): Promise<number> {
   const keys = await db.query<SlotKey>(
     `select workspace_id, app, workflow, concurrency_key, max(concurrency_limit) as concurrency_limit, bool_or(concurrency_limit_2 > 0) as second
        from scheduler.runs
-      where status = 'queued' and not admitted
+      where ${AWAITING_SLOT}
       group by workspace_id, app, workflow, concurrency_key order by min(created_at) limit $1`,
     [ADMIT_KEYS],
   );
@@ -107,7 +117,7 @@ export function admitKey(db: Database, k: SlotKey): Promise<number> {
       const rows = await tx.query(
         `update scheduler.runs set admitted = true, lease_until = now(), updated_at = now()
           where id in (select id from scheduler.runs
-                        where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4 and status = 'queued' and not admitted
+                        where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4 and ${AWAITING_SLOT}
                         order by priority desc, created_at, id limit $5 for update skip locked)
           returning id`,
         [k.workspace_id, k.app, k.workflow, k.concurrency_key, free],
@@ -138,7 +148,7 @@ async function admittableWithSecondKeys(tx: Database, k: SlotKey, free: number):
           select id, priority, created_at, concurrency_limit_2,
                  row_number() over (partition by concurrency_shared_2, concurrency_key_2 order by priority desc, created_at, id) as nth
             from scheduler.runs
-           where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4 and status = 'queued' and not admitted
+           where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4 and ${AWAITING_SLOT}
         ) w
         where concurrency_limit_2 = 0 or nth <= concurrency_limit_2
         order by priority desc, created_at, id limit $5)

@@ -222,7 +222,8 @@ export type Applied = { applied: false } | { applied: true; status: string; outb
  * Nothing is written when the pass is no longer current (late or
  * redelivered reply, lease lost, run cancelled). A pause requested while the
  * run was held takes effect here, at the step boundary; a step resolved from
- * outside meanwhile (`wake_pending`) makes a park due at once.
+ * outside meanwhile (`wake_pending`) makes a park due at once. A run of a
+ * limited key that parks or pauses gives its slots back (flow.ts).
  */
 export async function applyPass(db: Database, a: ApplyPass): Promise<Applied> {
   // The batch statement with a batch of one: the two cannot drift apart.
@@ -260,6 +261,8 @@ export async function applyPasses(db: Database, owner: string, batch: ApplyPass[
            when x.lease_at is not null then to_timestamp(x.lease_at / 1000.0)
            else null end,
          wake_pending = case when x.lease_owner is null then false else runs.wake_pending end,
+         admitted = case when runs.concurrency_limit > 0 and (x.status = 'waiting' or (runs.pause_requested and x.status = 'running')) then false
+                         else runs.admitted end,
          pause_requested = false,
          ended_at = case when x.terminal then now() else null end, updated_at = now()
          from x
@@ -346,8 +349,9 @@ export interface ClaimedRun {
 
 /**
  * Claim up to `limit` runs that are due: lease expired (a replica died),
- * backoff or sleep over. SKIP LOCKED lets every replica claim at once
- * without taking the same run.
+ * backoff or sleep over. A run waiting for a concurrency slot is admitted
+ * first (flow.ts). SKIP LOCKED lets every replica claim at once without
+ * taking the same run.
  */
 export async function claimDueRuns(db: Database, owner: string, leaseMs: number, limit: number, held: string[] = []): Promise<ClaimedRun[]> {
   // Not the runs this replica drives right now: a renewal that came late leaves their lease lapsed,
@@ -355,7 +359,7 @@ export async function claimDueRuns(db: Database, owner: string, leaseMs: number,
   const rows = await db.query<ClaimedRun>(
     `update scheduler.runs r set lease_owner = $1, lease_until = now() + ($2::int * interval '1 millisecond'), updated_at = now()
       where r.id in (select id from scheduler.runs
-                      where status in ('queued', 'running', 'waiting') and lease_until <= now() and not (id = any($4::text[]))
+                      where status in ('queued', 'running', 'waiting') and admitted and lease_until <= now() and not (id = any($4::text[]))
                       order by lease_until limit $3 for update skip locked)
       returning r.id, r.workspace_id, r.workflow, r.app, r.runner, r.status, r.event_name, r.input, r.attempt, r.pass,
                 r.step_count, r.next_seq, r.transport_failures,
@@ -374,15 +378,17 @@ export async function claimDueRuns(db: Database, owner: string, leaseMs: number,
 /**
  * Milliseconds until the claim loop has work (0 or less: now), undefined when
  * nothing is armed: the earliest lease_until of the runs claimDueRuns would
- * take (sleeps, backoffs, the leases of a replica that died), and now while
- * runs wait for a concurrency slot (admission is asked each round while they do).
+ * take (sleeps, backoffs, the leases of a replica that died) or of the parked
+ * runs that gave their concurrency slot back, and now while runs wait for a
+ * slot (admission is asked each round while they do).
  */
 export function nextClaimInMs(db: Database, held: string[]): Promise<number | undefined> {
   return msUntil(
     db,
     `case when exists (select 1 from scheduler.runs where status = 'queued' and not admitted) then now()
-          else (select min(lease_until) from scheduler.runs
-                 where status in ('queued', 'running', 'waiting') and not (id = any($1::text[]))) end`,
+          else least((select min(lease_until) from scheduler.runs
+                       where status in ('queued', 'running', 'waiting') and admitted and not (id = any($1::text[]))),
+                     (select min(lease_until) from scheduler.runs where status = 'waiting' and not admitted)) end`,
     [held],
   );
 }

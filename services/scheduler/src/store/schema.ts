@@ -52,6 +52,7 @@ export const runs = scheduler.table(
     concurrencyLimit2: integer('concurrency_limit_2').notNull().default(0),
     /** The second key's slots are shared by the workspace's workflows (scope env): its holders are counted across them. */
     concurrencyShared2: boolean('concurrency_shared_2').notNull().default(false),
+    /** Holds its keys' slots: false while queued for one, and from a park (sleep, wait, backoff, pause) until admitted again. */
     admitted: boolean('admitted').notNull().default(true),
     priority: bigint('priority', { mode: 'number' }).notNull().default(0),
     singletonKey: text('singleton_key'),
@@ -83,13 +84,16 @@ export const runs = scheduler.table(
     index('runs_ws_replay_of').on(t.workspaceId, t.replayOf),
     index('runs_parent').on(t.parentRunId),
     index('runs_awaiting_slot').on(t.workspaceId, t.app, t.workflow, t.concurrencyKey).where(sql`status = 'queued' and not admitted`),
+    // Runs of a limited key that parked (a sleep, a wait, a backoff) gave their slot back: due, they wait for one again.
+    index('runs_released_slot').on(t.leaseUntil).where(sql`status = 'waiting' and not admitted`),
     index('runs_slot_holders').on(t.workspaceId, t.app, t.workflow, t.concurrencyKey).where(sql`concurrency_limit > 0 and admitted and status in ('queued', 'running', 'waiting', 'paused')`),
     index('runs_slot_holders_2').on(t.workspaceId, t.app, t.workflow, t.concurrencyKey2).where(sql`concurrency_limit_2 > 0 and admitted and status in ('queued', 'running', 'waiting', 'paused')`),
     index('runs_shared_slot_holders').on(t.workspaceId, t.concurrencyKey2).where(sql`concurrency_shared_2 and concurrency_limit_2 > 0 and admitted and status in ('queued', 'running', 'waiting', 'paused')`),
     index('runs_singleton').on(t.workspaceId, t.app, t.workflow, t.singletonKey).where(sql`singleton_key is not null`),
     // The one timer index: a run is claimable once lease_until passes, whether that is an
     // expired lease (crashed replica), a retry backoff, a no-runner wait or a sleep.
-    index('runs_due').on(t.leaseUntil).where(sql`status in ('queued', 'running', 'waiting')`),
+    // A run that gave its concurrency slot back is not claimable until admitted again (flow.ts).
+    index('runs_due').on(t.leaseUntil).where(sql`status in ('queued', 'running', 'waiting') and admitted`),
     // Retention (store/retention.ts): a workspace's ended runs, oldest first; the skip scan of workspaces rides it too.
     index('runs_ws_ended').on(t.workspaceId, t.endedAt).where(sql`status in ('succeeded', 'failed', 'cancelled')`),
     // Run timeouts (engine/run-timeouts.ts): only the active runs that have one.

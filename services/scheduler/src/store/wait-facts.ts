@@ -36,13 +36,13 @@ export async function waitFacts(db: Database, workspaceId: string, runId: string
     `select r.status, r.runner, ${epochMs('r.created_at')} as created_ms, r.lease_owner,
             ${epochMs('r.lease_until')} as lease_until_ms, ${epochMs('r.no_runner_since')} as no_runner_since_ms,
             r.transport_failures, r.admitted, r.concurrency_key, r.concurrency_limit,
-            case when r.status = 'queued' and not r.admitted and r.concurrency_limit > 0 then
+            case when not r.admitted and r.concurrency_limit > 0 then
               (select count(*)::int from scheduler.runs h
                 where h.workspace_id = r.workspace_id and h.app = r.app and h.workflow = r.workflow and h.concurrency_key = r.concurrency_key
                   and h.concurrency_limit > 0 and h.admitted and h.status in ('queued', 'running', 'waiting', 'paused'))
             else 0 end as slot_holders,
             r.concurrency_key_2, r.concurrency_limit_2,
-            case when r.status = 'queued' and not r.admitted and r.concurrency_limit_2 > 0 then
+            case when not r.admitted and r.concurrency_limit_2 > 0 then
               (select count(*)::int from scheduler.runs h
                 where h.workspace_id = r.workspace_id and h.concurrency_key_2 = r.concurrency_key_2 and h.concurrency_shared_2 = r.concurrency_shared_2
                   and (r.concurrency_shared_2 or (h.app = r.app and h.workflow = r.workflow))
