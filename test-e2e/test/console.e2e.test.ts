@@ -5,6 +5,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { api, eventually, runReached } from '../src/api.js';
+import { Gates } from '../src/gates.js';
 import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
 import { realInfra } from '../src/infra.js';
 import { ROOT } from '../src/processes.js';
@@ -45,30 +46,6 @@ interface Workspace {
   publicKey: string;
   consoleKey: string;
   signingKey: string;
-}
-
-/** A step the test holds open until it says so: lets the browser see a run queued and running before it finishes. */
-class Gates {
-  private readonly gates = new Map<string, { wait: Promise<void>; open: () => void }>();
-  private gate(key: string) {
-    let g = this.gates.get(key);
-    if (!g) {
-      let open!: () => void;
-      const wait = new Promise<void>((resolve) => (open = resolve));
-      g = { wait, open };
-      this.gates.set(key, g);
-    }
-    return g;
-  }
-  wait(key: string): Promise<void> {
-    return this.gate(key).wait;
-  }
-  open(key: string): void {
-    this.gate(key).open();
-  }
-  openAll(): void {
-    for (const g of this.gates.values()) g.open();
-  }
 }
 
 interface Received {

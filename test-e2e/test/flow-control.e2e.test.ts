@@ -1,17 +1,21 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { api, eventually, Terminal } from '../src/api.js';
 import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
+import { Gates } from '../src/gates.js';
 import { realInfra } from '../src/infra.js';
 import { startRunner, type TestRunner } from '../src/runner.js';
 
 /**
  * Flow control across ingest and the scheduler, through the public API: the
  * fields ingest computes at admission (concurrency key and limit, singleton
- * key) enforced by the scheduler on real runs.
+ * key) enforced by the scheduler on real runs. A concurrency limit counts
+ * runs executing (Inngest's step concurrency): "inside" is inside a step, and
+ * a run that sleeps between its steps gives its slot back meanwhile.
  */
 const modes: Mode[] = realInfra() ? ['fleet', 'embedded'] : ['embedded'];
 /** Runs per mode: PGlite drives them one transaction at a time (500 take about 90 s there on 2 idle cores). */
 const RUNS: Partial<Record<Mode, number>> = { fleet: 500, embedded: 150 };
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.each(modes)('flow control end to end on %s', (mode) => {
   let dep: Deployment;
@@ -20,6 +24,8 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
   let maxInside = 0;
   const done = new Set<string>();
   let releaseSingleton: (() => void) | undefined;
+  const gates = new Gates();
+  let afterNap = 0;
   // Two constraints: runs inside per user, and in all.
   const perUser = new Map<string, number>();
   let pairInside = 0;
@@ -33,49 +39,57 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
   beforeAll(async () => {
     dep = await startDeployment(mode);
     runner = await startRunner(dep, (r) => {
+      // Inside a step for a while, a sleep (the slot given back), then inside another step: admitted again.
+      const limitedStep = (runId: string, ms: number) => async () => {
+        inside.add(runId);
+        maxInside = Math.max(maxInside, inside.size);
+        await pause(ms);
+        inside.delete(runId);
+        return true;
+      };
       r.workflow('limited', { triggers: [{ event: 'limited.go' }], concurrency: { limit: 3 } }, async ({ step, ctx }) => {
-        await step.run('enter', () => {
-          inside.add(ctx.runId);
-          maxInside = Math.max(maxInside, inside.size);
-          return true;
-        });
-        await step.sleep('hold', 20);
-        await step.run('leave', () => {
-          inside.delete(ctx.runId);
-          done.add(ctx.runId);
-          return true;
-        });
+        await step.run('work', limitedStep(ctx.runId, 20));
+        await step.sleep('rest', 20);
+        await step.run('again', limitedStep(ctx.runId, 5));
+        await step.run('leave', () => (done.add(ctx.runId), true));
       });
       r.workflow(
         'per-user',
         { triggers: [{ event: 'per-user.go' }], concurrency: [{ limit: 4 }, { limit: 1, key: 'event.data.user' }] },
         async ({ event, step }) => {
           const user = (event.data as { user: string }).user;
-          await step.run('enter', () => {
+          const work = async () => {
             perUser.set(user, (perUser.get(user) ?? 0) + 1);
             maxPerUser = Math.max(maxPerUser, perUser.get(user)!);
             maxPair = Math.max(maxPair, ++pairInside);
-            return true;
-          });
-          await step.sleep('hold', 30);
-          await step.run('leave', () => {
+            await pause(30);
             perUser.set(user, perUser.get(user)! - 1);
             pairInside--;
             return true;
-          });
+          };
+          await step.run('work', work);
+          await step.sleep('rest', 10);
+          await step.run('again', work);
         },
       );
       for (const name of ['share-a', 'share-b']) {
         r.workflow(name, { triggers: [{ event: `${name}.go` }], concurrency: { limit: 2, key: '"model-api"', scope: 'env' } }, async ({ step }) => {
-          await step.run('enter', () => {
+          await step.run('call', async () => {
             maxShared = Math.max(maxShared, ++sharedInside);
             sharedBy.add(name);
-            return true;
+            await pause(30);
+            return --sharedInside;
           });
-          await step.sleep('hold', 30);
-          await step.run('leave', () => --sharedInside);
         });
       }
+      // Limit 1: a sleeper, and a holder that stays inside its step until the test opens its gate.
+      r.workflow('one-slot', { triggers: [{ event: 'one-slot.go' }], concurrency: { limit: 1 } }, async ({ event, step }) => {
+        const { role } = event.data as { role: string };
+        if (role === 'holder') return step.run('hold', async () => (await gates.wait(`${mode}-holder`), true));
+        await step.run('before', () => true);
+        await step.sleep('nap', '1500ms');
+        return step.run('after', () => (afterNap = Date.now()));
+      });
       r.workflow('only-one', { triggers: [{ event: 'only.go' }], singleton: { key: 'event.data.user', mode: 'skip' } }, async ({ step }) => {
         await step.run('wait', () => new Promise<boolean>((res) => (releaseSingleton = () => res(true))));
       });
@@ -84,6 +98,7 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
 
   afterAll(async () => {
     releaseSingleton?.();
+    gates.openAll();
     await runner?.close();
     await dep?.stop();
   }, 60_000);
@@ -145,6 +160,32 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     expect(maxInside).toBeGreaterThan(1);
     expect(maxInside).toBeLessThanOrEqual(3);
   }, 660_000);
+
+  it('a sleeping run gives its slot back: another runs meanwhile; once its nap is over it waits for the slot, then goes on', async () => {
+    const send = async (role: string) => {
+      const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'one-slot.go', data: { role } } });
+      expect(r.status).toBe(202);
+      return r.body.runId as string;
+    };
+    const read = async (id: string) => (await api(dep.base, 'GET', `/v1/runs/${id}`, { key: dep.secretKey })).body;
+    const sleeper = await send('sleeper');
+    await eventually('the sleeper to sleep', async () => ((await read(sleeper)).waitingFor?.kind === 'sleep' ? true : undefined));
+    // Limit 1, and the sleeper holds no slot: the holder is admitted and executes its step.
+    const holder = await send('holder');
+    await eventually('the holder to run', async () => ((await read(holder)).status === 'running' ? true : undefined));
+    // The nap over, the sleeper does not go on while the holder is inside its step: it waits for the slot, and says so.
+    const waiting = await eventually('the sleeper to wait for the slot', async () => {
+      const r = await read(sleeper);
+      return r.waitingFor?.kind === 'concurrency' ? r : undefined;
+    });
+    expect([waiting.status, waiting.waitingFor]).toEqual(['waiting', { kind: 'concurrency', key: '', limit: 1, holding: 1 }]);
+    await pause(300); // deliberately: time for a step that must not run while the slot is held
+    expect(afterNap).toBe(0);
+    const opened = Date.now();
+    gates.open(`${mode}-holder`);
+    for (const id of [holder, sleeper]) await eventually(`${id} to succeed`, async () => ((await read(id)).status === 'succeeded' ? true : undefined));
+    expect(afterNap).toBeGreaterThanOrEqual(opened);
+  }, 60_000);
 
   it('singleton skip: while a run of the key is active, events for it are skipped; others start', async () => {
     const first = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'only.go', data: { user: 'ada' } } });

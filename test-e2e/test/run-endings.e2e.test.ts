@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { api, eventually } from '../src/api.js';
 import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
+import { Gates } from '../src/gates.js';
 import { realInfra } from '../src/infra.js';
 import { startRunner, type TestRunner } from '../src/runner.js';
 
@@ -23,6 +24,7 @@ const modes: Mode[] = realInfra() ? ['embedded', 'fleet'] : ['embedded'];
 describe.each(modes)('runs ended by cancelOn, timeouts and bulk cancel on %s', (mode) => {
   let dep: Deployment;
   let runner: TestRunner;
+  const gates = new Gates();
 
   beforeAll(async () => {
     dep = await startDeployment(mode);
@@ -44,7 +46,11 @@ describe.each(modes)('runs ended by cancelOn, timeouts and bulk cancel on %s', (
       r.workflow('self-stopping', { triggers: [{ event: 'loop.tick' }], cancelOn: { event: 'loop.tick' } }, sleeper);
       r.workflow('slow', { timeouts: { finish: '1500ms' } }, sleeper);
       r.workflow('nightly-import', { triggers: [{ event: 'import.go' }] }, sleeper);
-      r.workflow('one-at-a-time', { concurrency: { limit: 1 }, timeouts: { start: '1s' } }, sleeper);
+      // Its first run holds the one slot inside a step (a sleeping run would give it back) until the test opens the gate.
+      r.workflow('one-at-a-time', { concurrency: { limit: 1 }, timeouts: { start: '1s' } }, async ({ step }: any) => {
+        await step.run('first', () => 1);
+        return step.run('hold', async () => (await gates.wait('one-at-a-time'), 2));
+      });
       r.workflow('parent', {}, async ({ step }: any) => {
         try {
           await step.runWorkflow('child', { workflow: 'slow', data: {} });
@@ -57,6 +63,7 @@ describe.each(modes)('runs ended by cancelOn, timeouts and bulk cancel on %s', (
   }, 180_000);
 
   afterAll(async () => {
+    gates.openAll();
     await runner?.close();
     await dep?.stop();
   }, 60_000);
@@ -160,14 +167,15 @@ describe.each(modes)('runs ended by cancelOn, timeouts and bulk cancel on %s', (
 
     it('cancels a run still queued after timeouts.start, and leaves the one that started', async () => {
       const holder = (await send('one-at-a-time')).runId!;
-      await reached(holder, 'waiting');
+      await reached(holder, 'running');
       const queued = (await send('one-at-a-time')).runId!;
       expect((await get(queued)).status).toBe('queued');
       const run = await reached(queued, 'cancelled');
       expect(run.error).toMatchObject({ message: 'Timed out: the run did not start within 1 s (timeouts.start).' });
       await new Promise((r) => setTimeout(r, 300));
-      expect((await get(holder)).status).toBe('waiting');
-      await api(dep.base, 'POST', `/v1/runs/${holder}/cancel`, { key: dep.secretKey });
+      expect((await get(holder)).status).toBe('running');
+      gates.open('one-at-a-time');
+      await reached(holder, 'succeeded');
     });
 
     it("times out a child run by its own workflow's timeouts", async () => {

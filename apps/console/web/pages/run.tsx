@@ -299,8 +299,8 @@ export function WaitingCallout({ w, runId }: { w: WaitingFor; runId: string }): 
       title = 'Queued behind a concurrency limit';
       body = (
         <>
-          {w.key ? <>Key <code>{w.key}</code> allows</> : 'The workflow allows'} {w.limit} {w.limit === 1 ? 'run' : 'runs'} at once; {w.holding}{' '}
-          {w.holding === 1 ? 'run holds' : 'runs hold'} {w.limit === 1 ? 'it' : 'a slot'}. This one starts when one of them ends.
+          {w.key ? <>Key <code>{w.key}</code> allows</> : 'The workflow allows'} {w.limit} {w.limit === 1 ? 'run' : 'runs'} executing at once; {w.holding}{' '}
+          {w.holding === 1 ? 'run holds' : 'runs hold'} {w.limit === 1 ? 'it' : 'a slot'}. This one goes on when one of them ends or parks (a sleep, a wait).
         </>
       );
       break;
