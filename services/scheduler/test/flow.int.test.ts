@@ -202,6 +202,29 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     expect(invoker.count(paused, 'done')).toBe(1);
   });
 
+  it('a key with room is admitted however many full keys have older waiting runs', async () => {
+    // 120 keys each held by a run no replica drives (a lease an hour out) with a run queued behind it,
+    // all older than the new key's run: more full keys than admission looks at in a round.
+    const app = `fair-${mode}`;
+    await h.db.query(
+      `insert into scheduler.runs (id, workspace_id, workflow, app, status, trigger_kind, input, concurrency_key, concurrency_limit, admitted,
+                                   lease_owner, lease_until, created_at)
+       select 'run_fair_' || $2 || '_' || g || '_' || held, $1, 'busy', $2, case when held then 'running' else 'queued' end, 'event', '{}',
+              'k' || g, 1, held, case when held then 'ghost' end, case when held then now() + interval '1 hour' end,
+              now() - interval '1 minute' + g * interval '1 ms'
+         from generate_series(1, 120) g, (values (true), (false)) v(held)`,
+      [WS, app],
+    );
+    try {
+      const fresh = await h.start('busy', {}, { app, flow: { concurrencyLimit: 1, concurrencyKey: 'fresh' } });
+      await h.waitFor(fresh, ['succeeded'], 15_000);
+      const admitted = await h.db.query(`select count(*)::int as n from scheduler.runs where app = $1 and status = 'queued' and admitted`, [app]);
+      expect(admitted[0]!.n).toBe(0);
+    } finally {
+      await h.db.query(`delete from scheduler.runs where app = $1`, [app]);
+    }
+  });
+
   it('starts queued runs of a key by priority, then in creation order', async () => {
     const key = `prio-${mode}`;
     // Slots are per workflow and key: the blocker is a run of the same workflow.
