@@ -52,13 +52,15 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
   return rows.length === 1 ? queued : undefined;
 }
 
-/**
- * The runs that wait for a slot: queued and not yet admitted, or parked
- * since (a sleep, a wait, a backoff, a pause gave the slot back) and due.
- */
-const AWAITING_SLOT = `not admitted and (status = 'queued' or (status = 'waiting' and lease_until <= now()))`;
+/** The runs that wait for a slot: queued and not yet admitted, or parked since (a sleep, a wait, a backoff, a pause gave the slot back) and due. */
+const QUEUED = `status = 'queued' and not admitted`;
+const RELEASED_DUE = `status = 'waiting' and not admitted and lease_until <= now()`;
+/** Admission order within a key; the runs_awaiting_slot indexes hold it, so the first N are read, not sorted. */
+const ORDER = 'priority desc nulls last, created_at, id';
+/** A key's runs, with the key as $1-$4. */
+const OF_KEY = 'workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4';
 
-/** Concurrency keys served per round (oldest waiter first). */
+/** Concurrency keys served per round (the first in line of each, oldest first). */
 const ADMIT_KEYS = 100;
 /** Waiting runs read past a key's free slots when some need a second key's slot too (those blocked there are passed over). */
 const SECOND_KEY_LOOKAHEAD = 100;
@@ -98,55 +100,54 @@ const keyOf = (r: string, k: string) =>
   `${r}.workspace_id = ${k}.workspace_id and ${r}.app = ${k}.app and ${r}.workflow = ${k}.workflow and ${r}.concurrency_key = ${k}.concurrency_key`;
 
 /**
- * The keys with runs waiting for a slot and a free slot now, oldest waiter
- * first. Asked every round while runs wait (and before each claim), so it
- * costs a few index probes per key, never a scan of the waiting runs: 100,000
- * runs queued behind one key took 50 ms of Postgres a round grouped. The
- * queued runs' keys are walked on runs_awaiting_slot (a skip scan: each
- * next key is one probe past the last), the released runs due now are few.
- * A key's limit is its oldest or newest waiting run's (the larger: a limit
- * changed meanwhile), `second` whether any has a second constraint. A full
- * key is left out: one hundred busy keys do not hold back a key with room.
- * The limit is a parameter: a statement without one goes as a simple query,
- * planned at every poll.
+ * The keys with runs waiting for a slot and a free slot now, in the order
+ * of the first run in line of each (oldest first). Asked every round while
+ * runs wait (and before each claim), so it costs a few index probes per key,
+ * never a scan of the waiting runs: 100,000 runs queued behind one key took
+ * 50 ms of Postgres a round grouped. The queued runs' keys are walked on
+ * runs_awaiting_slot (a skip scan: each next key is one probe past the
+ * last); the released runs due now are few. A key's limit is the larger of
+ * its first and last queued runs' (a limit changed meanwhile), `second`
+ * whether any waiting run has a second constraint. A full key is left out:
+ * a hundred busy keys do not hold back a key with room. The limit is a
+ * parameter: a statement without one goes as a simple query, planned at
+ * every poll.
  */
 const KEYS_WITH_ROOM = `
   with recursive queued as (
     (select workspace_id, app, workflow, concurrency_key from scheduler.runs
-      where status = 'queued' and not admitted order by workspace_id, app, workflow, concurrency_key limit 1)
+      where ${QUEUED} order by workspace_id, app, workflow, concurrency_key limit 1)
     union all
     (select n.* from queued q, lateral (
        select workspace_id, app, workflow, concurrency_key from scheduler.runs
-        where status = 'queued' and not admitted
-          and (workspace_id, app, workflow, concurrency_key) > (q.workspace_id, q.app, q.workflow, q.concurrency_key)
+        where ${QUEUED} and (workspace_id, app, workflow, concurrency_key) > (q.workspace_id, q.app, q.workflow, q.concurrency_key)
         order by workspace_id, app, workflow, concurrency_key limit 1) n)
   ), released as (
-    select id, workspace_id, app, workflow, concurrency_key, concurrency_limit, concurrency_limit_2, created_at from scheduler.runs
-     where status = 'waiting' and not admitted and lease_until <= now()
+    select workspace_id, app, workflow, concurrency_key, concurrency_limit, concurrency_limit_2, priority, created_at, id from scheduler.runs
+     where ${RELEASED_DUE}
   ), waiting as (
     select workspace_id, app, workflow, concurrency_key from queued
     union
     select workspace_id, app, workflow, concurrency_key from released
   )
-  select k.workspace_id, k.app, k.workflow, k.concurrency_key, greatest(oldest.concurrency_limit, newest.concurrency_limit) as concurrency_limit,
-         exists (select 1 from scheduler.runs r where r.status = 'queued' and not r.admitted and r.concurrency_limit_2 > 0 and ${keyOf('r', 'k')})
+  select k.workspace_id, k.app, k.workflow, k.concurrency_key, greatest(first.concurrency_limit, last.concurrency_limit) as concurrency_limit,
+         exists (select 1 from scheduler.runs r where r.${QUEUED} and r.concurrency_limit_2 > 0 and ${keyOf('r', 'k')})
            or exists (select 1 from released r where r.concurrency_limit_2 > 0 and ${keyOf('r', 'k')}) as second
     from waiting k
     cross join lateral (
       select created_at, concurrency_limit from (
-        (select created_at, concurrency_limit from scheduler.runs r
-          where r.status = 'queued' and not r.admitted and ${keyOf('r', 'k')} order by created_at limit 1)
+        (select priority, created_at, id, concurrency_limit from scheduler.runs r where r.${QUEUED} and ${keyOf('r', 'k')} order by ${ORDER} limit 1)
         union all
-        (select created_at, concurrency_limit from released r where ${keyOf('r', 'k')} order by created_at limit 1)
-      ) o order by created_at limit 1
-    ) oldest
+        (select priority, created_at, id, concurrency_limit from released r where ${keyOf('r', 'k')} order by ${ORDER} limit 1)
+      ) o order by ${ORDER} limit 1
+    ) first
     cross join lateral (
-      select coalesce((select concurrency_limit from scheduler.runs r
-                        where r.status = 'queued' and not r.admitted and ${keyOf('r', 'k')} order by created_at desc limit 1), 0) as concurrency_limit
-    ) newest
+      select coalesce((select concurrency_limit from scheduler.runs r where r.${QUEUED} and ${keyOf('r', 'k')}
+                        order by priority nulls first, created_at desc, id desc limit 1), 0) as concurrency_limit
+    ) last
    where (select count(*) from scheduler.runs h
-           where ${keyOf('h', 'k')} and h.concurrency_limit > 0 and h.admitted and h.status in ${ACTIVE}) < greatest(oldest.concurrency_limit, newest.concurrency_limit)
-   order by oldest.created_at
+           where ${keyOf('h', 'k')} and h.concurrency_limit > 0 and h.admitted and h.status in ${ACTIVE}) < greatest(first.concurrency_limit, last.concurrency_limit)
+   order by first.created_at
    limit $1`;
 
 /** One key's check-and-admit, under its lock: how many of its waiting runs it admitted. */
@@ -162,11 +163,17 @@ export function admitKey(db: Database, k: SlotKey): Promise<number> {
     const free = Number(k.concurrency_limit) - Number(held[0]?.n ?? 0);
     if (free <= 0) return 0;
     if (!k.second) {
+      // The first `free` in line: read off the index (queued) or the few due (released), not sorted.
       const rows = await tx.query(
-        `update scheduler.runs set admitted = true, lease_until = now(), updated_at = now()
-          where id in (select id from scheduler.runs
-                        where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4 and ${AWAITING_SLOT}
-                        order by priority desc, created_at, id limit $5 for update skip locked)
+        `with c as (
+           (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${QUEUED} order by ${ORDER} limit $5)
+           union all
+           (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${RELEASED_DUE})
+         ), picked as (
+           select id from scheduler.runs where id in (select id from c order by ${ORDER} limit $5) for update skip locked
+         )
+         update scheduler.runs set admitted = true, lease_until = now(), updated_at = now()
+          where id in (select id from picked)
           returning id`,
         [k.workspace_id, k.app, k.workflow, k.concurrency_key, free],
       );
@@ -187,20 +194,32 @@ export function admitKey(db: Database, k: SlotKey): Promise<number> {
  * workflows, a workflow's own within it.
  */
 async function admittableWithSecondKeys(tx: Database, k: SlotKey, free: number): Promise<string[]> {
-  // At most limit2 waiting runs of each second key are read: a key with a flood of waiting runs
-  // (one user's thousand events) takes no more of the look-ahead than it could be admitted.
+  // At most limit2 queued runs of each second key are read: a key with a flood of waiting runs (one
+  // user's thousand events) takes no more of the look-ahead than it could be admitted. The second keys
+  // are walked on runs_awaiting_slot_2 (a skip scan) and each one's first limit2 read off it: a few
+  // probes a second key, where a window over every waiting run of the key took 350 ms for 100,000.
   const waiting = await tx.query<{ id: string; key2: string | null; limit2: number; shared: boolean }>(
-    `select id, concurrency_key_2 as key2, concurrency_limit_2 as limit2, concurrency_shared_2 as shared from scheduler.runs
-      where id in (
-        select id from (
-          select id, priority, created_at, concurrency_limit_2,
-                 row_number() over (partition by concurrency_shared_2, concurrency_key_2 order by priority desc, created_at, id) as nth
-            from scheduler.runs
-           where workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4 and ${AWAITING_SLOT}
-        ) w
-        where concurrency_limit_2 = 0 or nth <= concurrency_limit_2
-        order by priority desc, created_at, id limit $5)
-      order by priority desc, created_at, id
+    `with recursive groups as (
+       (select concurrency_shared_2 as shared, concurrency_key_2 as key2, concurrency_limit_2 as limit2 from scheduler.runs
+         where ${OF_KEY} and ${QUEUED} and concurrency_limit_2 > 0 order by concurrency_shared_2, concurrency_key_2, ${ORDER} limit 1)
+       union all
+       (select n.* from groups g, lateral (
+          select concurrency_shared_2, concurrency_key_2, concurrency_limit_2 from scheduler.runs
+           where ${OF_KEY} and ${QUEUED} and concurrency_limit_2 > 0 and (concurrency_shared_2, concurrency_key_2) > (g.shared, g.key2)
+           order by concurrency_shared_2, concurrency_key_2, ${ORDER} limit 1) n)
+     ), c as (
+       select x.* from groups g, lateral (
+         select id, priority, created_at from scheduler.runs
+          where ${OF_KEY} and ${QUEUED} and concurrency_limit_2 > 0 and concurrency_shared_2 = g.shared and concurrency_key_2 = g.key2
+          order by ${ORDER} limit g.limit2) x
+       union all
+       (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${QUEUED} and concurrency_limit_2 = 0 order by ${ORDER} limit $5)
+       union all
+       (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${RELEASED_DUE})
+     )
+     select id, concurrency_key_2 as key2, concurrency_limit_2 as limit2, concurrency_shared_2 as shared from scheduler.runs
+      where id in (select id from c order by ${ORDER} limit $5)
+      order by ${ORDER}
       for update skip locked`,
     [k.workspace_id, k.app, k.workflow, k.concurrency_key, free + SECOND_KEY_LOOKAHEAD],
   );

@@ -84,8 +84,17 @@ export const runs = scheduler.table(
     index('runs_ws_replay_of').on(t.workspaceId, t.replayOf),
     index('runs_parent').on(t.parentRunId),
     // Admission's walk of the keys with queued runs (one probe a key, not a scan of every queued run), each key's oldest.
-    index('runs_awaiting_slot').on(t.workspaceId, t.app, t.workflow, t.concurrencyKey, t.createdAt).where(sql`status = 'queued' and not admitted`),
-    index('runs_awaiting_slot_2').on(t.workspaceId, t.app, t.workflow, t.concurrencyKey).where(sql`status = 'queued' and not admitted and concurrency_limit_2 > 0`),
+    // Admission (flow.ts) reads these, never scans the queued runs: the keys with queued runs (a skip scan),
+    // each key's runs in admission order, and with a second constraint each second key's first in line.
+    index('runs_awaiting_slot')
+      .on(t.workspaceId, t.app, t.workflow, t.concurrencyKey, t.priority.desc(), t.createdAt, t.id)
+      .where(sql`status = 'queued' and not admitted`),
+    index('runs_awaiting_slot_0')
+      .on(t.workspaceId, t.app, t.workflow, t.concurrencyKey, t.priority.desc(), t.createdAt, t.id)
+      .where(sql`status = 'queued' and not admitted and concurrency_limit_2 = 0`),
+    index('runs_awaiting_slot_2')
+      .on(t.workspaceId, t.app, t.workflow, t.concurrencyKey, t.concurrencyShared2, t.concurrencyKey2, t.priority.desc(), t.createdAt, t.id)
+      .where(sql`status = 'queued' and not admitted and concurrency_limit_2 > 0`),
     // Runs of a limited key that parked (a sleep, a wait, a backoff) gave their slot back: due, they wait for one again.
     index('runs_released_slot').on(t.leaseUntil).where(sql`status = 'waiting' and not admitted`),
     index('runs_slot_holders').on(t.workspaceId, t.app, t.workflow, t.concurrencyKey).where(sql`concurrency_limit > 0 and admitted and status in ('queued', 'running', 'waiting', 'paused')`),

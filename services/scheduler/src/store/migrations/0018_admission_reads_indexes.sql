@@ -1,0 +1,4 @@
+DROP INDEX "scheduler"."runs_awaiting_slot";--> statement-breakpoint
+CREATE INDEX "runs_awaiting_slot_0" ON "scheduler"."runs" USING btree ("workspace_id","app","workflow","concurrency_key","priority" DESC NULLS LAST,"created_at","id") WHERE status = 'queued' and not admitted and concurrency_limit_2 = 0;--> statement-breakpoint
+CREATE INDEX "runs_awaiting_slot_2" ON "scheduler"."runs" USING btree ("workspace_id","app","workflow","concurrency_key","concurrency_shared_2","concurrency_key_2","priority" DESC NULLS LAST,"created_at","id") WHERE status = 'queued' and not admitted and concurrency_limit_2 > 0;--> statement-breakpoint
+CREATE INDEX "runs_awaiting_slot" ON "scheduler"."runs" USING btree ("workspace_id","app","workflow","concurrency_key","priority" DESC NULLS LAST,"created_at","id") WHERE status = 'queued' and not admitted;

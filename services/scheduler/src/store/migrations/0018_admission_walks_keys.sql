@@ -1,3 +1,0 @@
-DROP INDEX "scheduler"."runs_awaiting_slot";--> statement-breakpoint
-CREATE INDEX "runs_awaiting_slot_2" ON "scheduler"."runs" USING btree ("workspace_id","app","workflow","concurrency_key") WHERE status = 'queued' and not admitted and concurrency_limit_2 > 0;--> statement-breakpoint
-CREATE INDEX "runs_awaiting_slot" ON "scheduler"."runs" USING btree ("workspace_id","app","workflow","concurrency_key","created_at") WHERE status = 'queued' and not admitted;
