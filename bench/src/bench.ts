@@ -16,6 +16,7 @@
  *   pnpm bench                      # w1,w2,w2spec,w3,w4,w4spec,w5,w7 on embedded,fleet, 3 reps
  *   pnpm bench w1,w4 fleet 1
  *   pnpm bench w2,w6 fleet,embedded 1   # W6: W2 with 100,000 runs asleep (started through the API the first time)
+ *   pnpm bench w2,w8 fleet 1        # W8: W2 with 100,000 runs queued behind another workflow's concurrency limit (BENCH_BACKLOG)
  *   pnpm bench soak fleet 1         # W2 for SOAK_MINUTES (default 10) after SOAK_WARMUP_MINUTES (0), RSS per service first vs last third
  *   pnpm bench idle fleet,embedded,restate 1   # CPU with nothing to do (polls, heartbeats), IDLE_SECONDS (default 20) after IDLE_SETTLE_SECONDS (20)
  *   pnpm bench w1,w2,w3,w4 fleet,restate 3   # the fleet and Restate side by side in one run (issue 14's ratios)
@@ -172,6 +173,7 @@ async function setup(dep: Deployment) {
   const stamps = new Map<string, Stamp[]>();
   // W6: runs that reached their hour-long sleep, and how fast they were started.
   const sleepers: Sleepers = { asleep: new Set<string>(), perS: 0 };
+  const backlog = { queued: false };
   const noop = noopStep(stamps);
   const w2 = async ({ step }: { step: StepTools }) => {
     let last = 0;
@@ -197,11 +199,18 @@ async function setup(dep: Deployment) {
       sleepers.asleep.add(ctx.runId);
       await step.sleep('nap', '1h');
     });
+
   });
   // SPEC.md's protocol only: one new step per pass, the whole memo sent every time.
   const closeSpec = await benchRunner(dep, 'bench-spec', false, (runner) => {
     runner.workflow('w2spec', w2);
     runner.workflow('w4spec', w4);
+  });
+  // W8's backlog, its own app (its runs counted by the app's stats): one run at a time, each a second inside its step (a slow downstream).
+  const closeBacklog = await benchRunner(dep, 'bench-backlog', true, (runner) => {
+    runner.workflow('backlogged', { concurrency: { limit: 1 } }, async ({ step }) => {
+      await step.run('slow', () => new Promise<boolean>((r) => setTimeout(() => r(true), 1000)));
+    });
   });
   await eventually('trigger index', async () => {
     const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'w1', data: {} } });
@@ -210,9 +219,11 @@ async function setup(dep: Deployment) {
   return {
     stamps,
     sleepers,
+    backlog,
     close: async () => {
       await closeSdk();
       await closeSpec();
+      await closeBacklog();
     },
   };
 }
@@ -428,6 +439,40 @@ interface Sleepers {
   perS: number;
 }
 
+/** W8's runs queued behind one concurrency slot. */
+const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 100_000);
+
+/**
+ * W8 (ours, not BENCH.md's): W2 again while 100,000 runs of another workflow
+ * wait queued behind its `concurrency: { limit: 1 }`, one admitted a second:
+ * the queue a fan-out to a slow downstream leaves. Started through the API
+ * (batches of 100) the first time W8 runs on a deployment, then a vacuum
+ * round and W2's warm-up, unrecorded. What the scheduler's admission costs
+ * while runs wait for a slot (it is asked every round, and before each claim)
+ * is what W2 loses here.
+ */
+async function w8(dep: Deployment, backlog: { queued: boolean }): Promise<Figures> {
+  if (!backlog.queued) {
+    let sent = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (sent < BACKLOG) {
+          const n = Math.min(100, BACKLOG - sent);
+          sent += n;
+          const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: Array.from({ length: n }, () => ({ name: 'backlogged', data: {} })) });
+          if (r.status !== 202) throw new Error(`W8: POST /v1/events answered ${r.status} ${JSON.stringify(r.body)}`);
+        }
+      }),
+    );
+    const queued = async () => (await api(dep.base, 'GET', '/v1/runs/stats?app=bench-backlog', { key: dep.secretKey })).body?.active as number;
+    await eventually('W8 backlog stored', async () => ((await queued()) >= BACKLOG - 100 ? true : undefined), 900_000);
+    backlog.queued = true;
+    if (dep.databaseUrl) await vacuumDueNow(dep.databaseUrl);
+    await warmUp(async () => awaitRunEnd(dep, await start(dep, 'w2')));
+  }
+  return { ...(await w2(dep)), backlog: BACKLOG };
+}
+
 /**
  * W6: W2 again with 100,000 runs asleep for an hour. They are started as
  * users start runs (POST /v1/events in batches of 100, the first time W6 runs
@@ -510,6 +555,8 @@ async function open(mode: Mode | 'restate'): Promise<Target> {
         return w4(dep, rig.stamps, wl);
       case 'w6':
         return w6(dep, rig.sleepers);
+      case 'w8':
+        return w8(dep, rig.backlog);
       case 'soak':
         return soak(dep);
       case 'idle':
