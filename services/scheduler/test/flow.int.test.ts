@@ -243,11 +243,16 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     expect(order).toEqual(['high', 'mid', 'low']);
   });
 
-  it('throttle: a run does not start before its not-before time', async () => {
+  it('throttle: a run does not start before its not-before time, a concurrency slot free or not', async () => {
     const t0 = Date.now();
     const id = await h.start('tagged', { tag: 'later' }, { flow: { notBeforeMs: BigInt(t0 + 700) } });
-    const run = await h.waitFor(id, ['succeeded'], 20_000);
-    expect(new Date(run.endedAt).getTime() - t0).toBeGreaterThanOrEqual(700);
+    const limited = await h.start('tagged', { tag: 'later' }, { flow: { notBeforeMs: BigInt(t0 + 700), concurrencyLimit: 5, concurrencyKey: `throttled-${mode}` } });
+    for (const run of [id, limited]) {
+      await h.waitFor(run, ['succeeded'], 20_000);
+      // Its first step was stored once its pass ran: not before the throttle time.
+      const steps = (await h.call('runs.steps', { params: { id: run } })).body as { name: string; startedAt: string }[];
+      expect(Date.parse(steps.find((st) => st.name === 'start')!.startedAt) - t0).toBeGreaterThanOrEqual(700);
+    }
   });
 
   it('singleton skip drops the new run while one is active; cancel replaces the active one; each shows live', async () => {

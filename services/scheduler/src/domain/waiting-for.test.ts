@@ -94,6 +94,10 @@ describe('waitingFor', () => {
     expect(waitingFor(run({ ...two, slotHolders: 2 }), [], NOW)).toEqual({ kind: 'concurrency', key: 'u1', limit: 1, holding: 1 });
     expect(waitingFor(run({ ...two, slotHolders: 5 }), [], NOW)).toEqual({ kind: 'concurrency', key: 'all', limit: 5, holding: 5 });
     expect(waitingFor(run({ status: 'queued', leaseUntilMs: NOW + 5000 }), [], NOW)).toEqual({ kind: 'throttle', until: new Date(NOW + 5000).toISOString() });
+    // Throttled with a concurrency limit too: the throttle first, then the slot.
+    const limited = { status: 'queued', admitted: false, concurrencyKey: 'u1', concurrencyLimit: 1, slotHolders: 1 };
+    expect(waitingFor(run({ ...limited, leaseUntilMs: NOW + 5000 }), [], NOW)).toEqual({ kind: 'throttle', until: new Date(NOW + 5000).toISOString() });
+    expect(waitingFor(run({ ...limited, leaseUntilMs: NOW - 5 }), [], NOW)).toMatchObject({ kind: 'concurrency' });
     expect(waitingFor(run({ status: 'queued', leaseUntilMs: NOW - 5 }), [], NOW)).toEqual({ kind: 'scheduler', since: new Date(NOW - 60_000).toISOString() });
   });
 

@@ -85,8 +85,8 @@ export function waitingFor(run: RunWaitFacts, steps: OpenStep[], nowMs: number):
   if (run.noRunnerSinceMs !== null) {
     return { kind: 'no_runner', since: iso(run.noRunnerSinceMs), failsAt: iso(run.noRunnerSinceMs + NO_RUNNER_LIMIT_MS), ...(run.runner ? { runner: run.runner } : {}) };
   }
-  // Queued for a slot, or due again after a park that gave its slot back (its sleep over, its event come).
-  if (!run.admitted && run.concurrencyLimit > 0 && (run.status === 'queued' || (run.leaseUntilMs !== null && run.leaseUntilMs <= nowMs))) {
+  // Queued for a slot (past any throttle time), or due again after a park that gave its slot back (its sleep over, its event come).
+  if (!run.admitted && run.concurrencyLimit > 0 && (run.leaseUntilMs === null || run.leaseUntilMs <= nowMs)) {
     // The constraint that holds it back: the first while its slots are full, else the second's.
     if (run.concurrencyLimit2 > 0 && run.slotHolders < run.concurrencyLimit && run.slotHolders2 >= run.concurrencyLimit2) {
       return { kind: 'concurrency', key: run.concurrencyKey2 ?? '', limit: run.concurrencyLimit2, holding: run.slotHolders2 };

@@ -21,8 +21,9 @@ export const queuedFrame = (): NewFrame => ({ seq: 1, kind: 'run_status', fields
 /**
  * A run under flow control starts queued: due at once (or at its throttle
  * time) when it has no concurrency limit, else held back until a slot of its
- * key admits it. Idempotent on the run id: returns its queued frame (to go
- * live once committed), or nothing when the id existed.
+ * key admits it, not before its throttle time either. Idempotent on the run
+ * id: returns its queued frame (to go live once committed), or nothing when
+ * the id existed.
  */
 export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl): Promise<NewFrame | undefined> {
   const queued = queuedFrame();
@@ -33,7 +34,7 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
                                    next_seq, lease_until, created_at, started_at, concurrency_key, concurrency_limit, admitted, priority, singleton_key, session,
                                    timeout_start_ms, timeout_finish_ms, concurrency_key_2, concurrency_limit_2, concurrency_shared_2)
        values ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, 2,
-               case when $13::boolean then null else greatest(now(), to_timestamp($11::bigint / 1000.0)) end,
+               greatest(now(), to_timestamp($11::bigint / 1000.0)),
                to_timestamp($12::bigint / 1000.0), now(), $14, $15, not $13::boolean, $16, $17, $18, $21, $22, $23, $24, $25)
        on conflict (id) do nothing
        returning id
@@ -52,8 +53,14 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
   return rows.length === 1 ? queued : undefined;
 }
 
-/** The runs that wait for a slot: queued and not yet admitted, or parked since (a sleep, a wait, a backoff, a pause gave the slot back) and due. */
+/**
+ * The runs that wait for a slot: queued and not yet admitted (QUEUED, the
+ * runs_awaiting_slot indexes' predicate; QUEUED_DUE once its throttle time,
+ * kept in lease_until, has come: null before the column held it), or parked
+ * since (a sleep, a wait, a backoff, a pause gave the slot back) and due.
+ */
 const QUEUED = `status = 'queued' and not admitted`;
+const QUEUED_DUE = `${QUEUED} and (lease_until is null or lease_until <= now())`;
 const RELEASED_DUE = `status = 'waiting' and not admitted and lease_until <= now()`;
 /** Admission order within a key; the runs_awaiting_slot indexes hold it, so the first N are read, not sorted. */
 const ORDER = 'priority desc nulls last, created_at, id';
@@ -81,8 +88,9 @@ export interface SlotKey {
  * admission until it ends or parks. A park (a sleep, a wait for an event,
  * an approval or a child, a backoff, a pause) gives the slots back, as
  * Inngest's step concurrency does, and the run, once due again, waits here
- * for them like a new one. Keys are served oldest waiter first, and each
- * key's check-and-admit runs under an advisory lock (and its waiting runs'
+ * for them like a new one. The keys with a free slot are served, the one
+ * whose first run in line is oldest first, and each key's check-and-admit
+ * runs under an advisory lock (and its waiting runs'
  * second keys' locks), so replicas never admit past a limit together. Within
  * a key: higher priority first, then creation order (a woken run is older
  * than the runs queued behind it); a run whose second key is full is passed
@@ -136,7 +144,7 @@ const KEYS_WITH_ROOM = `
     from waiting k
     cross join lateral (
       select created_at, concurrency_limit from (
-        (select priority, created_at, id, concurrency_limit from scheduler.runs r where r.${QUEUED} and ${keyOf('r', 'k')} order by ${ORDER} limit 1)
+        (select priority, created_at, id, concurrency_limit from scheduler.runs r where r.${QUEUED_DUE} and ${keyOf('r', 'k')} order by ${ORDER} limit 1)
         union all
         (select priority, created_at, id, concurrency_limit from released r where ${keyOf('r', 'k')} order by ${ORDER} limit 1)
       ) o order by ${ORDER} limit 1
@@ -166,11 +174,12 @@ export function admitKey(db: Database, k: SlotKey): Promise<number> {
       // The first `free` in line: read off the index (queued) or the few due (released), not sorted.
       const rows = await tx.query(
         `with c as (
-           (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${QUEUED} order by ${ORDER} limit $5)
+           (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${QUEUED_DUE} order by ${ORDER} limit $5)
            union all
            (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${RELEASED_DUE})
          ), picked as (
-           select id from scheduler.runs where id in (select id from c order by ${ORDER} limit $5) for update skip locked
+           select id from scheduler.runs where id in (select id from c order by ${ORDER} limit $5) and not admitted and status in ('queued', 'waiting')
+              for update skip locked
          )
          update scheduler.runs set admitted = true, lease_until = now(), updated_at = now()
           where id in (select id from picked)
@@ -210,15 +219,15 @@ async function admittableWithSecondKeys(tx: Database, k: SlotKey, free: number):
      ), c as (
        select x.* from groups g, lateral (
          select id, priority, created_at from scheduler.runs
-          where ${OF_KEY} and ${QUEUED} and concurrency_limit_2 > 0 and concurrency_shared_2 = g.shared and concurrency_key_2 = g.key2
+          where ${OF_KEY} and ${QUEUED_DUE} and concurrency_limit_2 > 0 and concurrency_shared_2 = g.shared and concurrency_key_2 = g.key2
           order by ${ORDER} limit g.limit2) x
        union all
-       (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${QUEUED} and concurrency_limit_2 = 0 order by ${ORDER} limit $5)
+       (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${QUEUED_DUE} and concurrency_limit_2 = 0 order by ${ORDER} limit $5)
        union all
        (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${RELEASED_DUE})
      )
      select id, concurrency_key_2 as key2, concurrency_limit_2 as limit2, concurrency_shared_2 as shared from scheduler.runs
-      where id in (select id from c order by ${ORDER} limit $5)
+      where id in (select id from c order by ${ORDER} limit $5) and not admitted and status in ('queued', 'waiting')
       order by ${ORDER}
       for update skip locked`,
     [k.workspace_id, k.app, k.workflow, k.concurrency_key, free + SECOND_KEY_LOOKAHEAD],
