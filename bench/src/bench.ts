@@ -449,7 +449,8 @@ const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 100_000);
  * (batches of 100) the first time W8 runs on a deployment, then a vacuum
  * round and W2's warm-up, unrecorded. What the scheduler's admission costs
  * while runs wait for a slot (it is asked every round, and before each claim)
- * is what W2 loses here.
+ * is what the machine spends at rest beside the backlog (`backlog_*_cpu_ms_per_s`,
+ * as `idle` measures it) and what W2 loses.
  */
 async function w8(dep: Deployment, backlog: { queued: boolean }): Promise<Figures> {
   if (!backlog.queued) {
@@ -470,7 +471,9 @@ async function w8(dep: Deployment, backlog: { queued: boolean }): Promise<Figure
     if (dep.databaseUrl) await vacuumDueNow(dep.databaseUrl);
     await warmUp(async () => awaitRunEnd(dep, await start(dep, 'w2')));
   }
-  return { ...(await w2(dep)), backlog: BACKLOG };
+  // The machine at rest but for the backlog (one run a second), then W2 beside it.
+  const rest = await idle(dep);
+  return { ...(await w2(dep)), backlog: BACKLOG, backlog_machine_cpu_ms_per_s: rest.machine_cpu_ms_per_s ?? 0, backlog_service_cpu_ms_per_s: rest.service_cpu_ms_per_s ?? 0 };
 }
 
 /**

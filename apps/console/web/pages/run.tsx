@@ -130,7 +130,7 @@ export function RunPage({ id }: { id: string }): JSX.Element {
         {r.session && <Fact label="Session"><span class="mono">{r.session}</span></Fact>}
       </section>
 
-      {!terminal && r.waitingFor && <WaitingCallout w={r.waitingFor} runId={r.id} />}
+      {!terminal && r.waitingFor && <WaitingCallout w={r.waitingFor} runId={r.id} status={r.status} />}
       {r.status === 'failed' && r.error && (
         <div class="callout callout-bad" role="alert">
           <div class="callout-title">Failed: {r.error.message}</div>
@@ -256,7 +256,7 @@ function Running({ since }: { since: string }): JSX.Element {
 }
 
 /** "Why is it not moving?": the run read's waitingFor, in words, with links. */
-export function WaitingCallout({ w, runId }: { w: WaitingFor; runId: string }): JSX.Element {
+export function WaitingCallout({ w, runId, status }: { w: WaitingFor; runId: string; status?: string }): JSX.Element {
   useTick(5000);
   let title: string;
   let body: JSX.Element | string | undefined;
@@ -296,7 +296,8 @@ export function WaitingCallout({ w, runId }: { w: WaitingFor; runId: string }): 
       body = <>Step <strong>{w.step}</strong>: the service is calling the model provider.</>;
       break;
     case 'concurrency':
-      title = 'Queued behind a concurrency limit';
+      // Queued before its first step, or due again after a sleep or a wait that gave its slot back.
+      title = status === 'queued' || status === undefined ? 'Queued behind a concurrency limit' : 'Waiting for a concurrency slot';
       body = (
         <>
           {w.key ? <>Key <code>{w.key}</code> allows</> : 'The workflow allows'} {w.limit} {w.limit === 1 ? 'run' : 'runs'} executing at once; {w.holding}{' '}
