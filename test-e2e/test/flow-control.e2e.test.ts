@@ -26,6 +26,7 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
   let releaseSingleton: (() => void) | undefined;
   const gates = new Gates();
   let afterNap = 0;
+  const spreadAt: number[] = [];
   // Two constraints: runs inside per user, and in all.
   const perUser = new Map<string, number>();
   let pairInside = 0;
@@ -82,6 +83,10 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
           });
         });
       }
+      // A throttle with a concurrency limit: the slots are free, the throttle still spreads the starts.
+      r.workflow('spread', { triggers: [{ event: 'spread.go' }], throttle: { limit: 1, period: '1500ms' }, concurrency: { limit: 5 } }, async ({ step }) => {
+        await step.run('go', () => (spreadAt.push(Date.now()), true));
+      });
       // Limit 1: a sleeper, and a holder that stays inside its step until the test opens its gate.
       r.workflow('one-slot', { triggers: [{ event: 'one-slot.go' }], concurrency: { limit: 1 } }, async ({ event, step }) => {
         const { role } = event.data as { role: string };
@@ -185,6 +190,15 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     gates.open(`${mode}-holder`);
     for (const id of [holder, sleeper]) await eventually(`${id} to succeed`, async () => ((await read(id)).status === 'succeeded' ? true : undefined));
     expect(afterNap).toBeGreaterThanOrEqual(opened);
+  }, 60_000);
+
+  it('a throttle holds with a concurrency limit beside it: three events at once start 1.5 s apart though five slots are free', async () => {
+    const sent = await Promise.all(Array.from({ length: 3 }, () => api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'spread.go', data: {} } })));
+    await allSucceed('the throttled runs', sent);
+    const at = [...spreadAt].sort((a, b) => a - b);
+    expect(at).toHaveLength(3);
+    // One per 1.5 s (a little slack for the admission round that starts each).
+    expect([at[1]! - at[0]! >= 1300, at[2]! - at[1]! >= 1300]).toEqual([true, true]);
   }, 60_000);
 
   it('singleton skip: while a run of the key is active, events for it are skipped; others start', async () => {
