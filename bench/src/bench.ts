@@ -439,6 +439,21 @@ interface Sleepers {
   perS: number;
 }
 
+/** Start `total` runs of a workflow as users do: POST /v1/events in batches of 100, eight requests at a time. */
+async function startMany(dep: Deployment, name: string, total: number, wl: string): Promise<void> {
+  let sent = 0;
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (sent < total) {
+        const n = Math.min(100, total - sent);
+        sent += n;
+        const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: Array.from({ length: n }, () => ({ name, data: {} })) });
+        if (r.status !== 202) throw new Error(`${wl}: POST /v1/events answered ${r.status} ${JSON.stringify(r.body)}`);
+      }
+    }),
+  );
+}
+
 /** W8's runs queued behind one concurrency slot. */
 const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 100_000);
 
@@ -454,17 +469,7 @@ const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 100_000);
  */
 async function w8(dep: Deployment, backlog: { queued: boolean }): Promise<Figures> {
   if (!backlog.queued) {
-    let sent = 0;
-    await Promise.all(
-      Array.from({ length: 8 }, async () => {
-        while (sent < BACKLOG) {
-          const n = Math.min(100, BACKLOG - sent);
-          sent += n;
-          const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: Array.from({ length: n }, () => ({ name: 'backlogged', data: {} })) });
-          if (r.status !== 202) throw new Error(`W8: POST /v1/events answered ${r.status} ${JSON.stringify(r.body)}`);
-        }
-      }),
-    );
+    await startMany(dep, 'backlogged', BACKLOG, 'W8');
     const queued = async () => (await api(dep.base, 'GET', '/v1/runs/stats?app=bench-backlog', { key: dep.secretKey })).body?.active as number;
     await eventually('W8 backlog stored', async () => ((await queued()) >= BACKLOG - 100 ? true : undefined), 900_000);
     backlog.queued = true;
@@ -487,17 +492,7 @@ async function w6(dep: Deployment, sleepers: Sleepers): Promise<Figures> {
   const { asleep } = sleepers;
   if (asleep.size < SLEEPERS) {
     const t0 = performance.now();
-    let sent = 0;
-    await Promise.all(
-      Array.from({ length: 8 }, async () => {
-        while (sent < SLEEPERS) {
-          const n = Math.min(100, SLEEPERS - sent);
-          sent += n;
-          const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: Array.from({ length: n }, () => ({ name: 'sleeper', data: {} })) });
-          if (r.status !== 202) throw new Error(`W6: POST /v1/events answered ${r.status} ${JSON.stringify(r.body)}`);
-        }
-      }),
-    );
+    await startMany(dep, 'sleeper', SLEEPERS, 'W6');
     // Asleep once each run's first pass reached the sleep (the runner saw it), plus its reply's write.
     await eventually('W6 sleepers asleep', async () => (asleep.size >= SLEEPERS ? true : undefined), 900_000);
     await new Promise((r) => setTimeout(r, 2000));

@@ -90,11 +90,10 @@ export interface SlotKey {
  * Inngest's step concurrency does, and the run, once due again, waits here
  * for them like a new one. The keys with a free slot are served, the one
  * whose first run in line is oldest first, and each key's check-and-admit
- * runs under an advisory lock (and its waiting runs'
- * second keys' locks), so replicas never admit past a limit together. Within
- * a key: higher priority first, then creation order (a woken run is older
- * than the runs queued behind it); a run whose second key is full is passed
- * over.
+ * runs under an advisory lock (and its waiting runs' second keys' locks), so
+ * replicas never admit past a limit together. Within a key: higher priority
+ * first, then creation order (a woken run is older than the runs queued
+ * behind it); a run whose second key is full is passed over.
  */
 export async function admitToSlots(db: Database): Promise<number> {
   const keys = await db.query<SlotKey>(KEYS_WITH_ROOM, [ADMIT_KEYS]);
