@@ -114,7 +114,12 @@ export const WaitingFor = component(
     z.object({ kind: z.literal('model'), step: z.string().meta({ description: 'An AI step whose model call the service is making.' }) }),
     z.object({ kind: z.literal('sleep'), step: z.string(), until: timestamp() }),
     z.object({ kind: z.literal('transport_retry'), failures: z.number().int(), nextTryAt: timestamp().optional() }),
-    z.object({ kind: z.literal('concurrency'), key: z.string(), limit: z.number().int(), holding: z.number().int().meta({ description: 'Runs holding a slot of the key now.' }) }),
+    z.object({
+      kind: z.literal('concurrency'),
+      key: z.string(),
+      limit: z.number().int(),
+      holding: z.number().int().meta({ description: 'Runs holding a slot of the key now: executing (a run that sleeps or waits gives its slot back).' }),
+    }).meta({ description: 'Queued for a slot, or due again after a sleep or a wait and waiting for one (status waiting).' }),
     z.object({ kind: z.literal('throttle'), until: timestamp('Not before this time.') }),
     z.object({ kind: z.literal('scheduler'), since: timestamp().meta({ description: 'Due, waiting for a scheduler replica with room.' }) }),
     z.object({ kind: z.literal('running') }),
