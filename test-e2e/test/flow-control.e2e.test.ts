@@ -92,7 +92,8 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
         const { role } = event.data as { role: string };
         if (role === 'holder') return step.run('hold', async () => (await gates.wait(`${mode}-holder`), true));
         await step.run('before', () => true);
-        await step.sleep('nap', '1500ms');
+        // Long enough for the holder to be admitted first on a loaded machine (the sleeper, older, would win a tie).
+        await step.sleep('nap', '3s');
         return step.run('after', () => (afterNap = Date.now()));
       });
       r.workflow('only-one', { triggers: [{ event: 'only.go' }], singleton: { key: 'event.data.user', mode: 'skip' } }, async ({ step }) => {
