@@ -171,7 +171,7 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     const flow = { concurrencyLimit: 1, concurrencyKey: key };
     const read = async (id: string) => (await h.call('runs.get', { params: { id } })).body;
     // The napper sleeps: the next run of the key (slots are per workflow and key) is admitted and executes meanwhile.
-    const napper = await h.start('tagged', { tag: 'napper', ms: 1000 }, { flow });
+    const napper = await h.start('tagged', { tag: 'napper', ms: 2000 }, { flow });
     await h.waitFor(napper, ['waiting']);
     const holder = await h.start('tagged', { tag: 'holder', gate: `${key}-1` }, { flow });
     await h.waitFor(holder, ['running']);
