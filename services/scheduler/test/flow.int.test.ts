@@ -1,32 +1,22 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { subjects } from '@dws/runtime';
 import { admitKey } from '../src/store/flow.js';
-import { modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
+import { Gates, modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
 
 jest.setTimeout(90_000);
 
 const order: string[] = [];
-/** Gates a step executes until the test opens them (the run holds its slots meanwhile). */
-const gates = new Map<string, { shut: Promise<void>; open: () => void }>();
-const gate = (name: string) => {
-  let g = gates.get(name);
-  if (!g) {
-    let open!: () => void;
-    const shut = new Promise<void>((r) => (open = r));
-    gates.set(name, (g = { shut, open }));
-  }
-  return g;
-};
+const gates = new Gates();
 const invoker = new ScriptedInvoker({
   busy: () => [{ run: 'work' }, { sleep: 'hold', ms: 150 }, { run: 'done' }],
   // Holds by sleeping (`ms`), or by executing its step until the test opens the gate named `gate`.
   tagged: (event) => [
     { run: 'start', fn: () => { order.push(event.data.tag as string); return event.data.tag; } },
-    event.data.gate ? { work: 'hold', until: () => gate(event.data.gate).shut } : { sleep: 'hold', ms: (event.data.ms as number) ?? 100 },
+    event.data.gate ? { work: 'hold', until: () => gates.shut(event.data.gate) } : { sleep: 'hold', ms: (event.data.ms as number) ?? 100 },
     { run: 'after' },
   ],
   long: () => [{ run: 'first' }, { sleep: 'forever', ms: 3_600_000 }],
-  gated: (event) => [{ run: 'start' }, { work: 'hold', until: () => gate(event.data.gate).shut }, { run: 'done' }],
+  gated: (event) => [{ run: 'start' }, { work: 'hold', until: () => gates.shut(event.data.gate) }, { run: 'done' }],
 });
 
 describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
@@ -35,7 +25,7 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     h = await startHarness(mode, invoker);
   });
   afterAll(async () => {
-    for (const g of gates.values()) g.open(); // a failed test's held passes end
+    gates.openAll();
     await h?.close();
   });
 
@@ -101,7 +91,7 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     const cancelFlood = await h.call('runs.bulkCancel', { body: { workflow: 'tagged', status: 'queued', if: "event.data.tag == 'flood'" } });
     expect(cancelFlood.body).toMatchObject({ matched: flood.length, cancelled: flood.length });
     await h.call('runs.cancel', { params: { id: holder } });
-    gate(`u9-${mode}`).open();
+    gates.open(`u9-${mode}`);
     await h.waitFor(blocked, ['succeeded'], 30_000);
   });
 
@@ -180,7 +170,7 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     await until(async () => (await read(napper)).waitingFor?.kind === 'concurrency', 15_000, 'the napper waits for the slot');
     expect((await read(napper)).waitingFor).toEqual({ kind: 'concurrency', key, limit: 1, holding: 1 });
     expect([(await read(napper)).status, invoker.count(napper, 'after')]).toEqual(['waiting', 0]);
-    gate(`${key}-1`).open();
+    gates.open(`${key}-1`);
     await h.waitFor(holder, ['succeeded'], 30_000);
     await h.waitFor(napper, ['succeeded'], 30_000);
     expect(invoker.count(napper, 'after')).toBe(1);
@@ -189,14 +179,14 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     const paused = await h.start('gated', { gate: `${key}-2` }, { flow });
     await h.waitFor(paused, ['running']);
     await h.call('runs.pause', { params: { id: paused } });
-    gate(`${key}-2`).open();
+    gates.open(`${key}-2`);
     await h.waitFor(paused, ['paused']);
     const next = await h.start('gated', { gate: `${key}-3` }, { flow });
     await h.waitFor(next, ['running']);
     await h.call('runs.resume', { params: { id: paused } });
     await until(async () => (await read(paused)).waitingFor?.kind === 'concurrency', 15_000, 'the resumed run waits for the slot');
     expect(invoker.count(paused, 'done')).toBe(0);
-    gate(`${key}-3`).open();
+    gates.open(`${key}-3`);
     await h.waitFor(next, ['succeeded'], 30_000);
     await h.waitFor(paused, ['succeeded'], 30_000);
     expect(invoker.count(paused, 'done')).toBe(1);
@@ -238,7 +228,7 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     await new Promise((r) => setTimeout(r, 300)); // deliberately: time for a start that must not happen while the slot is held
     expect(order).toEqual([]);
     await h.call('runs.cancel', { params: { id: blocker } });
-    gate(key).open();
+    gates.open(key);
     for (const id of [low, high, mid]) await h.waitFor(id, ['succeeded'], 30_000);
     expect(order).toEqual(['high', 'mid', 'low']);
   });

@@ -43,6 +43,30 @@ export type ScriptStep =
 
 export type Script = (event: { name: string; data: any }, ctx: Record<string, any>) => ScriptStep[];
 
+/** Gates a `work` step executes until the test opens them (by name, made on first use). */
+export class Gates {
+  private readonly gates = new Map<string, { shut: Promise<void>; open: () => void }>();
+  private gate(name: string) {
+    let g = this.gates.get(name);
+    if (!g) {
+      let open!: () => void;
+      const shut = new Promise<void>((r) => (open = r));
+      this.gates.set(name, (g = { shut, open }));
+    }
+    return g;
+  }
+  shut(name: string): Promise<void> {
+    return this.gate(name).shut;
+  }
+  open(name: string): void {
+    this.gate(name).open();
+  }
+  /** A failed test's held passes end. */
+  openAll(): void {
+    for (const g of this.gates.values()) g.open();
+  }
+}
+
 /**
  * The scheduler's peer, played by the test on the real bus: it answers
  * `invoker.invoke` by replaying a scripted workflow against the memo it is
@@ -142,7 +166,7 @@ export class ScriptedInvoker {
         }
         if (m && m.pending) continue;
         if ('work' in step) await step.until();
-        opcodes.push(this.opcode('parallel' in step ? { run: name } : 'work' in step ? { run: name } : step, id, name, body.ctx));
+        opcodes.push(this.opcode('parallel' in step || 'work' in step ? { run: name } : step, id, name, body.ctx));
       }
       // Like the SDK: finished steps right before the return ride on the 200.
       const last = i === steps.length - 1 && !names.some((n) => memo[hashStepId(n)]?.pending);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { ids } from '@dws/runtime';
 import { hashStepId } from '@dws/protocol';
-import { listApproval, modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
+import { Gates, listApproval, modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
 
 jest.setTimeout(60_000);
 
@@ -16,19 +16,11 @@ const invoker = new ScriptedInvoker({
   // One workflow, so its runs share a key's slots: one executes a step until the test lets it go (holding
   // its slot meanwhile), one sleeps, one is quick.
   limited: (event) =>
-    event.data.as === 'worker' ? [{ run: 'first' }, { work: 'busy', until: () => letGo(event.data.key).shut }]
+    event.data.as === 'worker' ? [{ run: 'first' }, { work: 'busy', until: () => gates.shut(event.data.key) }]
     : event.data.as === 'sleeper' ? [{ run: 'first' }, { sleep: 'nap', ms: HOUR }]
     : [{ run: 'only' }],
 });
-const gates = new Map<string, { shut: Promise<void>; open: () => void }>();
-function letGo(key: string) {
-  if (!gates.has(key)) {
-    let open!: () => void;
-    const shut = new Promise<void>((r) => (open = r));
-    gates.set(key, { shut, open });
-  }
-  return gates.get(key)!;
-}
+const gates = new Gates();
 
 /**
  * "Why is it not moving?" end to end on the scheduler: runs driven by the
@@ -42,7 +34,10 @@ describe.each(modes())('waitingFor on the run read (%s)', (mode) => {
     h = await startHarness(mode, invoker);
     await h.register('app', [{ name: 'flaky', retry: { maxAttempts: 5 } }]);
   });
-  afterAll(async () => h?.close());
+  afterAll(async () => {
+    gates.openAll();
+    await h?.close();
+  });
 
   /** The run read; undefined until StartRun (published on the bus) is stored. */
   const read = async (id: string) => (await h.call('runs.get', { params: { id } }).catch(() => undefined))?.body;
@@ -108,7 +103,7 @@ describe.each(modes())('waitingFor on the run read (%s)', (mode) => {
     const second = await h.start('limited', { as: 'sleeper' }, flow);
     expect(await waitingFor(second, 'concurrency')).toEqual({ kind: 'concurrency', key, limit: 1, holding: 1 });
     // A sleeping run gives its slot back: once the first ends, the second runs and parks on its nap, holding no slot.
-    letGo(key).open();
+    gates.open(key);
     await h.waitFor(first, ['succeeded']);
     await waitingFor(second, 'sleep');
     const third = await h.start('limited', { as: 'quick' }, flow);

@@ -1,5 +1,6 @@
 import type { Database } from '@dws/db';
 import type { OpenStep, RunWaitFacts } from '../domain/waiting-for.js';
+import { ACTIVE_SQL } from './runs.js';
 
 interface Row {
   status: string;
@@ -39,14 +40,14 @@ export async function waitFacts(db: Database, workspaceId: string, runId: string
             case when not r.admitted and r.concurrency_limit > 0 then
               (select count(*)::int from scheduler.runs h
                 where h.workspace_id = r.workspace_id and h.app = r.app and h.workflow = r.workflow and h.concurrency_key = r.concurrency_key
-                  and h.concurrency_limit > 0 and h.admitted and h.status in ('queued', 'running', 'waiting', 'paused'))
+                  and h.concurrency_limit > 0 and h.admitted and h.status in ${ACTIVE_SQL})
             else 0 end as slot_holders,
             r.concurrency_key_2, r.concurrency_limit_2,
             case when not r.admitted and r.concurrency_limit_2 > 0 then
               (select count(*)::int from scheduler.runs h
                 where h.workspace_id = r.workspace_id and h.concurrency_key_2 = r.concurrency_key_2 and h.concurrency_shared_2 = r.concurrency_shared_2
                   and (r.concurrency_shared_2 or (h.app = r.app and h.workflow = r.workflow))
-                  and h.concurrency_limit_2 > 0 and h.admitted and h.status in ('queued', 'running', 'waiting', 'paused'))
+                  and h.concurrency_limit_2 > 0 and h.admitted and h.status in ${ACTIVE_SQL})
             else 0 end as slot_holders_2,
             pa.actor as paused_by, ${epochMs('pa.created_at')} as paused_at_ms,
             (select json_agg(json_build_object(
