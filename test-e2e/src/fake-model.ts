@@ -9,18 +9,19 @@ export interface FakeModelCall {
 
 /**
  * A local model provider on 127.0.0.1 for the AI tests (no network here):
- * every JSON POST is recorded and answered 200 with what `answer` returns,
- * shaped by the test as the provider's API reference shows.
+ * every JSON POST is recorded and answered 200 with what `answer` returns
+ * (or resolves to: a test may hold a call), shaped by the test as the
+ * provider's API reference shows.
  */
-export async function startFakeModel(answer: (call: FakeModelCall) => unknown): Promise<{ url: string; calls: FakeModelCall[]; close(): Promise<void> }> {
+export async function startFakeModel(answer: (call: FakeModelCall) => unknown | Promise<unknown>): Promise<{ url: string; calls: FakeModelCall[]; close(): Promise<void> }> {
   const calls: FakeModelCall[] = [];
   const server = createServer((req, res) => {
     let raw = '';
     req.on('data', (c: Buffer) => (raw += c.toString()));
-    req.on('end', () => {
+    req.on('end', async () => {
       const call = { path: req.url ?? '', headers: req.headers, body: raw ? JSON.parse(raw) : undefined };
       calls.push(call);
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer(call)));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(await answer(call)));
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { api, eventually, Terminal } from '../src/api.js';
 import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
+import { anthropicMessage, startFakeModel } from '../src/fake-model.js';
 import { Gates } from '../src/gates.js';
 import { realInfra } from '../src/infra.js';
 import { startRunner, type TestRunner } from '../src/runner.js';
@@ -36,9 +37,19 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
   let sharedInside = 0;
   let maxShared = 0;
   const sharedBy = new Set<string>();
+  // Model calls the service makes for infer steps, at the provider at once.
+  let model: Awaited<ReturnType<typeof startFakeModel>>;
+  let modelInFlight = 0;
+  let maxModelInFlight = 0;
 
   beforeAll(async () => {
-    dep = await startDeployment(mode);
+    model = await startFakeModel(async ({ body }) => {
+      maxModelInFlight = Math.max(maxModelInFlight, ++modelInFlight);
+      await pause(300);
+      modelInFlight--;
+      return anthropicMessage(body.model, 'ok');
+    });
+    dep = await startDeployment(mode, { env: { SERVICE_ANTHROPIC_BASE_URL: model.url, SERVICE_ANTHROPIC_API_KEY: 'sk-ant-e2e' } });
     runner = await startRunner(dep, (r) => {
       // Inside a step for a while, a sleep (the slot given back), then inside another step: admitted again.
       const limitedStep = (runId: string, ms: number) => async () => {
@@ -83,6 +94,11 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
           });
         });
       }
+      // A key meant to bound a model API: the service's own model calls (step.ai) hold the slot while out.
+      r.workflow('ask', { triggers: [{ event: 'ask.go' }], concurrency: { limit: 1, key: '"llm-api"', scope: 'env' } }, async ({ step }) => {
+        await step.ai.generate('ask', { model: 'claude-e2e', prompt: 'hi', maxTokens: 8 });
+        await step.sleep('rest', 10);
+      });
       // A throttle with a concurrency limit: the slots are free, the throttle still spreads the starts.
       r.workflow('spread', { triggers: [{ event: 'spread.go' }], throttle: { limit: 1, period: '1500ms' }, concurrency: { limit: 5 } }, async ({ step }) => {
         await step.run('go', () => (spreadAt.push(Date.now()), true));
@@ -107,6 +123,7 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     gates.openAll();
     await runner?.close();
     await dep?.stop();
+    await model?.close();
   }, 60_000);
 
   /** Every run the POSTs started succeeds (one that ended otherwise fails the test at once). */
@@ -191,6 +208,13 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     gates.open(`${mode}-holder`);
     for (const id of [holder, sleeper]) await eventually(`${id} to succeed`, async () => ((await read(id)).status === 'succeeded' ? true : undefined));
     expect(afterNap).toBeGreaterThanOrEqual(opened);
+  }, 60_000);
+
+  it("a run keeps its slot while the service makes its model call: a key meant to bound a model API bounds step.ai's calls", async () => {
+    const sent = await Promise.all(Array.from({ length: 3 }, () => api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'ask.go', data: {} } })));
+    await allSucceed('the runs asking the model', sent);
+    // Each call is held 300 ms at the provider; the sleep after it gives the slot to the next run.
+    expect([model.calls.length, maxModelInFlight]).toEqual([3, 1]);
   }, 60_000);
 
   it('a throttle holds with a concurrency limit beside it: three events at once start 1.5 s apart though five slots are free', async () => {

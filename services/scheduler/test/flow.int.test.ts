@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import { subjects } from '@dws/runtime';
+import { create, fromBinary, ResolveStepSchema, StepHandoffSchema, toBinary } from '@dws/proto';
+import { streams, subjects } from '@dws/runtime';
 import { admitKey } from '../src/store/flow.js';
 import { Gates, modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
 
@@ -17,6 +18,7 @@ const invoker = new ScriptedInvoker({
   ],
   long: () => [{ run: 'first' }, { sleep: 'forever', ms: 3_600_000 }],
   gated: (event) => [{ run: 'start' }, { work: 'hold', until: () => gates.shut(event.data.gate) }, { run: 'done' }],
+  thinker: () => [{ run: 'start' }, { infer: 'ask', model: 'any' }, { sleep: 'nap', ms: 3000 }, { run: 'after' }],
 });
 
 describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
@@ -190,6 +192,42 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     await h.waitFor(next, ['succeeded'], 30_000);
     await h.waitFor(paused, ['succeeded'], 30_000);
     expect(invoker.count(paused, 'done')).toBe(1);
+  });
+
+  it('a run keeps its slot while the service makes its model call (an infer step), and gives it back when it sleeps', async () => {
+    const key = `think-${mode}`;
+    const flow = { concurrencyLimit: 1, concurrencyKey: key };
+    const handed: { runId: string; stepId: string }[] = [];
+    await h.bus.ensureStream(streams.invokerCmds);
+    const sub = await h.bus.consume(
+      { stream: streams.invokerCmds.name, durable: `think-${mode}-${Date.now()}`, filterSubject: subjects.requestInference },
+      async (m) => void handed.push(fromBinary(StepHandoffSchema, m.data)),
+    );
+    try {
+      const thinker = await h.start('thinker', {}, { flow });
+      await until(() => handed.some((x) => x.runId === thinker), 10_000, 'the Infer hand-off');
+      await h.waitFor(thinker, ['waiting']);
+      // The model call is out: the next run of the key waits for the slot (admission looks every 250 ms).
+      const next = await h.start('thinker', {}, { flow });
+      await new Promise((r) => setTimeout(r, 1500));
+      const read = async (id: string) => (await h.call('runs.get', { params: { id } })).body;
+      expect([(await read(next)).status, (await read(next)).waitingFor, invoker.count(next, 'start')]).toEqual([
+        'queued',
+        { kind: 'concurrency', key, limit: 1, holding: 1 },
+        0,
+      ]);
+      expect((await read(thinker)).waitingFor).toEqual({ kind: 'model', step: 'ask' });
+      // The answer comes; the thinker goes on to its nap, which gives the slot to the next run.
+      const stepId = handed.find((x) => x.runId === thinker)!.stepId;
+      await h.bus.publish(
+        subjects.resolveStep,
+        toBinary(ResolveStepSchema, create(ResolveStepSchema, { workspaceId: WS, runId: thinker, stepId, data: new TextEncoder().encode('{"text":"hi"}') })),
+      );
+      await until(() => invoker.count(next, 'start') === 1, 15_000, 'the next run starts once the thinker naps');
+      expect(invoker.count(thinker, 'after')).toBe(0);
+    } finally {
+      await sub.stop();
+    }
   });
 
   it('a key with room is admitted however many full keys have older waiting runs', async () => {

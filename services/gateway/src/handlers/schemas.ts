@@ -118,7 +118,7 @@ export const WaitingFor = component(
       kind: z.literal('concurrency'),
       key: z.string(),
       limit: z.number().int(),
-      holding: z.number().int().meta({ description: 'Runs holding a slot of the key now: executing (a run that sleeps or waits gives its slot back).' }),
+      holding: z.number().int().meta({ description: 'Runs holding a slot of the key now: executing, or with a model call the service makes for them out (a run that sleeps or waits gives its slot back).' }),
     }).meta({ description: 'Queued for a slot, or due again after a sleep or a wait and waiting for one (status waiting).' }),
     z.object({ kind: z.literal('throttle'), until: timestamp('Not before this time.') }),
     z.object({ kind: z.literal('scheduler'), since: timestamp().meta({ description: 'Due, waiting for a scheduler replica with room.' }) }),

@@ -569,6 +569,12 @@ export class Engine {
       status === 'failed' && !run.onFailure && (await this.o.workflows.get(run.workspaceId, run.app, run.workflow)).onFailure ? ids.run() : null;
     const parks = steps.some((s) => s.status === 'waiting' || s.status === 'child');
     const hadOpen = [...run.pending.values()].some((p) => p.status === 'waiting' || p.status === 'child');
+    // A model call the service makes for the run is work the run does, not a wait: a concurrency key
+    // meant to bound a model API bounds these calls too, so the run keeps its slots while one is out.
+    const modelCallOut = (id: string, p: { op: string; status: string }) =>
+      p.op === 'Infer' && p.status === 'waiting' && !steps.some((s) => s.id === id && s.status !== 'waiting');
+    const keepSlot =
+      status === 'waiting' && (steps.some((s) => modelCallOut(s.id, s)) || [...run.pending].some(([id, p]) => modelCallOut(id, p)));
     if (terminal) handoffs.push(...runEndMessages(run, status, resultJson, error, !parks && !hadOpen));
     // One statement covers the common pass, outbox rows included, group-committed with the other
     // runs' passes that end meanwhile; a transaction only when the pass parks on waiters or
@@ -591,6 +597,7 @@ export class Engine {
       steps,
       frames,
       outbox: handoffs,
+      keepSlot,
     };
     // Children started or cancelled, an onFailure run: their frames and messages, once committed.
     let others: { effects: RunEffects; pending: PendingPublish } | undefined;
@@ -637,7 +644,7 @@ export class Engine {
         run.pending.delete(s.id);
         run.memo.set(s.id, memoEntry(s.id, { dataJson: s.dataJson, error: s.status === 'failed' ? s.error : undefined }));
       } else {
-        run.pending.set(s.id, { status: s.status, wakeAtMs: s.wakeAtMs });
+        run.pending.set(s.id, { op: s.op, status: s.status, wakeAtMs: s.wakeAtMs });
         run.memo.set(s.id, memoEntry(s.id, { pending: true }));
       }
     }

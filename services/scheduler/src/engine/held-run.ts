@@ -5,6 +5,7 @@ import type { PassTrace } from './pass-trace.js';
 
 /** A parked step: a sleep, a wait, a child run, a hand-off. */
 export interface PendingStep {
+  op: string;
   status: string;
   wakeAtMs: number | undefined;
 }
@@ -112,7 +113,7 @@ export function heldFromClaim(c: ClaimedRun, stored: StoredStep[], logKeys: stri
     else if (s.status === 'retrying') run.stepAttempts.set(s.step_id, s.attempts);
     else if (PENDING.has(s.status)) {
       run.memo.set(s.step_id, memoEntry(s.step_id, { pending: true }));
-      run.pending.set(s.step_id, { status: s.status, wakeAtMs: s.wake_at_ms ?? undefined });
+      run.pending.set(s.step_id, { op: s.op, status: s.status, wakeAtMs: s.wake_at_ms ?? undefined });
     }
   });
   if (run.status !== 'running') {

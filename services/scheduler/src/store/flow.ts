@@ -86,7 +86,8 @@ export interface SlotKey {
  * Admit waiting runs into free concurrency slots. A run holds its key's slot
  * (and its second key's, with two constraints) while it executes: from
  * admission until it ends or parks. A park (a sleep, a wait for an event,
- * an approval or a child, a backoff, a pause) gives the slots back, as
+ * an approval or a child, a backoff, a pause; not a model call the service
+ * makes for the run, which is work) gives the slots back, as
  * Inngest's step concurrency does, and the run, once due again, waits here
  * for them like a new one. The keys with a free slot are served, the one
  * whose first run in line is oldest first, and each key's check-and-admit

@@ -207,6 +207,8 @@ export interface ApplyPass {
   frames: NewFrame[];
   /** Outbox rows written by the same statement (lifecycle facts, hand-offs). */
   outbox?: OutboxMessage[];
+  /** A run of a limited key that parks keeps its slots: the service is making a model call for it (flow.ts). */
+  keepSlot?: boolean;
 }
 
 /**
@@ -223,7 +225,8 @@ export type Applied = { applied: false } | { applied: true; status: string; outb
  * redelivered reply, lease lost, run cancelled). A pause requested while the
  * run was held takes effect here, at the step boundary; a step resolved from
  * outside meanwhile (`wake_pending`) makes a park due at once. A run of a
- * limited key that parks or pauses gives its slots back (flow.ts).
+ * limited key that parks or pauses gives its slots back (flow.ts), unless
+ * it parks on a model call the service makes for it (`keepSlot`).
  */
 export async function applyPass(db: Database, a: ApplyPass): Promise<Applied> {
   // The batch statement with a batch of one: the two cannot drift apart.
@@ -244,7 +247,7 @@ export async function applyPasses(db: Database, owner: string, batch: ApplyPass[
        select * from jsonb_to_recordset($2::jsonb)
          as x(run_id text, pass bigint, status text, result text, error jsonb, attempt int, transport_failures int,
               no_runner_since bigint, new_steps int, next_seq int, lease_owner text, lease_ms int, lease_at bigint,
-              terminal boolean, workspace_id text, steps jsonb, frames jsonb, outbox jsonb)
+              terminal boolean, keep_slot boolean, workspace_id text, steps jsonb, frames jsonb, outbox jsonb)
      ), r as (
        update scheduler.runs set
          pass = runs.pass + 1,
@@ -261,7 +264,8 @@ export async function applyPasses(db: Database, owner: string, batch: ApplyPass[
            when x.lease_at is not null then to_timestamp(x.lease_at / 1000.0)
            else null end,
          wake_pending = case when x.lease_owner is null then false else runs.wake_pending end,
-         admitted = case when runs.concurrency_limit > 0 and (x.status = 'waiting' or (runs.pause_requested and x.status = 'running')) then false
+         admitted = case when runs.concurrency_limit > 0
+                              and ((x.status = 'waiting' and not x.keep_slot) or (runs.pause_requested and x.status in ('running', 'waiting'))) then false
                          else runs.admitted end,
          pause_requested = false,
          ended_at = case when x.terminal then now() else null end, updated_at = now()
@@ -293,7 +297,7 @@ export async function applyPasses(db: Database, owner: string, batch: ApplyPass[
             `"result":${a.resultJson === null ? 'null' : JSON.stringify(a.resultJson)},"error":${a.error ? JSON.stringify(a.error) : 'null'},` +
             `"attempt":${a.attempt},"transport_failures":${a.transportFailures},"no_runner_since":${a.noRunnerSinceMs ?? 'null'},` +
             `"new_steps":${a.newSteps},"next_seq":${a.nextSeq},"lease_owner":${leaseOwner === null ? 'null' : JSON.stringify(leaseOwner)},` +
-            `"lease_ms":${leaseMs ?? 'null'},"lease_at":${leaseAt ?? 'null'},"terminal":${terminal},` +
+            `"lease_ms":${leaseMs ?? 'null'},"lease_at":${leaseAt ?? 'null'},"terminal":${terminal},"keep_slot":${a.keepSlot === true},` +
             `"workspace_id":${JSON.stringify(a.workspaceId)},"steps":${stepsJson(a.steps)},"frames":${framesJson(a.frames)},` +
             `"outbox":${outboxJson(a.outbox)}}`
           );
@@ -396,6 +400,7 @@ export function nextClaimInMs(db: Database, held: string[]): Promise<number | un
 export interface StoredStep {
   step_id: string;
   name: string;
+  op: string;
   status: string;
   data: string | null;
   error: StepError | null;
@@ -422,7 +427,7 @@ export async function loadClaimedSteps(db: Database, runIds: string[]): Promise<
     [runIds],
   );
   const steps = await db.query<StoredStep & { run_id: string }>(
-    `select run_id, step_id, name, status, data, error, attempts, (extract(epoch from wake_at) * 1000)::bigint as wake_at_ms
+    `select run_id, step_id, name, op, status, data, error, attempts, (extract(epoch from wake_at) * 1000)::bigint as wake_at_ms
        from scheduler.steps where run_id = any($1::text[]) order by run_id, idx`,
     [runIds],
   );
