@@ -37,6 +37,12 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
   let sharedInside = 0;
   let maxShared = 0;
   const sharedBy = new Set<string>();
+  // A queued singleton: runs of one user active at once (from their first step to their last), and in all.
+  const activeOf = new Map<string, number>();
+  let maxActiveOfUser = 0;
+  let activeInTurn = 0;
+  let maxActiveInTurn = 0;
+  const turnOrder: string[] = [];
   // Model calls the service makes for infer steps, at the provider at once.
   let model: Awaited<ReturnType<typeof startFakeModel>>;
   let modelInFlight = 0;
@@ -94,6 +100,23 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
           });
         });
       }
+      // One run per user at a time, sleeps included: the rest wait their turn.
+      r.workflow('in-turn', { triggers: [{ event: 'in-turn.go' }], singleton: { key: 'event.data.user', mode: 'queue' } }, async ({ event, step, ctx }) => {
+        const user = (event.data as { user: string }).user;
+        await step.run('in', () => {
+          turnOrder.push(ctx.runId);
+          activeOf.set(user, (activeOf.get(user) ?? 0) + 1);
+          maxActiveOfUser = Math.max(maxActiveOfUser, activeOf.get(user)!);
+          maxActiveInTurn = Math.max(maxActiveInTurn, ++activeInTurn);
+          return true;
+        });
+        await step.sleep('nap', '300ms');
+        await step.run('out', () => {
+          activeOf.set(user, activeOf.get(user)! - 1);
+          activeInTurn--;
+          return true;
+        });
+      });
       // A key meant to bound a model API: the service's own model calls (step.ai) hold the slot while out.
       r.workflow('ask', { triggers: [{ event: 'ask.go' }], concurrency: { limit: 1, key: '"llm-api"', scope: 'env' } }, async ({ step }) => {
         await step.ai.generate('ask', { model: 'claude-e2e', prompt: 'hi', maxTokens: 8 });
@@ -217,6 +240,17 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     expect([model.calls.length, maxModelInFlight]).toEqual([3, 1]);
   }, 60_000);
 
+  it("singleton queue: one run per user at a time from its first step to its last, sleeps included, in the order they came; other users' meanwhile", async () => {
+    const sent: { status: number; body: any }[] = [];
+    for (const user of ['ada', 'bob', 'ada', 'bob', 'ada']) {
+      sent.push(await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'in-turn.go', data: { user } } }));
+    }
+    await allSucceed('the runs in turn', sent);
+    const ids = sent.map((r) => r.body.runId as string);
+    expect([maxActiveOfUser, maxActiveInTurn]).toEqual([1, 2]);
+    expect(turnOrder.filter((id) => [ids[0], ids[2], ids[4]].includes(id))).toEqual([ids[0], ids[2], ids[4]]);
+  }, 60_000);
+
   it('a throttle holds with a concurrency limit beside it: three events at once start 1.5 s apart though five slots are free', async () => {
     const sent = await Promise.all(Array.from({ length: 3 }, () => api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'spread.go', data: {} } })));
     await allSucceed('the throttled runs', sent);
@@ -260,15 +294,16 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     expect([maxShared, [...sharedBy].sort()]).toEqual([2, ['share-a', 'share-b']]);
   }, 180_000);
 
-  it("refuses a third constraint, Inngest's account scope and a keyless env scope at registration with a 400", async () => {
-    for (const [concurrency, message] of [
-      [[{ limit: 1 }, { limit: 2, key: 'event.data.a' }, { limit: 3, key: 'event.data.b' }], 'concurrency: at most 2 constraints.'],
-      [{ limit: 2, key: 'event.data.user', scope: 'account' }, '"account" is not supported.'],
-      [{ limit: 2, scope: 'env' }, 'concurrency.key is required with scope "env"'],
+  it("refuses a third constraint, Inngest's account scope, a keyless env scope and a queued singleton beside concurrency at registration with a 400", async () => {
+    for (const [flow, message] of [
+      [{ concurrency: [{ limit: 1 }, { limit: 2, key: 'event.data.a' }, { limit: 3, key: 'event.data.b' }] }, 'concurrency: at most 2 constraints.'],
+      [{ concurrency: { limit: 2, key: 'event.data.user', scope: 'account' } }, '"account" is not supported.'],
+      [{ concurrency: { limit: 2, scope: 'env' } }, 'concurrency.key is required with scope "env"'],
+      [{ concurrency: { limit: 2 }, singleton: { mode: 'queue' } }, 'singleton mode "queue" cannot be combined with concurrency'],
     ] as const) {
       const bad = await api(dep.base, 'POST', '/v1/register', {
         key: dep.secretKey,
-        body: { app: 'flow-bad', url: 'http://127.0.0.1:9/invoke', workflows: [{ name: 'w', concurrency }] },
+        body: { app: 'flow-bad', url: 'http://127.0.0.1:9/invoke', workflows: [{ name: 'w', ...flow }] },
       });
       expect(bad.status).toBe(400);
       expect(bad.body.error.message).toContain(message);

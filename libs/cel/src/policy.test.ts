@@ -36,6 +36,13 @@ describe('workflow policy', () => {
       { limit: 1, key: 'event.data.user' },
     ]);
     expect(parseWorkflowPolicy({}).policy).toEqual({ events: undefined, crons: [] });
+    expect(parseWorkflowPolicy({ singleton: { key: 'event.data.user', mode: 'queue' } }).policy.singleton).toEqual({ mode: 'queue', key: 'event.data.user' });
+  });
+
+  it('refuses a queued singleton beside concurrency: it holds its slot from start to end, concurrency does not', () => {
+    const { policy, problems } = parseWorkflowPolicy({ concurrency: { limit: 5 }, singleton: { mode: 'queue' } });
+    expect(problems).toEqual(['singleton mode "queue" cannot be combined with concurrency: it is a limit of 1 per key held from start to end.']);
+    expect(policy.singleton).toBeUndefined();
   });
 
   it('names every problem and leaves the broken part out', () => {
@@ -44,7 +51,7 @@ describe('workflow policy', () => {
       rateLimit: { limit: 0, period: '1m' },
       throttle: { limit: 1, period: 'soon' },
       idempotency: 'nope(',
-      singleton: { mode: 'queue' },
+      singleton: { mode: 'later' },
       priority: '"high"',
       concurrency: [{ limit: 1 }, { limit: 2 }, { limit: 3, key: 'event.data.a' }],
       debounce: { period: '1s' },

@@ -27,8 +27,11 @@ export interface WorkflowPolicy {
   batchEvents?: { maxSize: number; timeoutMs: number; key?: string };
   /** CEL key: one run per key per 24 h. */
   idempotency?: string;
-  /** At most one active run per key: `skip` drops the new one, `cancel` replaces the running one. */
-  singleton?: { key?: string; mode: 'skip' | 'cancel' };
+  /**
+   * At most one active run per key: `skip` drops the new one, `cancel` replaces the running one, `queue`
+   * keeps it waiting until the active one ends (a slot of limit 1 that its run holds from start to end).
+   */
+  singleton?: { key?: string; mode: 'skip' | 'cancel' | 'queue' };
   /** CEL: higher starts first among queued runs. */
   priority?: string;
   /** Runs cancelled when still queued `startMs` after their creation, or not ended `finishMs` after it. */
@@ -284,8 +287,12 @@ export function parseWorkflowPolicy(config: Obj): { policy: WorkflowPolicy; prob
   const sg = obj('singleton');
   if (sg) {
     const mode = sg.mode === undefined ? 'skip' : sg.mode;
-    if (mode !== 'skip' && mode !== 'cancel') problems.push('singleton.mode must be "skip" or "cancel".');
-    else {
+    if (mode !== 'skip' && mode !== 'cancel' && mode !== 'queue') problems.push('singleton.mode must be "skip", "cancel" or "queue".');
+    else if (mode === 'queue' && policy.concurrency) {
+      // A queued singleton holds its slot through sleeps and waits; concurrency's are given back then. One run
+      // holding one slot and not another is not modelled: refused rather than quietly holding both.
+      problems.push('singleton mode "queue" cannot be combined with concurrency: it is a limit of 1 per key held from start to end.');
+    } else {
       const key = cel('singleton.key', sg.key);
       policy.singleton = { mode, ...(key && { key }) };
     }

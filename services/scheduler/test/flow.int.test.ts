@@ -7,12 +7,13 @@ import { Gates, modes, ScriptedInvoker, startHarness, until, WS, type Harness } 
 jest.setTimeout(90_000);
 
 const order: string[] = [];
+const startedAt = new Map<string, number>();
 const gates = new Gates();
 const invoker = new ScriptedInvoker({
   busy: () => [{ run: 'work' }, { sleep: 'hold', ms: 150 }, { run: 'done' }],
   // Holds by sleeping (`ms`), or by executing its step until the test opens the gate named `gate`.
   tagged: (event) => [
-    { run: 'start', fn: () => { order.push(event.data.tag as string); return event.data.tag; } },
+    { run: 'start', fn: () => { order.push(event.data.tag as string); startedAt.set(event.data.tag as string, Date.now()); return event.data.tag; } },
     event.data.gate ? { work: 'hold', until: () => gates.shut(event.data.gate) } : { sleep: 'hold', ms: (event.data.ms as number) ?? 100 },
     { run: 'after' },
   ],
@@ -306,6 +307,41 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     await heard(replacing, 'queued');
     await sub.stop();
     await h.call('runs.cancel', { params: { id: replacing } });
+  });
+
+  it('singleton queue: one active run per key from start to end, sleeps and pauses included; the next starts when it ends', async () => {
+    const key = `q-${mode}`;
+    const flow = { concurrencyLimit: 1, concurrencyKey: key, singletonMode: 'queue', singletonKey: key };
+    const read = async (id: string) => (await h.call('runs.get', { params: { id } })).body;
+    const tag = (t: string) => `${key}-${t}`;
+    const a = await h.start('tagged', { tag: tag('a'), ms: 1500 }, { flow });
+    await h.waitFor(a, ['waiting']);
+    await until(async () => (await read(a)).waitingFor?.kind === 'sleep', 15_000, 'the first run to sleep');
+    const b = await h.start('tagged', { tag: tag('b'), ms: 1500 }, { flow });
+    const c = await h.start('tagged', { tag: tag('c'), ms: 10 }, { flow });
+    await h.waitFor(b, ['queued']);
+    // The first sleeps and keeps its slot: the next waits for it, and says so.
+    await until(async () => (await read(b)).waitingFor?.kind === 'concurrency', 15_000, 'the second run to wait for the key');
+    await new Promise((r) => setTimeout(r, 500));
+    expect([(await read(b)).status, (await read(b)).waitingFor, invoker.count(b, 'start')]).toEqual(['queued', { kind: 'concurrency', key, limit: 1, holding: 1 }, 0]);
+    await h.waitFor(a, ['succeeded'], 30_000);
+    // Paused while it sleeps, the second still holds the key: the third does not start.
+    await until(async () => (await read(b)).waitingFor?.kind === 'sleep', 15_000, 'the second run to sleep');
+    await h.call('runs.pause', { params: { id: b } });
+    await h.waitFor(b, ['paused']);
+    await new Promise((r) => setTimeout(r, 2000));
+    expect([(await read(c)).status, invoker.count(c, 'start')]).toEqual(['queued', 0]);
+    await h.call('runs.resume', { params: { id: b } });
+    await h.waitFor(b, ['succeeded'], 30_000);
+    await h.waitFor(c, ['succeeded'], 30_000);
+    expect(order.filter((t) => t.startsWith(key))).toEqual([tag('a'), tag('b'), tag('c')]);
+    const ends = await h.db.query<{ id: string; ended: number }>(
+      'select id, (extract(epoch from ended_at) * 1000)::float8 as ended from scheduler.runs where id = any($1::text[])',
+      [[a, b, c]],
+    );
+    const at = new Map(ends.map((r) => [r.id, r]));
+    // Each started its steps only once the one before it had ended.
+    expect([startedAt.get(tag('b'))! >= at.get(a)!.ended, startedAt.get(tag('c'))! >= at.get(b)!.ended]).toEqual([true, true]);
   });
 
   // Last: it stops this harness's scheduler. Real Postgres only: PGlite runs one transaction at a time.

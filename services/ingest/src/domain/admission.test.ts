@@ -21,4 +21,12 @@ describe('concurrency constraints in the scheduler\'s two slots', () => {
     });
     expect(fieldsOf(undefined)).toMatchObject({ concurrencyLimit: 0, concurrencyLimit2: 0, concurrencyShared2: false });
   });
+
+  it('makes a queued singleton a slot of limit 1 on its key', () => {
+    const vars = { event: { id: 'evt_1', name: 'e', data: { user: 'ada' }, ts: 0 } };
+    expect(runFields(parseWorkflowPolicy({ singleton: { key: 'event.data.user', mode: 'queue' } }).policy, vars)).toMatchObject({
+      concurrencyKey: 'ada', concurrencyLimit: 1, concurrencyLimit2: 0, singletonKey: 'ada', singletonMode: 'queue',
+    });
+    expect(runFields(parseWorkflowPolicy({ singleton: { key: 'event.data.user', mode: 'skip' } }).policy, vars)).toMatchObject({ concurrencyLimit: 0, singletonMode: 'skip' });
+  });
 });

@@ -52,7 +52,10 @@ export function constraintsInSlots(cs: ConcurrencySpec[]): (ConcurrencySpec | un
 }
 
 export function runFields(policy: WorkflowPolicy | undefined, vars: EventVars): RunFields {
-  const [c1, c2] = constraintsInSlots(policy?.concurrency ?? []);
+  // A queued singleton is a slot of limit 1 per key (never beside concurrency: the policy refuses that),
+  // which the scheduler lets its run hold from start to end.
+  const queued = policy?.singleton?.mode === 'queue' ? [{ limit: 1, ...(policy.singleton.key && { key: policy.singleton.key }) }] : [];
+  const [c1, c2] = constraintsInSlots(policy?.concurrency ?? queued);
   return {
     concurrencyKey: c1 ? gateKey(c1.key, vars) : '',
     concurrencyLimit: c1?.limit ?? 0,

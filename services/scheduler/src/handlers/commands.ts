@@ -142,8 +142,9 @@ export async function consumeWorkflowFacts(opts: { bus: Bus; workflows: Workflow
  * replica had no room: a cancelOn applied before it came first (the run is
  * stored cancelled when one matches), then singleton (skip: this run is cancelled as
  * skipped when one of its key is active; cancel: the active ones are
- * cancelled), then it waits queued for its throttle time or a concurrency
- * slot (or for room); the engine admits and claims it.
+ * cancelled; queue: it waits for its key's one slot, which the active run
+ * holds to its end), then it waits queued for its throttle time or a
+ * concurrency slot (or for room); the engine admits and claims it.
  */
 async function startUnderFlowControl(
   opts: { bus: Bus; db: Database; engine: Engine; outbox: Outbox },
@@ -152,6 +153,7 @@ async function startUnderFlowControl(
   notBeforeMs: number,
 ): Promise<void> {
   const singletonKey = cmd.singletonMode ? cmd.singletonKey : null;
+  const queue = cmd.singletonMode === 'queue';
   const self = (status: string): LiveRun => ({ id: run.id, workspaceId: run.workspaceId, status, workflow: run.workflow, app: run.app });
   const flow = {
     notBeforeMs,
@@ -162,8 +164,10 @@ async function startUnderFlowControl(
     concurrencyShared2: cmd.concurrencyShared2,
     priority: Number(cmd.priority),
     singletonKey,
+    // A queued singleton: a slot of limit 1 on its key (ingest's fields) that its run keeps to its end.
+    holdsSlots: queue,
   };
-  if (singletonKey === null && !cmd.cancelOn) {
+  if ((singletonKey === null || queue) && !cmd.cancelOn) {
     // Nothing to weigh against other runs: one statement, idempotent on the run id.
     const queued = await insertFlowRun(opts.db, run, flow);
     if (queued) publishFrames(opts.bus, self('queued'), [queued]);
@@ -202,7 +206,7 @@ async function startUnderFlowControl(
         return done();
       }
     }
-    if (singletonKey !== null) {
+    if (singletonKey !== null && !queue) {
       const active = await activeSingletons(tx, { workspaceId: run.workspaceId, app: run.app, workflow: run.workflow, key: singletonKey, except: run.id });
       if (active.length > 0 && cmd.singletonMode === 'skip') {
         await storeCancelled('Skipped: a singleton run of this key is active.');

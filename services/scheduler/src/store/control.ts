@@ -41,7 +41,8 @@ export function lockChildren(tx: Database, parentRunId: string): Promise<Control
  * Set a locked run's status where no replica may apply to it any more: the
  * pass advances, so a reply in flight is dropped; the lease is cleared; one
  * run_status frame is appended at the run's committed seq (returned, to go
- * live once committed). A paused run gives its concurrency slots back.
+ * live once committed). A paused run gives its concurrency slots back,
+ * unless it holds them to its end (a queued singleton).
  */
 export async function setRunStatus(
   tx: Database,
@@ -56,7 +57,7 @@ export async function setRunStatus(
               lease_until = case when $3::boolean then now() else null end,
               ended_at = case when $4::boolean then now() else ended_at end,
               error = coalesce($5::jsonb, error), pause_requested = false, next_seq = next_seq + 1, updated_at = now(),
-              admitted = case when $2 = 'paused' and concurrency_limit > 0 then false else admitted end
+              admitted = case when $2 = 'paused' and concurrency_limit > 0 and not holds_slots then false else admitted end
         where id = $1 returning next_seq - 1 as seq
      )
      insert into scheduler.frames (run_id, seq, workspace_id, kind, payload, ts)

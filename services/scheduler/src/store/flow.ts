@@ -13,6 +13,8 @@ export interface FlowControl {
   concurrencyShared2?: boolean;
   priority: number;
   singletonKey: string | null;
+  /** Holds its slots from admission to its end, parks and pauses included (singleton mode queue). */
+  holdsSlots?: boolean;
 }
 
 /** A new run's first frame (seq 1), stored with its row and published once committed. */
@@ -32,10 +34,10 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
     `with r as (
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, input,
                                    next_seq, lease_until, created_at, started_at, concurrency_key, concurrency_limit, admitted, priority, singleton_key, session,
-                                   timeout_start_ms, timeout_finish_ms, concurrency_key_2, concurrency_limit_2, concurrency_shared_2)
+                                   timeout_start_ms, timeout_finish_ms, concurrency_key_2, concurrency_limit_2, concurrency_shared_2, holds_slots)
        values ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, 2,
                greatest(now(), to_timestamp($11::bigint / 1000.0)),
-               to_timestamp($12::bigint / 1000.0), now(), $14, $15, not $13::boolean, $16, $17, $18, $21, $22, $23, $24, $25)
+               to_timestamp($12::bigint / 1000.0), now(), $14, $15, not $13::boolean, $16, $17, $18, $21, $22, $23, $24, $25, $26)
        on conflict (id) do nothing
        returning id
      )
@@ -47,7 +49,7 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
       flow.notBeforeMs, run.createdAtMs, limited, limited ? flow.concurrencyKey : null, flow.concurrencyLimit, flow.priority, flow.singletonKey,
       run.session ?? null, JSON.stringify(queued.fields), queued.ts, run.timeoutStartMs ?? null, run.timeoutFinishMs ?? null,
       limited && flow.concurrencyLimit2 ? flow.concurrencyKey2 ?? '' : null, limited ? flow.concurrencyLimit2 ?? 0 : 0,
-      limited && (flow.concurrencyLimit2 ?? 0) > 0 && (flow.concurrencyShared2 ?? false),
+      limited && (flow.concurrencyLimit2 ?? 0) > 0 && (flow.concurrencyShared2 ?? false), limited && (flow.holdsSlots ?? false),
     ],
   );
   return rows.length === 1 ? queued : undefined;
@@ -87,7 +89,8 @@ export interface SlotKey {
  * (and its second key's, with two constraints) while it executes: from
  * admission until it ends or parks. A park (a sleep, a wait for an event,
  * an approval or a child, a backoff, a pause; not a model call the service
- * makes for the run, which is work) gives the slots back, as
+ * makes for the run, which is work) gives the slots back (unless the run
+ * holds them to its end: a queued singleton), as
  * Inngest's step concurrency does, and the run, once due again, waits here
  * for them like a new one. The keys with a free slot are served, the one
  * whose first run in line is oldest first, and each key's check-and-admit

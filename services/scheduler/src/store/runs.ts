@@ -226,7 +226,8 @@ export type Applied = { applied: false } | { applied: true; status: string; outb
  * run was held takes effect here, at the step boundary; a step resolved from
  * outside meanwhile (`wake_pending`) makes a park due at once. A run of a
  * limited key that parks or pauses gives its slots back (flow.ts), unless
- * it parks on a model call the service makes for it (`keepSlot`).
+ * it parks on a model call the service makes for it (`keepSlot`) or holds
+ * them to its end (`holds_slots`).
  */
 export async function applyPass(db: Database, a: ApplyPass): Promise<Applied> {
   // The batch statement with a batch of one: the two cannot drift apart.
@@ -264,7 +265,7 @@ export async function applyPasses(db: Database, owner: string, batch: ApplyPass[
            when x.lease_at is not null then to_timestamp(x.lease_at / 1000.0)
            else null end,
          wake_pending = case when x.lease_owner is null then false else runs.wake_pending end,
-         admitted = case when runs.concurrency_limit > 0
+         admitted = case when runs.concurrency_limit > 0 and not runs.holds_slots
                               and ((x.status = 'waiting' and not x.keep_slot) or (runs.pause_requested and x.status in ('running', 'waiting'))) then false
                          else runs.admitted end,
          pause_requested = false,

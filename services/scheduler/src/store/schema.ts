@@ -54,6 +54,8 @@ export const runs = scheduler.table(
     concurrencyShared2: boolean('concurrency_shared_2').notNull().default(false),
     /** Holds its keys' slots: false while queued for one, and from a park (sleep, wait, backoff, pause) until admitted again. */
     admitted: boolean('admitted').notNull().default(true),
+    /** Keeps its slots through parks and pauses until it ends (singleton mode queue: one active run per key). */
+    holdsSlots: boolean('holds_slots').notNull().default(false),
     priority: bigint('priority', { mode: 'number' }).notNull().default(0),
     singletonKey: text('singleton_key'),
     /** The workflow's `timeouts` (null: none): cancelled when still queued and never started `start` after creation, or not ended `finish` after it. */

@@ -1,0 +1,1 @@
+ALTER TABLE "scheduler"."runs" ADD COLUMN "holds_slots" boolean DEFAULT false NOT NULL;
