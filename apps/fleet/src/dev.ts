@@ -1,6 +1,6 @@
 import { loadConfig } from '@dws/config';
 import { createLogger } from '@dws/log';
-import { infraGauges, manageHeap, onShutdown, openInfra } from '@dws/runtime';
+import { collectAfterStart, infraGauges, manageHeap, onShutdown, openInfra } from '@dws/runtime';
 import { credentialsBanner } from '@dws/gateway';
 import { startTracing } from '@dws/telemetry';
 import { startFleet } from './fleet.js';
@@ -34,6 +34,7 @@ try {
   const fleet = await startFleet(cfg, infra);
   infraGauges(infra);
   log.info({ db: infra.mode.db, bus: infra.mode.bus, port: fleet.gateway.port }, 'all six services started');
+  collectAfterStart(cfg);
   process.stdout.write(credentialsBanner(`http://${cfg.HOST}:${fleet.gateway.port}`, fleet.gateway.credentials, cfg.SERVICE_AUTH === 'on') + '\n');
   onShutdown(log, async () => {
     await fleet.stop();

@@ -76,6 +76,18 @@ export function collectWhenQuiet(everyMs: number, collect?: () => void): () => v
   return () => clearInterval(timer);
 }
 
+/**
+ * One full collection once the process has started (SERVICE_QUIET_GC_SECONDS
+ * 0 turns it off with the quiet ones). What a start makes (module init,
+ * migrations, first connections) is garbage once it is done, and Node 22's
+ * V8 may run no full collection at all while a service starts (Node 20 ran
+ * three): the invoker and approvals then held 15-20 MiB more heap until their
+ * first quiet interval (docs/profiles.md "2026-11-30 midday"). A few ms, once.
+ */
+export function collectAfterStart(cfg: { SERVICE_QUIET_GC_SECONDS: number }): void {
+  if (cfg.SERVICE_QUIET_GC_SECONDS > 0) fullCollection()();
+}
+
 const YOUNG = new Set(['new_space', 'new_large_object_space']);
 
 /** Heap in use outside the young generation, whose garbage scavenges take: what only a full collection frees. */

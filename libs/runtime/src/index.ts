@@ -19,4 +19,4 @@ export {
   type RetentionOptions,
   type RetentionTarget,
 } from './retention.js';
-export { manageHeap } from './heap.js';
+export { collectAfterStart, manageHeap } from './heap.js';

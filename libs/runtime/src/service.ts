@@ -6,7 +6,7 @@ import { loadConfig, type Config } from '@dws/config';
 import { createLogger, type Logger } from '@dws/log';
 import { createHttpApp, errorMiddleware, healthRoutes, listen, notFoundHandler } from '@dws/http';
 import { startTracing, type Tracing } from '@dws/telemetry';
-import { manageHeap } from './heap.js';
+import { collectAfterStart, manageHeap } from './heap.js';
 import { openInfra, type Infra } from './infra.js';
 
 /** What a service's `start<Name>(cfg, infra)` returns. */
@@ -77,6 +77,7 @@ export async function runStandalone(name: string, defaultPort: number, start: St
     if (upgrade) http.server.on('upgrade', upgrade);
   }
   log.info({ port: http?.port, db: infra.mode.db, bus: infra.mode.bus, ...(tracing.enabled ? { traces: tracing.endpoint } : {}) }, 'service started');
+  collectAfterStart(cfg);
   onShutdown(log, async () => {
     await http?.close();
     await handle.stop();
