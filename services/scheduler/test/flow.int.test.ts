@@ -254,6 +254,29 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     }
   });
 
+  it("a run whose second key has room is admitted behind a flood of a full second key's runs", async () => {
+    // One user's 150 runs queued first (more than admission reads in line at once), its one slot held by a run
+    // no replica drives; then another user's run. The first key has room for one more.
+    const app = `flood-${mode}`;
+    await h.db.query(
+      `insert into scheduler.runs (id, workspace_id, workflow, app, status, trigger_kind, input, concurrency_key, concurrency_limit, admitted,
+                                   concurrency_key_2, concurrency_limit_2, lease_owner, lease_until, created_at)
+       select 'run_flood_' || $2 || '_' || g, $1, 'busy', $2, case when g = 0 then 'running' else 'queued' end, 'event', '{}', 'all', 2, g = 0,
+              'flood', 1, case when g = 0 then 'ghost' end, case when g = 0 then now() + interval '1 hour' end,
+              now() - interval '1 minute' + g * interval '1 ms'
+         from generate_series(0, 150) g`,
+      [WS, app],
+    );
+    try {
+      const other = await h.start('busy', {}, { app, flow: { concurrencyLimit: 2, concurrencyKey: 'all', concurrencyLimit2: 1, concurrencyKey2: 'other' } });
+      await h.waitFor(other, ['succeeded'], 15_000);
+      const flood = await h.db.query(`select count(*)::int as n from scheduler.runs where app = $1 and concurrency_key_2 = 'flood' and admitted`, [app]);
+      expect(flood[0]!.n).toBe(1);
+    } finally {
+      await h.db.query(`delete from scheduler.runs where app = $1`, [app]);
+    }
+  });
+
   it('starts queued runs of a key by priority, then in creation order', async () => {
     const key = `prio-${mode}`;
     // Slots are per workflow and key: the blocker is a run of the same workflow.

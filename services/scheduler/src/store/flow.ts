@@ -69,6 +69,13 @@ const ORDER = 'priority desc nulls last, created_at, id';
 /** A key's runs, with the key as $1-$4. */
 const OF_KEY = 'workspace_id = $1 and app = $2 and workflow = $3 and concurrency_key = $4';
 
+/** A key's first $5 runs in line, unsorted (`c`): one range of runs_awaiting_slot, and the few released runs due. */
+const IN_LINE = `c as (
+  (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${QUEUED_DUE} order by ${ORDER} limit $5)
+  union all
+  (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${RELEASED_DUE})
+)`;
+
 /** Concurrency keys served per round (the first in line of each, oldest first). */
 const ADMIT_KEYS = 100;
 /** Waiting runs read past a key's free slots when some need a second key's slot too (those blocked there are passed over). */
@@ -176,11 +183,7 @@ export function admitKey(db: Database, k: SlotKey): Promise<number> {
     if (!k.second) {
       // The first `free` in line: read off the index (queued) or the few due (released), not sorted.
       const rows = await tx.query(
-        `with c as (
-           (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${QUEUED_DUE} order by ${ORDER} limit $5)
-           union all
-           (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${RELEASED_DUE})
-         ), picked as (
+        `with ${IN_LINE}, picked as (
            select id from scheduler.runs where id in (select id from c order by ${ORDER} limit $5) and not admitted and status in ('queued', 'waiting')
               for update skip locked
          )
@@ -198,49 +201,81 @@ export function admitKey(db: Database, k: SlotKey): Promise<number> {
   });
 }
 
+/** A key's first runs in line (`c`: id, priority, created_at), locked: the candidates admission picks from. */
+const candidates = (c: string) => `with ${c}
+  select id, concurrency_key_2 as key2, concurrency_limit_2 as limit2, concurrency_shared_2 as shared from scheduler.runs
+   where id in (select id from c order by ${ORDER} limit $5) and not admitted and status in ('queued', 'waiting')
+   order by ${ORDER}
+   for update skip locked`;
+
+const FIRST_IN_LINE = candidates(IN_LINE);
+
+/**
+ * The first $5 in line of a key counting at most limit2 runs of each second
+ * key: the second keys walked on runs_awaiting_slot_2 (a skip scan), each
+ * one's first limit2 read off it. A few probes a second key (an admission
+ * of 100 behind 10,000 runs of one full user and 5,000 other users: 74 ms),
+ * so it is only the fallback for a line whose head is a full key's flood,
+ * which FIRST_IN_LINE alone would read and pass over every round.
+ */
+const FIRST_IN_LINE_PER_SECOND_KEY = candidates(`recursive groups as (
+  (select concurrency_shared_2 as shared, concurrency_key_2 as key2, concurrency_limit_2 as limit2 from scheduler.runs
+    where ${OF_KEY} and ${QUEUED} and concurrency_limit_2 > 0 order by concurrency_shared_2, concurrency_key_2, ${ORDER} limit 1)
+  union all
+  (select n.* from groups g, lateral (
+     select concurrency_shared_2, concurrency_key_2, concurrency_limit_2 from scheduler.runs
+      where ${OF_KEY} and ${QUEUED} and concurrency_limit_2 > 0 and (concurrency_shared_2, concurrency_key_2) > (g.shared, g.key2)
+      order by concurrency_shared_2, concurrency_key_2, ${ORDER} limit 1) n)
+), c as (
+  select x.* from groups g, lateral (
+    select id, priority, created_at from scheduler.runs
+     where ${OF_KEY} and ${QUEUED_DUE} and concurrency_limit_2 > 0 and concurrency_shared_2 = g.shared and concurrency_key_2 = g.key2
+     order by ${ORDER} limit g.limit2) x
+  union all
+  (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${QUEUED_DUE} and concurrency_limit_2 = 0 order by ${ORDER} limit $5)
+  union all
+  (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${RELEASED_DUE})
+)`);
+
+interface InLine {
+  id: string;
+  key2: string | null;
+  limit2: number;
+  shared: boolean;
+}
+
 /**
  * Up to `free` waiting runs of a key, in admission order, whose second key
  * (if they have one) has a free slot too; each second key's lock taken, in
  * one order for every admission, before its holders are counted. A shared
  * second key (scope env) is locked and counted across the workspace's
- * workflows, a workflow's own within it.
+ * workflows, a workflow's own within it. The first `free` + look-ahead in
+ * line are read first (one index range, whatever the number of second
+ * keys); only when too few of those have room (the head of the line is runs
+ * of full second keys) is each second key's first in line read instead.
  */
 async function admittableWithSecondKeys(tx: Database, k: SlotKey, free: number): Promise<string[]> {
-  // At most limit2 queued runs of each second key are read: a key with a flood of waiting runs (one
-  // user's thousand events) takes no more of the look-ahead than it could be admitted. The second keys
-  // are walked on runs_awaiting_slot_2 (a skip scan) and each one's first limit2 read off it: a few
-  // probes a second key, where a window over every waiting run of the key took 350 ms for 100,000.
-  const waiting = await tx.query<{ id: string; key2: string | null; limit2: number; shared: boolean }>(
-    `with recursive groups as (
-       (select concurrency_shared_2 as shared, concurrency_key_2 as key2, concurrency_limit_2 as limit2 from scheduler.runs
-         where ${OF_KEY} and ${QUEUED} and concurrency_limit_2 > 0 order by concurrency_shared_2, concurrency_key_2, ${ORDER} limit 1)
-       union all
-       (select n.* from groups g, lateral (
-          select concurrency_shared_2, concurrency_key_2, concurrency_limit_2 from scheduler.runs
-           where ${OF_KEY} and ${QUEUED} and concurrency_limit_2 > 0 and (concurrency_shared_2, concurrency_key_2) > (g.shared, g.key2)
-           order by concurrency_shared_2, concurrency_key_2, ${ORDER} limit 1) n)
-     ), c as (
-       select x.* from groups g, lateral (
-         select id, priority, created_at from scheduler.runs
-          where ${OF_KEY} and ${QUEUED_DUE} and concurrency_limit_2 > 0 and concurrency_shared_2 = g.shared and concurrency_key_2 = g.key2
-          order by ${ORDER} limit g.limit2) x
-       union all
-       (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${QUEUED_DUE} and concurrency_limit_2 = 0 order by ${ORDER} limit $5)
-       union all
-       (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${RELEASED_DUE})
-     )
-     select id, concurrency_key_2 as key2, concurrency_limit_2 as limit2, concurrency_shared_2 as shared from scheduler.runs
-      where id in (select id from c order by ${ORDER} limit $5) and not admitted and status in ('queued', 'waiting')
-      order by ${ORDER}
-      for update skip locked`,
-    [k.workspace_id, k.app, k.workflow, k.concurrency_key, free + SECOND_KEY_LOOKAHEAD],
-  );
-  const slotOf = (w: { key2: string | null; shared: boolean }) =>
-    w.shared ? `slots2:${k.workspace_id}::${w.key2 ?? ''}` : `slots2:${k.workspace_id}:${k.app}:${k.workflow}:${w.key2 ?? ''}`;
+  const params = [k.workspace_id, k.app, k.workflow, k.concurrency_key, free + SECOND_KEY_LOOKAHEAD];
+  let waiting = await tx.query<InLine>(FIRST_IN_LINE, params);
+  // Unlocked, the holders only say which read to use; they are counted again under the locks.
+  if (waiting.length === free + SECOND_KEY_LOOKAHEAD && withRoom(k, waiting, await secondKeyHolders(tx, k, waiting), free).length < free) {
+    waiting = await tx.query<InLine>(FIRST_IN_LINE_PER_SECOND_KEY, params);
+  }
+  // In one order for every admission, in one round trip (a round trip a lock cost 30 ms for 100 second keys).
+  const slots = [...new Set(waiting.filter((w) => w.limit2 > 0).map((w) => secondSlot(k, w)))].sort();
+  if (slots.length > 0) await tx.query('select pg_advisory_xact_lock(hashtext(s)) from unnest($1::text[]) as s', [slots]);
+  return withRoom(k, waiting, await secondKeyHolders(tx, k, waiting), free);
+}
+
+const secondSlot = (k: SlotKey, w: { key2: string | null; shared: boolean }) =>
+  w.shared ? `slots2:${k.workspace_id}::${w.key2 ?? ''}` : `slots2:${k.workspace_id}:${k.app}:${k.workflow}:${w.key2 ?? ''}`;
+
+/** How many runs hold each second key's slot (by `secondSlot`) of the waiting runs' second keys. */
+async function secondKeyHolders(tx: Database, k: SlotKey, waiting: InLine[]): Promise<Map<string, number>> {
   const limited = waiting.filter((w) => w.limit2 > 0);
-  for (const slot of [...new Set(limited.map(slotOf))].sort()) await tx.query('select pg_advisory_xact_lock(hashtext($1))', [slot]);
   const own = [...new Set(limited.filter((w) => !w.shared).map((w) => w.key2 ?? ''))];
   const shared = [...new Set(limited.filter((w) => w.shared).map((w) => w.key2 ?? ''))];
+  if (own.length + shared.length === 0) return new Map();
   const held = await tx.query<{ key2: string; shared: boolean; n: number }>(
     `select concurrency_key_2 as key2, concurrency_shared_2 as shared, count(*)::int as n from scheduler.runs
       where workspace_id = $1 and concurrency_limit_2 > 0 and admitted and status in ${ACTIVE}
@@ -249,15 +284,20 @@ async function admittableWithSecondKeys(tx: Database, k: SlotKey, free: number):
       group by concurrency_key_2, concurrency_shared_2`,
     [k.workspace_id, k.app, k.workflow, own, shared],
   );
-  const holding = new Map(held.map((h) => [slotOf({ key2: h.key2, shared: h.shared }), Number(h.n)]));
+  return new Map(held.map((h) => [secondSlot(k, { key2: h.key2, shared: h.shared }), Number(h.n)]));
+}
+
+/** The first `free` of the waiting runs, in their order, whose second key has room given `holding` (and the runs picked before). */
+function withRoom(k: SlotKey, waiting: InLine[], holding: Map<string, number>, free: number): string[] {
+  const taken = new Map(holding);
   const ids: string[] = [];
   for (const w of waiting) {
     if (ids.length >= free) break;
     if (w.limit2 > 0) {
-      const slot = slotOf(w);
-      const n = holding.get(slot) ?? 0;
+      const slot = secondSlot(k, w);
+      const n = taken.get(slot) ?? 0;
       if (n >= w.limit2) continue;
-      holding.set(slot, n + 1);
+      taken.set(slot, n + 1);
     }
     ids.push(w.id);
   }
