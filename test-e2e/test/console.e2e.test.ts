@@ -162,7 +162,7 @@ suite(`web console in Chromium on ${mode}`, () => {
             return step.run('publish', () => ({ published: rows.rows }));
           },
         );
-        r.workflow('quick-quote', { triggers: [{ event: 'quote.requested' }], timeouts: { finish: '1s' } }, async ({ step }) => {
+        r.workflow('quick-quote', { triggers: [{ event: 'quote.requested' }], timeouts: { finish: '1s' }, singleton: { mode: 'queue' } }, async ({ step }) => {
           await step.sleep('wait-for-pricing', '1h');
           return 'late';
         });
@@ -568,6 +568,7 @@ suite(`web console in Chromium on ${mode}`, () => {
       await page.getByRole('article', { name: w }).waitFor();
     }
     await page.getByRole('article', { name: 'nightly-report' }).getByText('5 runs at a time, and 1 run at a time per event.data.day').waitFor();
+    await page.getByRole('article', { name: 'quick-quote' }).getByText('One run at a time, from start to end: the others wait their turn').waitFor();
     await shot('27-workflows');
 
     // A refused partner post, so the inbound log has something to show.

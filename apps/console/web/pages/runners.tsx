@@ -100,6 +100,12 @@ export function WorkflowsPage(): JSX.Element {
                   <div>{limitText(w)}</div>
                 </>
               )}
+              {singletonText(w) && (
+                <>
+                  <div>Singleton</div>
+                  <div>{singletonText(w)}</div>
+                </>
+              )}
               {typeof w.updatedAt === 'string' && (
                 <>
                   <div>Registered</div>
@@ -133,6 +139,16 @@ function retryText(retry: unknown): string {
   const max = (retry as { maxAttempts?: number } | undefined)?.maxAttempts;
   if (typeof max !== 'number' || max <= 1) return 'None: a failing step fails the run';
   return `Up to ${max} attempts per step`;
+}
+
+/** A workflow's singleton in words: one active run per key, and what a new one does meanwhile. */
+function singletonText(w: Workflow): string | undefined {
+  const sg = w.singleton as { key?: string; mode?: string } | undefined;
+  if (!sg || typeof sg !== 'object') return undefined;
+  const per = sg.key ? ` per ${sg.key}` : '';
+  if (sg.mode === 'queue') return `One run at a time${per}, from start to end: the others wait their turn`;
+  if (sg.mode === 'cancel') return `One active run${per}: a new one cancels it`;
+  return `One active run${per}: new ones are skipped meanwhile`;
 }
 
 /**
