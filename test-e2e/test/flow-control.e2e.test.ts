@@ -245,8 +245,14 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     for (const user of ['ada', 'bob', 'ada', 'bob', 'ada']) {
       sent.push(await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'in-turn.go', data: { user } } }));
     }
-    await allSucceed('the runs in turn', sent);
     const ids = sent.map((r) => r.body.runId as string);
+    // Ada's third waits behind the run of her key active now, and says which.
+    const behind = await eventually('the last run to wait behind an active one', async () => {
+      const w = (await api(dep.base, 'GET', `/v1/runs/${ids[4]}`, { key: dep.secretKey })).body.waitingFor;
+      return w?.kind === 'singleton' ? w : undefined;
+    });
+    expect([behind.key, [ids[0], ids[2]].includes(behind.activeRunId)]).toEqual(['ada', true]);
+    await allSucceed('the runs in turn', sent);
     expect([maxActiveOfUser, maxActiveInTurn]).toEqual([1, 2]);
     expect(turnOrder.filter((id) => [ids[0], ids[2], ids[4]].includes(id))).toEqual([ids[0], ids[2], ids[4]]);
   }, 60_000);

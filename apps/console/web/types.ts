@@ -37,6 +37,7 @@ export type WaitingFor =
   | { kind: 'child'; step: string; childRunId?: string; workflow?: string }
   | { kind: 'model'; step: string }
   | { kind: 'concurrency'; key: string; limit: number; holding: number }
+  | { kind: 'singleton'; key: string; activeRunId?: string }
   | { kind: 'throttle'; until: string }
   | { kind: 'no_runner'; since: string; failsAt: string; runner?: string }
   | { kind: 'paused'; by?: string; since?: string }

@@ -344,9 +344,9 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     const c = await h.start('tagged', { tag: tag('c'), ms: 10 }, { flow });
     await h.waitFor(b, ['queued']);
     // The first sleeps and keeps its slot: the next waits for it, and says so.
-    await until(async () => (await read(b)).waitingFor?.kind === 'concurrency', 15_000, 'the second run to wait for the key');
+    await until(async () => (await read(b)).waitingFor?.kind === 'singleton', 15_000, 'the second run to wait for the key');
     await new Promise((r) => setTimeout(r, 500));
-    expect([(await read(b)).status, (await read(b)).waitingFor, invoker.count(b, 'start')]).toEqual(['queued', { kind: 'concurrency', key, limit: 1, holding: 1 }, 0]);
+    expect([(await read(b)).status, (await read(b)).waitingFor, invoker.count(b, 'start')]).toEqual(['queued', { kind: 'singleton', key, activeRunId: a }, 0]);
     await h.waitFor(a, ['succeeded'], 30_000);
     // Paused while it sleeps, the second still holds the key: the third does not start.
     await until(async () => (await read(b)).waitingFor?.kind === 'sleep', 15_000, 'the second run to sleep');

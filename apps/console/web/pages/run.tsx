@@ -305,6 +305,15 @@ export function WaitingCallout({ w, runId, status }: { w: WaitingFor; runId: str
         </>
       );
       break;
+    case 'singleton':
+      title = 'Queued behind the active run of its key';
+      body = (
+        <>
+          One run at a time {w.key ? <>per key, here <code>{w.key}</code></> : 'of this workflow'}, from its start to its end: this one starts when{' '}
+          {w.activeRunId ? <RunLink id={w.activeRunId} /> : 'the active run'} ends.
+        </>
+      );
+      break;
     case 'throttle':
       title = 'Throttled';
       body = <>The workflow’s throttle lets it start <Time at={w.until} />.</>;

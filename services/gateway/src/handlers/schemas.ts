@@ -120,6 +120,11 @@ export const WaitingFor = component(
       limit: z.number().int(),
       holding: z.number().int().meta({ description: 'Runs holding a slot of the key now: executing, or with a model call the service makes for them out (a run that sleeps or waits gives its slot back).' }),
     }).meta({ description: 'Queued for a slot, or due again after a sleep or a wait and waiting for one (status waiting).' }),
+    z.object({
+      kind: z.literal('singleton'),
+      key: z.string(),
+      activeRunId: z.string().optional().meta({ description: 'The run of the key active now, which this one waits behind.' }),
+    }).meta({ description: "Queued behind its key's active run (singleton mode queue): it starts when that run ends." }),
     z.object({ kind: z.literal('throttle'), until: timestamp('Not before this time.') }),
     z.object({ kind: z.literal('scheduler'), since: timestamp().meta({ description: 'Due, waiting for a scheduler replica with room.' }) }),
     z.object({ kind: z.literal('running') }),

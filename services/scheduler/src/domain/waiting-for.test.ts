@@ -14,6 +14,8 @@ const run = (over: Partial<RunWaitFacts> = {}): RunWaitFacts => ({
   concurrencyKey: null,
   concurrencyLimit: 0,
   slotHolders: 0,
+  holdsSlots: false,
+  slotHolderId: null,
   concurrencyKey2: null,
   concurrencyLimit2: 0,
   slotHolders2: 0,
@@ -99,6 +101,10 @@ describe('waitingFor', () => {
     expect(waitingFor(run({ ...limited, leaseUntilMs: NOW + 5000 }), [], NOW)).toEqual({ kind: 'throttle', until: new Date(NOW + 5000).toISOString() });
     expect(waitingFor(run({ ...limited, leaseUntilMs: NOW - 5 }), [], NOW)).toMatchObject({ kind: 'concurrency' });
     expect(waitingFor(run({ status: 'queued', leaseUntilMs: NOW - 5 }), [], NOW)).toEqual({ kind: 'scheduler', since: new Date(NOW - 60_000).toISOString() });
+    // A queued singleton names the run of its key it waits behind.
+    const queue = { status: 'queued', admitted: false, concurrencyKey: 'ada', concurrencyLimit: 1, slotHolders: 1, holdsSlots: true };
+    expect(waitingFor(run({ ...queue, slotHolderId: 'run_a' }), [], NOW)).toEqual({ kind: 'singleton', key: 'ada', activeRunId: 'run_a' });
+    expect(waitingFor(run({ ...queue, slotHolders: 0 }), [], NOW)).toEqual({ kind: 'singleton', key: 'ada' });
   });
 
   it('a parked run that gave its slot back sleeps until its time, then waits for a slot', () => {

@@ -23,6 +23,9 @@ export interface RunWaitFacts {
   concurrencyLimit: number;
   /** Runs of the same workflow and key holding a concurrency slot now. */
   slotHolders: number;
+  /** A queued singleton (it holds its slot to its end), and the run of its key active now, if any. */
+  holdsSlots: boolean;
+  slotHolderId: string | null;
   /** The second constraint (limit 0: none) and the runs holding its key's slots. */
   concurrencyKey2: string | null;
   concurrencyLimit2: number;
@@ -59,6 +62,7 @@ export type WaitingFor =
   | { kind: 'sleep'; step: string; until: string }
   | { kind: 'transport_retry'; failures: number; nextTryAt?: string }
   | { kind: 'concurrency'; key: string; limit: number; holding: number }
+  | { kind: 'singleton'; key: string; activeRunId?: string }
   | { kind: 'throttle'; until: string }
   | { kind: 'scheduler'; since: string }
   | { kind: 'running' };
@@ -87,6 +91,8 @@ export function waitingFor(run: RunWaitFacts, steps: OpenStep[], nowMs: number):
   }
   // Queued for a slot (past any throttle time), or due again after a park that gave its slot back (its sleep over, its event come).
   if (!run.admitted && run.concurrencyLimit > 0 && (run.leaseUntilMs === null || run.leaseUntilMs <= nowMs)) {
+    // A queued singleton waits for the active run of its key to end.
+    if (run.holdsSlots) return { kind: 'singleton', key: run.concurrencyKey ?? '', ...(run.slotHolderId ? { activeRunId: run.slotHolderId } : {}) };
     // The constraint that holds it back: the first while its slots are full, else the second's.
     if (run.concurrencyLimit2 > 0 && run.slotHolders < run.concurrencyLimit && run.slotHolders2 >= run.concurrencyLimit2) {
       return { kind: 'concurrency', key: run.concurrencyKey2 ?? '', limit: run.concurrencyLimit2, holding: run.slotHolders2 };

@@ -14,6 +14,8 @@ interface Row {
   concurrency_key: string | null;
   concurrency_limit: number;
   slot_holders: number;
+  holds_slots: boolean;
+  slot_holder_id: string | null;
   concurrency_key_2: string | null;
   concurrency_limit_2: number;
   slot_holders_2: number;
@@ -28,7 +30,8 @@ const epochMs = (col: string) => `(extract(epoch from ${col}) * 1000)::bigint`;
 /**
  * What `waitingFor` needs about one run, in one statement: the run's lease,
  * no-runner stamp, transport failures and flow-control columns; the holders
- * of its concurrency keys while it waits for a slot; the last pause in the
+ * of its concurrency keys while it waits for a slot (a queued singleton: the
+ * active run of its key); the last pause in the
  * control audit while it is paused; and its unfinished steps with their
  * waiter (event name, CEL) or child run. Undefined for another workspace's run.
  */
@@ -42,6 +45,12 @@ export async function waitFacts(db: Database, workspaceId: string, runId: string
                 where h.workspace_id = r.workspace_id and h.app = r.app and h.workflow = r.workflow and h.concurrency_key = r.concurrency_key
                   and h.concurrency_limit > 0 and h.admitted and h.status in ${ACTIVE_SQL})
             else 0 end as slot_holders,
+            r.holds_slots,
+            case when not r.admitted and r.holds_slots then
+              (select h.id from scheduler.runs h
+                where h.workspace_id = r.workspace_id and h.app = r.app and h.workflow = r.workflow and h.concurrency_key = r.concurrency_key
+                  and h.concurrency_limit > 0 and h.admitted and h.status in ${ACTIVE_SQL} limit 1)
+            end as slot_holder_id,
             r.concurrency_key_2, r.concurrency_limit_2,
             case when not r.admitted and r.concurrency_limit_2 > 0 then
               (select count(*)::int from scheduler.runs h
@@ -82,6 +91,8 @@ export async function waitFacts(db: Database, workspaceId: string, runId: string
       concurrencyKey: r.concurrency_key,
       concurrencyLimit: r.concurrency_limit,
       slotHolders: r.slot_holders,
+      holdsSlots: r.holds_slots,
+      slotHolderId: r.slot_holder_id,
       concurrencyKey2: r.concurrency_key_2,
       concurrencyLimit2: r.concurrency_limit_2,
       slotHolders2: r.slot_holders_2,
