@@ -66,6 +66,7 @@ export function invokerApi(deps: { db: Database; bus: Bus; outbox: Outbox; direc
             retry: cfg.retry ?? { maxAttempts: 1 },
             onFailure: cfg.onFailure === true,
             concurrency: cfg.concurrency ?? undefined,
+            singleton: cfg.singleton ?? undefined,
             scheduled: schedules.length > 0,
             schedules,
             steps: Array.isArray(cfg.steps) ? cfg.steps : undefined,
