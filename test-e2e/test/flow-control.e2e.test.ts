@@ -110,7 +110,8 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
           maxActiveInTurn = Math.max(maxActiveInTurn, ++activeInTurn);
           return true;
         });
-        await step.sleep('nap', '300ms');
+        // Long enough that bob's run starts while ada's naps, on a loaded machine too.
+        await step.sleep('nap', '1s');
         await step.run('out', () => {
           activeOf.set(user, activeOf.get(user)! - 1);
           activeInTurn--;
