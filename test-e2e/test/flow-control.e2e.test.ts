@@ -208,6 +208,17 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     expect(maxInside).toBeLessThanOrEqual(3);
   }, 660_000);
 
+  it('replays take their source runs\' concurrency: ten replayed at once never have more than 3 inside', async () => {
+    const sent = await Promise.all(Array.from({ length: 10 }, () => api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'limited.go', data: {} } })));
+    await allSucceed('the runs to replay', sent);
+    maxInside = 0;
+    const replays = await Promise.all(sent.map((r) => api(dep.base, 'POST', `/v1/runs/${r.body.runId}/replay`, { key: dep.secretKey })));
+    expect(replays.map((r) => r.status)).toEqual(Array(10).fill(201));
+    await allSucceed('the replays', replays.map((r) => ({ status: 202, body: { runId: r.body.id } })));
+    expect(maxInside).toBeGreaterThan(0);
+    expect(maxInside).toBeLessThanOrEqual(3);
+  }, 120_000);
+
   it('a sleeping run gives its slot back: another runs meanwhile; once its nap is over it waits for the slot, then goes on', async () => {
     const send = async (role: string) => {
       const r = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'one-slot.go', data: { role } } });

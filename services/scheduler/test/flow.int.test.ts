@@ -231,6 +231,29 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     }
   });
 
+  it("a replay takes its source's concurrency: it waits for a slot while the key is full", async () => {
+    const key = `replay-${mode}`;
+    const flow = { concurrencyLimit: 1, concurrencyKey: key };
+    const read = async (id: string) => (await h.call('runs.get', { params: { id } })).body;
+    const first = await h.start('gated', { gate: `${key}-1` }, { flow });
+    gates.open(`${key}-1`);
+    await h.waitFor(first, ['succeeded'], 30_000);
+    // Another run of the key holds its one slot; the replay of the first waits for it, and says so.
+    const holder = await h.start('gated', { gate: `${key}-2` }, { flow });
+    await h.waitFor(holder, ['running']);
+    const replay = (await h.call('runs.replay', { params: { id: first } })).body.id as string;
+    await until(async () => (await read(replay)).waitingFor?.kind === 'concurrency', 15_000, 'the replay to wait for the slot');
+    await new Promise((r) => setTimeout(r, 500));
+    expect([(await read(replay)).status, (await read(replay)).waitingFor, invoker.count(replay, 'start')]).toEqual([
+      'queued',
+      { kind: 'concurrency', key, limit: 1, holding: 1 },
+      0,
+    ]);
+    gates.open(`${key}-2`);
+    await h.waitFor(holder, ['succeeded'], 30_000);
+    await h.waitFor(replay, ['succeeded'], 30_000);
+  });
+
   it('a key with room is admitted however many full keys have older waiting runs', async () => {
     // 120 keys each held by a run no replica drives (a lease an hour out) with a run queued behind it,
     // all older than the new key's run: more full keys than admission looks at in a round.

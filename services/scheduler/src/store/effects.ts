@@ -34,7 +34,11 @@ export interface QueuedRun extends Omit<NewRun, 'createdAtMs'> {
 /**
  * Insert a run that any replica may pick up at once (queued, due now), with
  * its queued frame and its workflow's timeouts (from the projection, in the
- * same statement). Children, onFailure runs and replays start this way.
+ * same statement). Children, onFailure runs and replays start this way. A
+ * replay (or retry-from-step) takes its source run's flow control: its
+ * concurrency keys and limits (it then waits for a slot like any run of
+ * them: a bulk replay after an outage does not pass a limit meant to spare
+ * the API that failed), its priority, and a queued singleton's hold.
  * Returns its queued frame to go live, or nothing when the id existed.
  */
 export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<RunEffects> {
@@ -42,9 +46,15 @@ export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<RunEf
   const rows = await db.query(
     `with r as (
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, input,
-                                   next_seq, lease_until, started_at, parent_run_id, parent_step_id, on_failure_of, timeout_start_ms, timeout_finish_ms)
-       select $1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, 2, now(), now(), $11, $12, $13, w.timeout_start_ms, w.timeout_finish_ms
+                                   next_seq, lease_until, started_at, parent_run_id, parent_step_id, on_failure_of, timeout_start_ms, timeout_finish_ms,
+                                   concurrency_key, concurrency_limit, admitted, concurrency_key_2, concurrency_limit_2, concurrency_shared_2,
+                                   priority, holds_slots)
+       select $1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, 2, now(), now(), $11, $12, $13, w.timeout_start_ms, w.timeout_finish_ms,
+              src.concurrency_key, coalesce(src.concurrency_limit, 0), coalesce(src.concurrency_limit, 0) = 0,
+              src.concurrency_key_2, coalesce(src.concurrency_limit_2, 0), coalesce(src.concurrency_shared_2, false),
+              coalesce(src.priority, 0), coalesce(src.holds_slots, false)
          from (select 1) one left join scheduler.workflows w on w.workspace_id = $2 and w.app = $4 and w.name = $3
+         left join scheduler.runs src on src.id = $9 and src.workspace_id = $2
        on conflict (id) do nothing
        returning id
      )
