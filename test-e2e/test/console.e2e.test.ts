@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Gates } from '@dws/testing';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { api, eventually, runReached } from '../src/api.js';
-import { Gates } from '../src/gates.js';
 import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
 import { realInfra } from '../src/infra.js';
 import { ROOT } from '../src/processes.js';

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Gates } from '@dws/testing';
 import { api, eventually, Terminal } from '../src/api.js';
 import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
 import { anthropicMessage, startFakeModel } from '../src/fake-model.js';
-import { Gates } from '../src/gates.js';
 import { realInfra } from '../src/infra.js';
 import { startRunner, type TestRunner } from '../src/runner.js';
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Gates } from '@dws/testing';
 import { api, eventually } from '../src/api.js';
 import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
-import { Gates } from '../src/gates.js';
 import { realInfra } from '../src/infra.js';
 import { startRunner, type TestRunner } from '../src/runner.js';
 

@@ -11,3 +11,4 @@ export { sse, type SseEvent } from './sse.js';
 export { seededRandom } from './seeded.js';
 export { preparedPlan, recordingDb } from './db-probes.js';
 export { freePort, startNatsServer, untilListening, type NatsServer } from './nats-server.js';
+export { Gates } from './gates.js';

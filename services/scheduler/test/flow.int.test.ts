@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { Gates } from '@dws/testing';
 import { create, fromBinary, ResolveStepSchema, StepHandoffSchema, toBinary } from '@dws/proto';
 import { streams, subjects } from '@dws/runtime';
 import { admitKey } from '../src/store/flow.js';
-import { Gates, modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
+import { modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
 
 jest.setTimeout(90_000);
 
@@ -14,11 +15,11 @@ const invoker = new ScriptedInvoker({
   // Holds by sleeping (`ms`), or by executing its step until the test opens the gate named `gate`.
   tagged: (event) => [
     { run: 'start', fn: () => { order.push(event.data.tag as string); startedAt.set(event.data.tag as string, Date.now()); return event.data.tag; } },
-    event.data.gate ? { work: 'hold', until: () => gates.shut(event.data.gate) } : { sleep: 'hold', ms: (event.data.ms as number) ?? 100 },
+    event.data.gate ? { work: 'hold', until: () => gates.wait(event.data.gate) } : { sleep: 'hold', ms: (event.data.ms as number) ?? 100 },
     { run: 'after' },
   ],
   long: () => [{ run: 'first' }, { sleep: 'forever', ms: 3_600_000 }],
-  gated: (event) => [{ run: 'start' }, { work: 'hold', until: () => gates.shut(event.data.gate) }, { run: 'done' }],
+  gated: (event) => [{ run: 'start' }, { work: 'hold', until: () => gates.wait(event.data.gate) }, { run: 'done' }],
   thinker: () => [{ run: 'start' }, { infer: 'ask', model: 'any' }, { sleep: 'nap', ms: 3000 }, { run: 'after' }],
 });
 

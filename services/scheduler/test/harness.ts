@@ -43,30 +43,6 @@ export type ScriptStep =
 
 export type Script = (event: { name: string; data: any }, ctx: Record<string, any>) => ScriptStep[];
 
-/** Gates a `work` step executes until the test opens them (by name, made on first use). */
-export class Gates {
-  private readonly gates = new Map<string, { shut: Promise<void>; open: () => void }>();
-  private gate(name: string) {
-    let g = this.gates.get(name);
-    if (!g) {
-      let open!: () => void;
-      const shut = new Promise<void>((r) => (open = r));
-      this.gates.set(name, (g = { shut, open }));
-    }
-    return g;
-  }
-  shut(name: string): Promise<void> {
-    return this.gate(name).shut;
-  }
-  open(name: string): void {
-    this.gate(name).open();
-  }
-  /** A failed test's held passes end. */
-  openAll(): void {
-    for (const g of this.gates.values()) g.open();
-  }
-}
-
 /**
  * The scheduler's peer, played by the test on the real bus: it answers
  * `invoker.invoke` by replaying a scripted workflow against the memo it is

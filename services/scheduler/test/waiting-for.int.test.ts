@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { Gates } from '@dws/testing';
 import { ids } from '@dws/runtime';
 import { hashStepId } from '@dws/protocol';
-import { Gates, listApproval, modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
+import { listApproval, modes, ScriptedInvoker, startHarness, until, WS, type Harness } from './harness.js';
 
 jest.setTimeout(60_000);
 
@@ -16,7 +17,7 @@ const invoker = new ScriptedInvoker({
   // One workflow, so its runs share a key's slots: one executes a step until the test lets it go (holding
   // its slot meanwhile), one sleeps, one is quick.
   limited: (event) =>
-    event.data.as === 'worker' ? [{ run: 'first' }, { work: 'busy', until: () => gates.shut(event.data.key) }]
+    event.data.as === 'worker' ? [{ run: 'first' }, { work: 'busy', until: () => gates.wait(event.data.key) }]
     : event.data.as === 'sleeper' ? [{ run: 'first' }, { sleep: 'nap', ms: HOUR }]
     : [{ run: 'only' }],
 });

@@ -40,17 +40,7 @@ export async function waitFacts(db: Database, workspaceId: string, runId: string
     `select r.status, r.runner, ${epochMs('r.created_at')} as created_ms, r.lease_owner,
             ${epochMs('r.lease_until')} as lease_until_ms, ${epochMs('r.no_runner_since')} as no_runner_since_ms,
             r.transport_failures, r.admitted, r.concurrency_key, r.concurrency_limit,
-            case when not r.admitted and r.concurrency_limit > 0 then
-              (select count(*)::int from scheduler.runs h
-                where h.workspace_id = r.workspace_id and h.app = r.app and h.workflow = r.workflow and h.concurrency_key = r.concurrency_key
-                  and h.concurrency_limit > 0 and h.admitted and h.status in ${ACTIVE_SQL})
-            else 0 end as slot_holders,
-            r.holds_slots,
-            case when not r.admitted and r.holds_slots then
-              (select h.id from scheduler.runs h
-                where h.workspace_id = r.workspace_id and h.app = r.app and h.workflow = r.workflow and h.concurrency_key = r.concurrency_key
-                  and h.concurrency_limit > 0 and h.admitted and h.status in ${ACTIVE_SQL} limit 1)
-            end as slot_holder_id,
+            holders.n as slot_holders, r.holds_slots, case when r.holds_slots then holders.holder end as slot_holder_id,
             r.concurrency_key_2, r.concurrency_limit_2,
             case when not r.admitted and r.concurrency_limit_2 > 0 then
               (select count(*)::int from scheduler.runs h
@@ -68,6 +58,13 @@ export async function waitFacts(db: Database, workspaceId: string, runId: string
                left join scheduler.waiters w on w.run_id = s.run_id and w.step_id = s.step_id
               where s.run_id = r.id and s.status in ('sleeping', 'waiting', 'child', 'retrying')) as steps
        from scheduler.runs r
+       -- While it waits for a slot: the runs holding its key's (with a queued singleton's limit of 1, the one active run).
+       cross join lateral (
+         select count(*)::int as n, min(h.id) as holder from scheduler.runs h
+          where not r.admitted and r.concurrency_limit > 0
+            and h.workspace_id = r.workspace_id and h.app = r.app and h.workflow = r.workflow and h.concurrency_key = r.concurrency_key
+            and h.concurrency_limit > 0 and h.admitted and h.status in ${ACTIVE_SQL}
+       ) holders
        left join lateral (
          select ca.actor, ca.created_at from scheduler.control_actions ca
           where r.status = 'paused' and ca.workspace_id = r.workspace_id and ca.run_id = r.id and ca.action = 'pause'

@@ -1,6 +1,7 @@
 /**
- * Steps the test holds open until it says so: a run stays inside its step
- * (executing, holding its concurrency slot) while the test looks at it.
+ * Steps the test holds open until it says so, by name (made on first use): a
+ * run stays inside its step (executing, holding its concurrency slot) while
+ * the test looks at it. `openAll` ends what a failed test left held.
  */
 export class Gates {
   private readonly gates = new Map<string, { wait: Promise<void>; open: () => void }>();
