@@ -1,2 +1,3 @@
 export * from './cel.js';
 export * from './policy.js';
+export * from './run-fields.js';

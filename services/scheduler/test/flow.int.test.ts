@@ -21,6 +21,15 @@ const invoker = new ScriptedInvoker({
   long: () => [{ run: 'first' }, { sleep: 'forever', ms: 3_600_000 }],
   gated: (event) => [{ run: 'start' }, { work: 'hold', until: () => gates.wait(event.data.gate) }, { run: 'done' }],
   thinker: () => [{ run: 'start' }, { infer: 'ask', model: 'any' }, { sleep: 'nap', ms: 3000 }, { run: 'after' }],
+  // A parent calling `kid` (its flow control registered, not sent: the scheduler evaluates it over the child's input).
+  caller: (event) => [{ child: 'call', workflow: 'kid', data: event.data }, { run: 'done' }],
+  kid: (event) => [{ run: 'start' }, { work: 'hold', until: () => gates.wait(event.data.gate) }],
+  // A queued singleton that invokes itself on its own key.
+  nested: (event) => (event.data.depth > 0 ? [{ child: 'inner', workflow: 'nested', data: { ...event.data, depth: event.data.depth - 1 } }] : [{ run: 'done' }]),
+  doomed: (event, ctx) =>
+    ctx.onFailure
+      ? [{ run: 'cleanup' }]
+      : [{ work: 'hold', until: () => gates.wait(event.data.gate) }, { run: 'boom', fn: () => { throw new Error('down'); }, retriable: false }],
 });
 
 describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
@@ -253,6 +262,67 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     gates.open(`${key}-2`);
     await h.waitFor(holder, ['succeeded'], 30_000);
     await h.waitFor(replay, ['succeeded'], 30_000);
+  });
+
+  it("a child takes its workflow's concurrency, its key evaluated over the child's input", async () => {
+    await h.register('app', [{ name: 'kid', concurrency: { limit: 1, key: 'event.data.user' } }, { name: 'caller' }]);
+    const [ada, bob] = [`ada-${mode}`, `bob-${mode}`];
+    const parents = await Promise.all([1, 2, 3].map((i) => h.start('caller', { user: ada, gate: `${ada}-${i}` })));
+    const kids = async (parentIds: string[]) =>
+      (await h.db.query<{ id: string }>('select id from scheduler.runs where parent_run_id = any($1::text[]) order by created_at, id', [parentIds])).map((r) => r.id);
+    await until(async () => (await kids(parents)).length === 3, 15_000, "ada's three children");
+    await until(async () => (await kids(parents)).some((k) => invoker.count(k, 'start') === 1), 15_000, "one of ada's children to start");
+    // Another user's child is not held back by ada's.
+    const other = await h.start('caller', { user: bob, gate: `${bob}-1` });
+    await until(async () => (await kids([other])).length === 1 && invoker.count((await kids([other]))[0]!, 'start') === 1, 15_000, "bob's child to start");
+    await new Promise((r) => setTimeout(r, 1000));
+    const adas = await kids(parents);
+    expect(adas.map((k) => invoker.count(k, 'start')).sort()).toEqual([0, 0, 1]);
+    const waiting = adas.find((k) => invoker.count(k, 'start') === 0)!;
+    expect((await h.call('runs.get', { params: { id: waiting } })).body.waitingFor).toEqual({ kind: 'concurrency', key: ada, limit: 1, holding: 1 });
+    for (const i of [1, 2, 3]) gates.open(`${ada}-${i}`);
+    gates.open(`${bob}-1`);
+    for (const id of [...parents, other]) await h.waitFor(id, ['succeeded'], 30_000);
+  });
+
+  it('a queued singleton invoking its own workflow on the key it holds runs the child within its hold', async () => {
+    const key = `nest-${mode}`;
+    await h.register('app', [{ name: 'nested', singleton: { key: 'event.data.user', mode: 'queue' } }]);
+    const flow = { concurrencyLimit: 1, concurrencyKey: key, singletonMode: 'queue', singletonKey: key };
+    const parent = await h.start('nested', { user: key, depth: 1 }, { flow });
+    await h.waitFor(parent, ['succeeded'], 30_000);
+    // Another user's child queues on its own key like any run.
+    const other = await h.start('nested', { user: `${key}-other`, depth: 1 }, { flow: { ...flow, concurrencyKey: `${key}-x`, singletonKey: `${key}-x` } });
+    await h.waitFor(other, ['succeeded'], 30_000);
+    const [child] = await h.db.query<{ concurrency_key: string; holds_slots: boolean }>('select concurrency_key, holds_slots from scheduler.runs where parent_run_id = $1', [other]);
+    expect(child).toEqual({ concurrency_key: `${key}-other`, holds_slots: true });
+  });
+
+  it("an onFailure run takes the failed run's concurrency: it waits for a slot while the key is full", async () => {
+    const key = `fail-${mode}`;
+    await h.register('app', [{ name: 'doomed', onFailure: true }]);
+    const flow = { concurrencyLimit: 1, concurrencyKey: key };
+    const first = await h.start('doomed', { gate: `${key}-1` }, { flow });
+    await h.waitFor(first, ['running']);
+    // Queued before the failure: it takes the slot the failed run gives back, and the onFailure run waits behind it.
+    const second = await h.start('doomed', { gate: `${key}-2` }, { flow });
+    await h.waitFor(second, ['queued']);
+    gates.open(`${key}-1`);
+    await h.waitFor(first, ['failed'], 30_000);
+    const handlerOf = async (id: string) => (await h.db.query<{ id: string }>('select id from scheduler.runs where on_failure_of = $1', [id]))[0]?.id;
+    await until(async () => (await handlerOf(first)) !== undefined, 15_000, 'the onFailure run');
+    const handler = (await handlerOf(first))!;
+    await h.waitFor(second, ['running'], 15_000);
+    await new Promise((r) => setTimeout(r, 500));
+    expect([(await h.call('runs.get', { params: { id: handler } })).body.waitingFor, invoker.count(handler, 'cleanup')]).toEqual([
+      { kind: 'concurrency', key, limit: 1, holding: 1 },
+      0,
+    ]);
+    gates.open(`${key}-2`);
+    await h.waitFor(handler, ['succeeded'], 30_000);
+    await until(async () => (await handlerOf(second)) !== undefined, 15_000, "the second run's onFailure run");
+    await h.waitFor((await handlerOf(second))!, ['succeeded'], 30_000);
+    expect(invoker.count(handler, 'cleanup')).toBe(1);
   });
 
   it('a key with room is admitted however many full keys have older waiting runs', async () => {

@@ -1,10 +1,10 @@
 import type { Bus } from '@dws/bus';
-import type { WorkflowPolicy } from '@dws/cel';
+import { gateKey, runFields, type EventVars, type WorkflowPolicy } from '@dws/cel';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { create, StartRunSchema, toBinary } from '@dws/proto';
 import { callApi, ids, subjects, type Caller, type OutboxMessage } from '@dws/runtime';
-import { entry, gateKey, gcraParams, idempotencyKey, runFields, type EventVars, type TriggeredEntry } from '../domain/admission.js';
+import { entry, gcraParams, idempotencyKey, type TriggeredEntry } from '../domain/admission.js';
 import { batchEvent, closeBatch, debounceEvent, type BufferedEvent } from '../store/buffers.js';
 import {
   claimIdempotencyKey,

@@ -1,9 +1,10 @@
 import type { Bus } from '@dws/bus';
+import type { EventVars } from '@dws/cel';
 import { withTxRetry, type Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { ApiRequestSchema, create, toBinary } from '@dws/proto';
 import { ids, subjects, type Caller, type Outbox, type OutboxMessage, type PendingPublish } from '@dws/runtime';
-import { entry, type EventVars, type TriggeredEntry } from '../domain/admission.js';
+import { entry, type TriggeredEntry } from '../domain/admission.js';
 import type { EventInput } from '../domain/event-input.js';
 import { matchCancels, matchTriggers, type CancelMatch } from '../domain/matching.js';
 import { insertEvents, recordEvents, seenDedupeId, setOutcomes, type EventOutboxRow, type NewEvent } from '../store/events.js';

@@ -1,5 +1,5 @@
 import type { Database } from '@dws/db';
-import type { EventVars } from '../domain/admission.js';
+import type { EventVars } from '@dws/cel';
 import type { GateScope } from './gates.js';
 
 /** An event as a buffer keeps it: data stays raw JSON text. */

@@ -3,9 +3,10 @@ import type { StepError } from '@dws/protocol';
 import type { StepOutcome } from '../domain/reply.js';
 import type { OutboxMessage } from '@dws/runtime';
 import { runEndMessages } from '../domain/handoffs.js';
+import { invokedRunSlots, type SlotFields } from '../domain/invoked-flow.js';
 import { liveRunOf, type LiveRun } from '../engine/live.js';
 import { lockChildren, setRunStatus, type ControlRun } from './control.js';
-import { queuedFrame } from './flow.js';
+import { holdsKey, queuedFrame } from './flow.js';
 import { resolveStep, type NewFrame, type NewRun } from './runs.js';
 
 /**
@@ -29,20 +30,26 @@ export interface QueuedRun extends Omit<NewRun, 'createdAtMs'> {
   parentRunId?: string;
   parentStepId?: string;
   onFailureOf?: string;
+  /** A child's flow control, evaluated over its input; without it the run takes its source's (replay_of, else on_failure_of), if any. */
+  slots?: SlotFields;
 }
 
 /**
  * Insert a run that any replica may pick up at once (queued, due now), with
  * its queued frame and its workflow's timeouts (from the projection, in the
- * same statement). Children, onFailure runs and replays start this way. A
- * replay (or retry-from-step) takes its source run's flow control: its
- * concurrency keys and limits (it then waits for a slot like any run of
- * them: a bulk replay after an outage does not pass a limit meant to spare
- * the API that failed), its priority, and a queued singleton's hold.
+ * same statement). Children, onFailure runs and replays start this way, and
+ * each waits for a slot like any run of its keys:
+ * - a child takes its workflow's concurrency, priority and queued
+ *   singleton, evaluated over its input (`slots`);
+ * - a replay (or retry-from-step) takes its source run's keys and limits, its
+ *   priority and a queued singleton's hold, as does an onFailure run from the
+ *   run that failed: a bulk replay after an outage does not pass a limit
+ *   meant to spare the API that failed.
  * Returns its queued frame to go live, or nothing when the id existed.
  */
 export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<RunEffects> {
   const queued = queuedFrame();
+  const sl = r.slots;
   const rows = await db.query(
     `with r as (
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, input,
@@ -50,11 +57,14 @@ export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<RunEf
                                    concurrency_key, concurrency_limit, admitted, concurrency_key_2, concurrency_limit_2, concurrency_shared_2,
                                    priority, holds_slots)
        select $1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, 2, now(), now(), $11, $12, $13, w.timeout_start_ms, w.timeout_finish_ms,
-              src.concurrency_key, coalesce(src.concurrency_limit, 0), coalesce(src.concurrency_limit, 0) = 0,
-              src.concurrency_key_2, coalesce(src.concurrency_limit_2, 0), coalesce(src.concurrency_shared_2, false),
-              coalesce(src.priority, 0), coalesce(src.holds_slots, false)
+              s.concurrency_key, s.concurrency_limit, s.concurrency_limit = 0, s.concurrency_key_2, s.concurrency_limit_2, s.concurrency_shared_2,
+              s.priority, s.holds_slots
          from (select 1) one left join scheduler.workflows w on w.workspace_id = $2 and w.app = $4 and w.name = $3
-         left join scheduler.runs src on src.id = $9 and src.workspace_id = $2
+         left join scheduler.runs src on src.id = coalesce($9, $13) and src.workspace_id = $2
+         cross join lateral (select coalesce($16, src.concurrency_key) as concurrency_key, coalesce($17, src.concurrency_limit, 0) as concurrency_limit,
+                                    coalesce($18, src.concurrency_key_2) as concurrency_key_2, coalesce($19, src.concurrency_limit_2, 0) as concurrency_limit_2,
+                                    coalesce($20, src.concurrency_shared_2, false) as concurrency_shared_2, coalesce($21, src.priority, 0) as priority,
+                                    coalesce($22, src.holds_slots, false) as holds_slots) s
        on conflict (id) do nothing
        returning id
      )
@@ -64,6 +74,9 @@ export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<RunEf
     [
       r.id, r.workspaceId, r.workflow, r.app, r.runner, r.triggerKind, r.eventId, r.eventName, r.replayOf, r.inputJson,
       r.parentRunId ?? null, r.parentStepId ?? null, r.onFailureOf ?? null, JSON.stringify(queued.fields), queued.ts,
+      // A child's own fields (null: the source's).
+      sl?.concurrencyKey ?? null, sl?.concurrencyLimit ?? null, sl?.concurrencyKey2 ?? null, sl?.concurrencyLimit2 ?? null, sl?.concurrencyShared2 ?? null,
+      sl?.priority ?? null, sl?.holdsSlots ?? null,
     ],
   );
   if (rows.length === 0) return noEffects();
@@ -73,15 +86,16 @@ export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<RunEf
 /**
  * SPEC RunWorkflow: an explicit childApp wins; else the parent's app when it
  * has the workflow, else any app that has it (cross-app fallback), else the
- * parent's app (the run then waits for a runner like any other).
+ * parent's app (the run then waits for a runner like any other). With the
+ * registered workflow's config, when there is one.
  */
-export async function resolveChildApp(db: Database, workspaceId: string, parentApp: string, workflow: string): Promise<string> {
-  const rows = await db.query<{ app: string }>(
-    `select app from scheduler.workflows where workspace_id = $1 and name = $2
+export async function resolveChild(db: Database, workspaceId: string, parentApp: string, workflow: string, app?: string): Promise<{ app: string; config?: unknown }> {
+  const rows = await db.query<{ app: string; config: unknown }>(
+    `select app, config from scheduler.workflows where workspace_id = $1 and name = $2 and ($4::text is null or app = $4)
       order by (app = $3) desc, app limit 1`,
-    [workspaceId, workflow, parentApp],
+    [workspaceId, workflow, parentApp, app ?? null],
   );
-  return rows[0]?.app ?? parentApp;
+  return rows[0] ?? { app: app ?? parentApp };
 }
 
 export interface ParentRef {
@@ -106,9 +120,12 @@ export async function parkSteps(tx: Database, run: ParentRef, steps: StepOutcome
   }
   for (const s of steps) {
     if (s.status !== 'child' || !s.child) continue;
-    const app = s.child.app ?? (await resolveChildApp(tx, run.workspaceId, run.app, s.child.workflow));
+    const { app, config } = await resolveChild(tx, run.workspaceId, run.app, s.child.workflow, s.child.app);
     // SPEC: a child inherits its parent's pin only within the same app.
     const runner = s.child.runner ?? (app === run.app ? run.runner : '');
+    let slots = invokedRunSlots(config, s.child.dataJson, Date.now());
+    // A queued singleton invoking its own workflow on the key it holds would wait for itself forever: the child runs within its parent's hold.
+    if (slots?.holdsSlots && app === run.app && s.child.workflow === run.workflow && (await holdsKey(tx, run.id, slots.concurrencyKey))) slots = undefined;
     addEffects(effects, await insertQueuedRun(tx, {
       id: s.child.runId,
       workspaceId: run.workspaceId,
@@ -122,6 +139,7 @@ export async function parkSteps(tx: Database, run: ParentRef, steps: StepOutcome
       inputJson: s.child.dataJson,
       parentRunId: run.id,
       parentStepId: s.id,
+      ...(slots && { slots }),
     }));
   }
   return effects;

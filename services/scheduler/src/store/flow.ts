@@ -304,6 +304,12 @@ function withRoom(k: SlotKey, waiting: InLine[], holding: Map<string, number>, f
   return ids;
 }
 
+/** Whether the run holds a slot of this first key to its end (a queued singleton). */
+export async function holdsKey(db: Database, runId: string, key: string | null): Promise<boolean> {
+  const rows = await db.query('select 1 from scheduler.runs where id = $1 and holds_slots and concurrency_key = $2', [runId, key]);
+  return rows.length > 0;
+}
+
 /** Non-terminal runs of a singleton key (the run being started excluded), locked for the caller's transaction. */
 export async function activeSingletons(tx: Database, r: { workspaceId: string; app: string; workflow: string; key: string; except?: string }): Promise<string[]> {
   await tx.query('select pg_advisory_xact_lock(hashtext($1))', [`singleton:${r.workspaceId}:${r.app}:${r.workflow}:${r.key}`]);

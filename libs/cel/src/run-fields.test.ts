@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { parseWorkflowPolicy } from '@dws/cel';
-import { constraintsInSlots, runFields } from './admission.js';
+import { parseWorkflowPolicy } from './policy.js';
+import { constraintsInSlots, runFields } from './run-fields.js';
 
 const fieldsOf = (concurrency: unknown, data: unknown = { user: 'ada' }) =>
   runFields(parseWorkflowPolicy({ concurrency }).policy, { event: { id: 'evt_1', name: 'e', data, ts: 0 } });
