@@ -47,6 +47,13 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
   let model: Awaited<ReturnType<typeof startFakeModel>>;
   let modelInFlight = 0;
   let maxModelInFlight = 0;
+  // Children (step.runWorkflow) of a per-user limited workflow: inside a step at once, per user.
+  const childInside = new Map<string, number>();
+  let maxChildPerUser = 0;
+  // A limit-1 workflow's runs and its onFailure runs: inside a step at once.
+  let fragileInside = 0;
+  let maxFragileInside = 0;
+  let mopped = 0;
 
   beforeAll(async () => {
     model = await startFakeModel(async ({ body }) => {
@@ -136,6 +143,39 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
         await step.sleep('nap', '3s');
         return step.run('after', () => (afterNap = Date.now()));
       });
+      // A parent fans out to four children, two per user; the child workflow allows one per user at once.
+      r.workflow('user-job', { concurrency: { limit: 1, key: 'event.data.user' } }, async ({ event, step }) => {
+        const { user } = event.data as { user: string };
+        return step.run('work', async () => {
+          childInside.set(user, (childInside.get(user) ?? 0) + 1);
+          maxChildPerUser = Math.max(maxChildPerUser, childInside.get(user)!);
+          await pause(200);
+          childInside.set(user, childInside.get(user)! - 1);
+          return user;
+        });
+      });
+      r.workflow('fan-out', { triggers: [{ event: 'fan-out.go' }] }, async ({ step }) =>
+        Promise.all(['ada', 'bob', 'ada', 'bob'].map((user, i) => step.runWorkflow(`job-${i}`, { workflow: 'user-job', data: { user } }))),
+      );
+      // Limit 1 and an onFailure handler: the handler's runs take the slot too.
+      const fragileStep = async () => {
+        maxFragileInside = Math.max(maxFragileInside, ++fragileInside);
+        await pause(200);
+        fragileInside--;
+      };
+      r.workflow(
+        'fragile',
+        {
+          triggers: [{ event: 'fragile.go' }],
+          concurrency: { limit: 1 },
+          onFailure: async ({ step }) => step.run('mop', async () => (await fragileStep(), ++mopped)),
+        },
+        async ({ step }) =>
+          step.run('try', async () => {
+            await fragileStep();
+            throw new Error('down');
+          }),
+      );
       r.workflow('only-one', { triggers: [{ event: 'only.go' }], singleton: { key: 'event.data.user', mode: 'skip' } }, async ({ step }) => {
         await step.run('wait', () => new Promise<boolean>((res) => (releaseSingleton = () => res(true))));
       });
@@ -218,6 +258,20 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     expect(maxInside).toBeGreaterThan(0);
     expect(maxInside).toBeLessThanOrEqual(3);
   }, 120_000);
+
+  it("children take their workflow's concurrency, keyed on their input: four children of one parent, never two of a user's inside at once", async () => {
+    const sent = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'fan-out.go', data: {} } });
+    await allSucceed('the parent', [sent]);
+    const parent = (await api(dep.base, 'GET', `/v1/runs/${sent.body.runId}`, { key: dep.secretKey })).body;
+    expect([parent.result, maxChildPerUser]).toEqual([['ada', 'bob', 'ada', 'bob'], 1]);
+  }, 60_000);
+
+  it("onFailure runs take the failed run's concurrency: three failing runs of a limit-1 workflow and their handlers, never two inside at once", async () => {
+    const sent = await Promise.all(Array.from({ length: 3 }, () => api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'fragile.go', data: {} } })));
+    expect(sent.map((r) => r.status)).toEqual([202, 202, 202]);
+    await eventually('the three handlers to mop up', async () => (mopped === 3 ? true : undefined), 60_000);
+    expect(maxFragileInside).toBe(1);
+  }, 90_000);
 
   it('a sleeping run gives its slot back: another runs meanwhile; once its nap is over it waits for the slot, then goes on', async () => {
     const send = async (role: string) => {
