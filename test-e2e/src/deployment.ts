@@ -51,6 +51,8 @@ export async function startDeployment(
     replicas?: Partial<Record<(typeof SERVICES)[number], number>>;
     /** Fleet only: false leaves SERVICE_SCHEDULER_URL unset, so checkpoints go through the gateway. @default true */
     directCheckpoints?: boolean;
+    /** Fleet only: one SERVICE_SCHEDULER_URL for every scheduler replica (replicas behind one address); by default each names its own port. */
+    schedulerUrl?: string;
   } = {},
 ): Promise<Deployment> {
   const keys = {
@@ -120,7 +122,7 @@ export async function startDeployment(
               ? { ...shared, SERVICE_INVOKER_URL: invokerUrls.join(',') }
               : // Each scheduler replica takes checkpoints on its own port (ctx.checkpointUrl), as the chart and compose set it.
                 s === 'scheduler' && opts.directCheckpoints !== false
-                ? { ...shared, SERVICE_SCHEDULER_URL: `http://127.0.0.1:${p}` }
+                ? { ...shared, SERVICE_SCHEDULER_URL: opts.schedulerUrl ?? `http://127.0.0.1:${p}` }
                 : shared;
           const p = await start(i === 0 ? s : `${s}-${i}`, `services/${s}/src/bin.ts`, envOf);
           if (s === 'invoker') invokerUrls.push(`http://127.0.0.1:${p}`);

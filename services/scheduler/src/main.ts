@@ -96,7 +96,7 @@ export async function startScheduler(cfg: Config, infra: Infra, opts: SchedulerO
   const checkpointSockets = checkpointSocket({ direct: checkpoints.direct, log });
   const api = serveApi(bus, 'scheduler', log, { ...reads, ...control, ...checkpoints.bus });
   // Checkpoints relayed by another replica to the one driving the pass.
-  const replicaApi = serveApi(bus, replicaService(owner), log, checkpoints.bus);
+  const replicaApi = serveApi(bus, replicaService(owner), log, { ...checkpoints.bus, ...checkpoints.relayed });
   const commands = await consumeApiCommands({ bus, log, handlers: { 'waiters.wake': control['waiters.wake']!, 'runs.cancelOn': control['runs.cancelOn']! } });
   const resolves = await consumeResolves({ bus, db, nudge: () => engine.nudge() });
   const listed = await consumeApprovalsListed({ bus, db });

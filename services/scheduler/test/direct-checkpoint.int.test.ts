@@ -204,4 +204,41 @@ describe.each(modes())('direct checkpoints to the scheduler replica (%s)', (mode
     expect(res.status).toBe(404);
     expect(JSON.parse(res.body)).toMatchObject({ error: { code: 'route_not_found' } });
   });
+
+  it("a checkpoint that reached another replica (replicas behind one address) is relayed to the one driving the pass and stored", async () => {
+    // A second replica on its own port: each pass's steps go to both ports, one of them not the pass's replica.
+    const other = await h.replica();
+    const app2 = createHttpApp();
+    const http2 = await listen(app2, '127.0.0.1', 0);
+    other.handle.routes!(app2);
+    http2.server.on('upgrade', other.handle.upgrade!);
+    app2.use(notFoundHandler);
+    app2.use(errorMiddleware(createLogger({ level: 'silent' })));
+    try {
+      const answers: { status: number; body: any }[] = [];
+      pass = async (body) => {
+        for (const [i, port] of [http.port, http2.port, http.port, http2.port].entries()) {
+          answers.push(await post(`http://127.0.0.1:${port}/checkpoints/${body.ctx.runId}`, { token: body.ctx.checkpoint, opcodes: [stepRun(`s${i}`, { i })], logs: [] }));
+        }
+        // And on the other port's socket.
+        const socket = await openSocket(`ws://127.0.0.1:${http2.port}/checkpoints`);
+        const viaSocket = await socket.send({ runId: body.ctx.runId, token: body.ctx.checkpoint, opcodes: [stepRun('s4', { i: 4 })], logs: [] });
+        socket.ws.close();
+        const viaFirst = await openSocket(`ws://127.0.0.1:${http.port}/checkpoints`);
+        const viaSocket2 = await viaFirst.send({ runId: body.ctx.runId, token: body.ctx.checkpoint, opcodes: [stepRun('s5', { i: 5 })], logs: [] });
+        viaFirst.ws.close();
+        answers.push({ status: viaSocket.status, body: viaSocket }, { status: viaSocket2.status, body: viaSocket2 });
+        return { status: 200, body: { data: 'done', logs: [] } };
+      };
+      const id = await h.start('direct');
+      await h.waitFor(id, ['succeeded']);
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
+      expect(passesOf(id)).toHaveLength(1);
+      const steps = (await h.call('runs.steps', { params: { id } })).body;
+      expect(steps.map((s: any) => s.output)).toEqual([0, 1, 2, 3, 4, 5].map((i) => ({ i })));
+    } finally {
+      await other.handle.stop();
+      await http2.close();
+    }
+  });
 });

@@ -50,14 +50,14 @@ export const STOP_DRAIN_MS = 20_000;
 
 const passes = counter('dws_scheduler_passes_total', 'Passes applied, by what the reply decided (continue, park, succeed, fail, retry_later).');
 const stepsApplied = counter('dws_scheduler_steps_total', 'Step outcomes applied, by status (succeeded, failed, retrying, sleeping, waiting, child).');
-const checkpoints = counter('dws_scheduler_checkpoints_total', 'Runner checkpoints (steps finished mid-pass), by path (socket: a frame on this replica\'s checkpoint socket; direct: POSTed to this replica; bus: through the gateway or the invoker) and outcome (stored, refused).');
+const checkpoints = counter('dws_scheduler_checkpoints_total', 'Runner checkpoints (steps finished mid-pass), by path (socket: a frame on this replica\'s checkpoint socket; direct: POSTed to this replica; relayed: sent to another replica\'s socket or route, which relayed it; bus: through the gateway or the invoker) and outcome (stored, refused).');
 const checkpointBatch = histogram('dws_scheduler_checkpoint_batch_size', 'Checkpoints written by one statement (group commit).', [1, 2, 4, 8, 16, 32, 64, 128]);
 const passBatch = histogram('dws_scheduler_pass_batch_size', 'Passes applied by one statement (group commit; a pass that needs a transaction goes alone).', [1, 2, 4, 8, 16, 32, 64, 128]);
 const invokeSeconds = histogram('dws_scheduler_invoke_seconds', 'How long a pass took as the scheduler waited for it (checkpoints included), by outcome (reply, no_runner, transport_error, invoker_unavailable).');
 const invokes = counter('dws_scheduler_invokes_total', 'Runner calls, by path (direct: the scheduler POSTed to a serve runner; invoker) and outcome (reply, no_runner, transport_error, invoker_unavailable).');
 
 /** How a checkpoint reached this replica: its socket, its own HTTP route (both vouched for by the token's MAC alone), or the bus. */
-export type CheckpointPath = 'socket' | 'direct' | 'bus';
+export type CheckpointPath = 'socket' | 'direct' | 'relayed' | 'bus';
 
 export interface EngineOptions {
   db: Database;
