@@ -56,7 +56,7 @@ const passBatch = histogram('dws_scheduler_pass_batch_size', 'Passes applied by 
 const invokeSeconds = histogram('dws_scheduler_invoke_seconds', 'How long a pass took as the scheduler waited for it (checkpoints included), by outcome (reply, no_runner, transport_error, invoker_unavailable).');
 const invokes = counter('dws_scheduler_invokes_total', 'Runner calls, by path (direct: the scheduler POSTed to a serve runner; invoker) and outcome (reply, no_runner, transport_error, invoker_unavailable).');
 
-/** How a checkpoint reached this replica: its socket, its own HTTP route (both vouched for by the token's MAC alone), or the bus. */
+/** How a checkpoint reached this replica: its socket, its own HTTP route, another replica's socket or route that relayed it (all vouched for by the token's MAC alone), or the bus. */
 export type CheckpointPath = 'socket' | 'direct' | 'relayed' | 'bus';
 
 export interface EngineOptions {
