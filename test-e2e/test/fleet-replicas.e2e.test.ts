@@ -1,0 +1,162 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createServer, type Server } from 'node:http';
+import { api, eventually, runReached } from '../src/api.js';
+import { SERVICES, startDeployment, type Deployment } from '../src/deployment.js';
+import { realInfra } from '../src/infra.js';
+import { startRunner, type TestRunner } from '../src/runner.js';
+
+/**
+ * Every service twice (twelve processes), driven through both gateways in
+ * turn: what one replica of each hides (a projection read on one replica and
+ * written on another, a pass driven here and checkpointed there, a decision
+ * taken on one gateway for an approval another listed, two dispatchers on
+ * one run's end). Each run takes steps, a sleep, parallel steps, a child, an
+ * emit, a wait for an event the test sends, and for some an approval a
+ * human grants; a concurrency key per shop bounds them.
+ */
+const maybe = realInfra() ? describe : describe.skip;
+if (!realInfra()) console.warn('\n!!! Postgres/NATS missing: the two-of-everything e2e is SKIPPED !!!\n');
+
+const RUNS = 16;
+
+/** A counter's total over its labels, from a process's /metrics. */
+async function counterTotal(port: number, name: string): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `))
+    .reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
+}
+const LIMIT = 2;
+
+maybe('two replicas of every service', () => {
+  let dep: Deployment;
+  let runner: TestRunner;
+  let hooks: Server;
+  const posts: { deliveryId: string; runId: string; workflow: string }[] = [];
+  const executions = new Map<string, number>();
+  const insideOf = new Map<string, Map<string, number>>();
+  let maxInside = 0;
+  const gateway = (i: number) => dep.bases[i % dep.bases.length]!;
+
+  beforeAll(async () => {
+    hooks = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = JSON.parse(Buffer.concat(chunks).toString()) as { data?: { runId?: string; workflow?: string } };
+        posts.push({ deliveryId: String(req.headers['x-service-delivery-id']), runId: body.data?.runId ?? '', workflow: body.data?.workflow ?? '' });
+        res.writeHead(200).end('ok');
+      });
+    });
+    await new Promise<void>((resolve) => hooks.listen(0, '127.0.0.1', resolve));
+    dep = await startDeployment('fleet', { replicas: Object.fromEntries(SERVICES.map((s) => [s, 2])) });
+    const port = (hooks.address() as { port: number }).port;
+    const endpoint = await api(gateway(1), 'POST', '/v1/webhook-endpoints', {
+      key: dep.secretKey,
+      body: { url: `http://127.0.0.1:${port}/hooks`, eventKinds: ['run.succeeded'], app: 'reps' },
+    });
+    expect(endpoint.status).toBe(201);
+    runner = await startRunner(
+      dep,
+      (r) => {
+        const once = (runId: string, name: string) => executions.set(`${runId}/${name}`, (executions.get(`${runId}/${name}`) ?? 0) + 1);
+        // A run holds one slot however many parallel steps it runs: count runs inside a step, per shop.
+        const work = (runId: string, shop: string, name: string, value: number) => async () => {
+          once(runId, name);
+          const inside = insideOf.get(shop) ?? new Map<string, number>();
+          insideOf.set(shop, inside.set(runId, (inside.get(runId) ?? 0) + 1));
+          maxInside = Math.max(maxInside, inside.size);
+          await new Promise((res) => setTimeout(res, 20));
+          if (inside.get(runId) === 1) inside.delete(runId);
+          else inside.set(runId, inside.get(runId)! - 1);
+          return value;
+        };
+        r.workflow<{ n: number }>('kid', {}, async ({ event, step, ctx }) => step.run('double', () => (once(ctx.runId, 'double'), event.data.n * 2)));
+        r.workflow<{ n: number; shop: string }>(
+          'order',
+          { triggers: [{ event: 'order.go' }], concurrency: { limit: LIMIT, key: 'event.data.shop' } },
+          async ({ event, step, ctx }) => {
+            const { n, shop } = event.data;
+            const a = await step.run('a', work(ctx.runId, shop, 'a', n));
+            await step.sleep('rest', 200);
+            const [b1, b2] = await Promise.all([step.run('b1', work(ctx.runId, shop, 'b1', 1)), step.run('b2', work(ctx.runId, shop, 'b2', 2))]);
+            const kid = (await step.runWorkflow('kid', { workflow: 'kid', data: { n } })) as number;
+            await step.emit('ping', { name: 'order.pinged', data: { n } });
+            const pong = await step.waitForEvent<{ n: number; add: number }>('pong', { event: 'order.pong', timeout: '60s', if: `event.data.n == ${n}` });
+            const gate = n % 4 === 0 ? await step.approval('gate', { tool: 'ship', args: { n }, risk: 'high' }) : undefined;
+            return { total: a + b1 + b2 + kid + (pong?.data.add ?? -1000), approved: gate?.status ?? 'ungated' };
+          },
+        );
+      },
+      { app: 'reps' },
+    );
+  }, 240_000);
+
+  afterAll(async () => {
+    await runner?.close();
+    await dep?.stop();
+    hooks?.closeAllConnections();
+    await new Promise((resolve) => hooks?.close(resolve));
+  }, 60_000);
+
+  it('runs every run to its right end once: steps, sleeps, children, emits, waits, approvals and webhooks across both replicas of each', async () => {
+    const ids: string[] = [];
+    for (let n = 0; n < RUNS; n++) {
+      const sent = await api(gateway(n), 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'order.go', data: { n, shop: `shop-${n % 2}` } } });
+      expect(sent.status).toBe(202);
+      ids.push(sent.body.runId as string);
+    }
+    const read = async (i: number) => (await api(gateway(i + 1), 'GET', `/v1/runs/${ids[i]}`, { key: dep.secretKey })).body;
+    // Each run's pong once it waits for it; each gated run's approval once listed, decided on the other gateway.
+    const ponged = new Set<number>();
+    const approved = new Set<number>();
+    await eventually(
+      'every run to succeed',
+      async () => {
+        let done = 0;
+        for (let n = 0; n < RUNS; n++) {
+          const run = runReached(await read(n), ['queued', 'running', 'waiting', 'succeeded']);
+          if (run?.status === 'succeeded') done++;
+          if (run?.waitingFor?.kind === 'event' && !ponged.has(n)) {
+            const pong = await api(gateway(n + 1), 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'order.pong', data: { n, add: 100 } } });
+            expect(pong.status).toBe(202);
+            ponged.add(n);
+          }
+          if (run?.needsAttention && !approved.has(n)) {
+            const listed = await api(gateway(n), 'GET', `/v1/approvals?runId=${ids[n]}`, { key: dep.secretKey });
+            const open = (listed.body as { id: string; status: string }[]).find((a) => a.status === 'pending');
+            if (open) {
+              const decided = await api(gateway(n + 1), 'POST', `/v1/approvals/${open.id}/decision`, { key: dep.secretKey, body: { status: 'approved' } });
+              expect(decided.status).toBe(200);
+              approved.add(n);
+            }
+          }
+        }
+        return done === RUNS ? true : undefined;
+      },
+      180_000,
+    );
+    const results = await Promise.all(ids.map((_, i) => read(i)));
+    expect(results.map((r) => r.result)).toEqual(
+      Array.from({ length: RUNS }, (_, n) => ({ total: n + 3 + 2 * n + 100, approved: n % 4 === 0 ? 'approved' : 'ungated' })),
+    );
+    // Never more than the limit of a shop's runs inside a step (two at once, under the limit, on a loaded machine too); every step once.
+    expect(maxInside).toBeGreaterThan(0);
+    expect(maxInside).toBeLessThanOrEqual(LIMIT);
+    const counts = ids.flatMap((id) => ['a', 'b1', 'b2'].map((s) => executions.get(`${id}/${s}`)));
+    expect(counts).toEqual(Array(RUNS * 3).fill(1));
+    expect([...executions.entries()].filter(([, c]) => c !== 1)).toEqual([]);
+    // Both schedulers drove passes.
+    const passesBy = await Promise.all(['scheduler', 'scheduler-1'].map((name) => counterTotal(dep.ports!()[name]!, 'dws_scheduler_passes_total')));
+    expect(passesBy.every((n) => n > 0)).toBe(true);
+    // One webhook delivery per run's end (the children's too), whichever dispatcher took it.
+    await eventually('a delivery per run', async () => (posts.length >= 2 * RUNS ? true : undefined), 60_000);
+    expect(posts.filter((p) => p.workflow === 'order').map((p) => p.runId).sort()).toEqual([...ids].sort());
+    expect([posts.filter((p) => p.workflow === 'kid').length, new Set(posts.map((p) => p.runId)).size, new Set(posts.map((p) => p.deliveryId)).size]).toEqual([
+      RUNS,
+      2 * RUNS,
+      2 * RUNS,
+    ]);
+  }, 300_000);
+});
