@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import { api, eventually, runReached } from '../src/api.js';
 import { SERVICES, startDeployment, type Deployment } from '../src/deployment.js';
 import { realInfra } from '../src/infra.js';
+import { sse } from '@dws/testing';
 import { startRunner, type TestRunner } from '../src/runner.js';
 
 /**
@@ -10,9 +11,10 @@ import { startRunner, type TestRunner } from '../src/runner.js';
  * turn: what one replica of each hides (a projection read on one replica and
  * written on another, a pass driven here and checkpointed there, a decision
  * taken on one gateway for an approval another listed, two dispatchers on
- * one run's end). Each run takes steps, a sleep, parallel steps, a child, an
- * emit, a wait for an event the test sends, and for some an approval a
- * human grants; a concurrency key per shop bounds them.
+ * one run's end, a run followed live on the gateway it did not start on).
+ * Each run takes steps, a sleep, parallel steps, a child, an emit, a wait
+ * for an event the test sends, and for some an approval a human grants; a
+ * concurrency key per shop bounds them.
  */
 const maybe = realInfra() ? describe : describe.skip;
 if (!realInfra()) console.warn('\n!!! Postgres/NATS missing: the two-of-everything e2e is SKIPPED !!!\n');
@@ -102,10 +104,13 @@ maybe('two replicas of every service', () => {
 
   it('runs every run to its right end once: steps, sleeps, children, emits, waits, approvals and webhooks across both replicas of each', async () => {
     const ids: string[] = [];
+    const streams: Awaited<ReturnType<typeof sse>>[] = [];
     for (let n = 0; n < RUNS; n++) {
       const sent = await api(gateway(n), 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'order.go', data: { n, shop: `shop-${n % 2}` } } });
       expect(sent.status).toBe(202);
       ids.push(sent.body.runId as string);
+      // Followed live on the other gateway from its start.
+      streams.push(await sse(gateway(n + 1), `/v1/runs/${sent.body.runId}/stream`, { key: dep.publicKey }));
     }
     const read = async (i: number) => (await api(gateway(i + 1), 'GET', `/v1/runs/${ids[i]}`, { key: dep.secretKey })).body;
     // Each run's pong once it waits for it; each gated run's approval once listed, decided on the other gateway.
@@ -147,6 +152,14 @@ maybe('two replicas of every service', () => {
     const counts = ids.flatMap((id) => ['a', 'b1', 'b2'].map((s) => executions.get(`${id}/${s}`)));
     expect(counts).toEqual(Array(RUNS * 3).fill(1));
     expect([...executions.entries()].filter(([, c]) => c !== 1)).toEqual([]);
+    // Each live stream got the whole timeline once, in order: what a stream read afterwards on the gateway the event went through holds.
+    for (const [n, live] of streams.entries()) {
+      await live.ended;
+      const whole = await sse(gateway(n), `/v1/runs/${ids[n]}/stream`, { key: dep.publicKey });
+      await whole.ended;
+      expect(JSON.parse(whole.events.at(-1)!.data!)).toMatchObject({ kind: 'run_status', status: 'succeeded' });
+      expect(live.events.map((e) => [Number(e.id), JSON.parse(e.data!)])).toEqual(whole.events.map((e) => [Number(e.id), JSON.parse(e.data!)]));
+    }
     // Both schedulers drove passes.
     const passesBy = await Promise.all(['scheduler', 'scheduler-1'].map((name) => counterTotal(dep.ports!()[name]!, 'dws_scheduler_passes_total')));
     expect(passesBy.every((n) => n > 0)).toBe(true);
