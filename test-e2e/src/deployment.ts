@@ -23,6 +23,8 @@ export interface Deployment {
    * Replicas past the first are named `<service>-<i>` (`ingest-1`).
    */
   crashAndRestart(name: string, beforeRestart?: () => Promise<void>): Promise<void>;
+  /** kill -9 one process and leave it down (a replica lost for good; `stop` skips it). */
+  crash?(name: string): Promise<void>;
   /**
    * A rolling restart of one process: SIGTERM, up to 30 s to drain and exit on
    * its own (then SIGKILL), start it again and wait until it is ready. Says how
@@ -152,6 +154,12 @@ export async function startDeployment(
       await beforeRestart?.();
       const proc = launch(name, p.entry, p.env, p.port);
       await waitReady(`http://127.0.0.1:${p.port}`, proc);
+    },
+    async crash(name) {
+      const p = procs.get(name);
+      if (!p) throw new Error(`no process ${name}`);
+      await p.proc.kill('SIGKILL');
+      procs.delete(name);
     },
     async restart(name) {
       const p = procs.get(name);
