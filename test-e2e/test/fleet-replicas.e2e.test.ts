@@ -37,6 +37,8 @@ maybe('two replicas of every service', () => {
   let hooks: Server;
   const posts: { deliveryId: string; runId: string; workflow: string }[] = [];
   const executions = new Map<string, number>();
+  /** What each run of the ingest-decided workflows took, by workflow. */
+  const ingestRuns = new Map<string, unknown[]>();
   const insideOf = new Map<string, Map<string, number>>();
   let maxInside = 0;
   const gateway = (i: number) => dep.bases[i % dep.bases.length]!;
@@ -74,6 +76,24 @@ maybe('two replicas of every service', () => {
           else inside.set(runId, inside.get(runId)! - 1);
           return value;
         };
+        // Flow control ingest decides, each event of a burst through either gateway (so either ingest replica).
+        const seen = (name: string, value: unknown) => void ingestRuns.set(name, [...(ingestRuns.get(name) ?? []), value]);
+        r.workflow<{ i: number }>('debounced', { triggers: [{ event: 'burst.debounce' }], debounce: { period: '1s' } }, async ({ event, step }) =>
+          step.run('take', () => (seen('debounced', event.data.i), event.data.i)),
+        );
+        r.workflow<{ i: number }>('rate-limited', { triggers: [{ event: 'burst.rate' }], rateLimit: { limit: 3, period: '1m' } }, async ({ event, step }) =>
+          step.run('take', () => (seen('rate-limited', event.data.i), event.data.i)),
+        );
+        r.workflow<{ i: number }>('once', { triggers: [{ event: 'burst.once' }], idempotency: 'event.data.id' }, async ({ event, step }) =>
+          step.run('take', () => (seen('once', event.data.i), event.data.i)),
+        );
+        r.workflow('batched', { triggers: [{ event: 'burst.batch' }], batchEvents: { maxSize: 5, timeout: '30s' } }, async ({ event, step }) =>
+          step.run('take', () => {
+            const is = (event.data as { data: { i: number } }[]).map((e) => e.data.i);
+            seen('batched', is);
+            return is;
+          }),
+        );
         r.workflow<{ n: number }>('kid', {}, async ({ event, step, ctx }) => step.run('double', () => (once(ctx.runId, 'double'), event.data.n * 2)));
         r.workflow<{ n: number; shop: string }>(
           'order',
@@ -192,6 +212,35 @@ maybe('two replicas of every service', () => {
       2 * RUNS,
     ]);
   }, 300_000);
+
+  it('flow control ingest decides holds across both ingest replicas: a debounce, a rate limit, an idempotency key and batches over bursts through either gateway', async () => {
+    const burst = (name: string, data: (i: number) => Record<string, unknown>) =>
+      Promise.all(Array.from({ length: 10 }, (_, i) => api(gateway(i), 'POST', '/v1/events', { key: dep.secretKey, body: { name, data: data(i) } })));
+    const sent = await Promise.all([
+      burst('burst.debounce', (i) => ({ i })),
+      burst('burst.rate', (i) => ({ i })),
+      burst('burst.once', (i) => ({ i, id: 'order-7' })),
+      burst('burst.batch', (i) => ({ i })),
+    ]);
+    expect(sent.flat().map((r) => r.status)).toEqual(Array(40).fill(202));
+    await eventually('the runs to take their events', async () =>
+      (ingestRuns.get('debounced')?.length ?? 0) >= 1 && (ingestRuns.get('rate-limited')?.length ?? 0) >= 3 && (ingestRuns.get('once')?.length ?? 0) >= 1 && (ingestRuns.get('batched')?.length ?? 0) >= 2
+        ? true
+        : undefined,
+    60_000);
+    // Time for a second run that must not come (a debounce that fired twice, a limit passed).
+    await new Promise((res) => setTimeout(res, 2500));
+    expect(ingestRuns.get('debounced')).toHaveLength(1);
+    expect(ingestRuns.get('rate-limited')).toHaveLength(3);
+    expect(ingestRuns.get('once')).toHaveLength(1);
+    const batches = ingestRuns.get('batched') as number[][];
+    expect([batches.map((b) => b.length), batches.flat().sort((x, y) => x - y)]).toEqual([[5, 5], Array.from({ length: 10 }, (_, i) => i)]);
+    // Each 202 said what became of its event: 3 rate-limited runs started, the rest dropped; one idempotent run, the rest deduped.
+    const rate = sent[1]!.map((r) => r.body.triggered[0]);
+    expect([rate.filter((t: { runId?: string }) => t.runId).length, rate.filter((t: { dropped: boolean }) => t.dropped).length]).toEqual([3, 7]);
+    const once = sent[2]!.map((r) => r.body.triggered[0]);
+    expect([once.filter((t: { runId?: string; deduped: boolean }) => t.runId && !t.deduped).length, once.filter((t: { deduped: boolean }) => t.deduped).length]).toEqual([1, 9]);
+  }, 120_000);
 
   // Last: it leaves one process of each service.
   it('loses one replica of every service to kill -9 mid-load, none restarted: the others finish every run right, no step run more than twice', async () => {
