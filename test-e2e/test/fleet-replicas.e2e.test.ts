@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import { api, eventually, runReached } from '../src/api.js';
 import { SERVICES, startDeployment, type Deployment } from '../src/deployment.js';
 import { realInfra } from '../src/infra.js';
-import { sse } from '@dws/testing';
+import { Gates, sse } from '@dws/testing';
 import { startRunner, type TestRunner } from '../src/runner.js';
 
 /**
@@ -39,6 +39,7 @@ maybe('two replicas of every service', () => {
   const executions = new Map<string, number>();
   /** What each run of the ingest-decided workflows took, by workflow. */
   const ingestRuns = new Map<string, unknown[]>();
+  const gates = new Gates();
   const insideOf = new Map<string, Map<string, number>>();
   let maxInside = 0;
   const gateway = (i: number) => dep.bases[i % dep.bases.length]!;
@@ -94,6 +95,12 @@ maybe('two replicas of every service', () => {
             return is;
           }),
         );
+        r.workflow<{ i: number }>('solo', { triggers: [{ event: 'burst.solo' }], singleton: { key: 'event.data.k', mode: 'skip' } }, async ({ event, step }) =>
+          step.run('take', async () => (seen('solo', event.data.i), await gates.wait('solo'), event.data.i)),
+        );
+        r.workflow<{ i: number }>('spaced', { triggers: [{ event: 'burst.spaced' }], throttle: { limit: 1, period: '1s' } }, async ({ step }) =>
+          step.run('take', () => (seen('spaced', Date.now()), true)),
+        );
         r.workflow<{ n: number }>('kid', {}, async ({ event, step, ctx }) => step.run('double', () => (once(ctx.runId, 'double'), event.data.n * 2)));
         r.workflow<{ n: number; shop: string }>(
           'order',
@@ -116,6 +123,7 @@ maybe('two replicas of every service', () => {
   }, 240_000);
 
   afterAll(async () => {
+    gates.openAll();
     await runner?.close();
     await dep?.stop();
     hooks?.closeAllConnections();
@@ -213,7 +221,7 @@ maybe('two replicas of every service', () => {
     ]);
   }, 300_000);
 
-  it('flow control ingest decides holds across both ingest replicas: a debounce, a rate limit, an idempotency key and batches over bursts through either gateway', async () => {
+  it('flow control ingest decides holds across both ingest replicas: a debounce, a rate limit, an idempotency key, batches, a singleton and a throttle over bursts through either gateway', async () => {
     const burst = (name: string, data: (i: number) => Record<string, unknown>) =>
       Promise.all(Array.from({ length: 10 }, (_, i) => api(gateway(i), 'POST', '/v1/events', { key: dep.secretKey, body: { name, data: data(i) } })));
     const sent = await Promise.all([
@@ -221,8 +229,10 @@ maybe('two replicas of every service', () => {
       burst('burst.rate', (i) => ({ i })),
       burst('burst.once', (i) => ({ i, id: 'order-7' })),
       burst('burst.batch', (i) => ({ i })),
+      burst('burst.solo', (i) => ({ i, k: 'ada' })),
+      burst('burst.spaced', (i) => ({ i })),
     ]);
-    expect(sent.flat().map((r) => r.status)).toEqual(Array(40).fill(202));
+    expect(sent.flat().map((r) => r.status)).toEqual(Array(60).fill(202));
     await eventually('the runs to take their events', async () =>
       (ingestRuns.get('debounced')?.length ?? 0) >= 1 && (ingestRuns.get('rate-limited')?.length ?? 0) >= 3 && (ingestRuns.get('once')?.length ?? 0) >= 1 && (ingestRuns.get('batched')?.length ?? 0) >= 2
         ? true
@@ -233,6 +243,15 @@ maybe('two replicas of every service', () => {
     expect(ingestRuns.get('debounced')).toHaveLength(1);
     expect(ingestRuns.get('rate-limited')).toHaveLength(3);
     expect(ingestRuns.get('once')).toHaveLength(1);
+    // A singleton key's burst: one run took it; the others were skipped by ingest or, started meanwhile, by the scheduler.
+    expect(ingestRuns.get('solo')).toHaveLength(1);
+    gates.open('solo');
+    // A throttle of one a second: ten starts spread over nine seconds at least (a little slack for the admission round that starts each).
+    await eventually('the throttled runs', async () => ((ingestRuns.get('spaced')?.length ?? 0) === 10 ? true : undefined), 60_000);
+    const at = (ingestRuns.get('spaced') as number[]).sort((x, y) => x - y);
+    expect(at.slice(1).map((t, i) => t - at[i]! >= 800)).toEqual(Array(9).fill(true));
+    // Nine seconds on, the singleton's skipped runs never ran.
+    expect(ingestRuns.get('solo')).toHaveLength(1);
     const batches = ingestRuns.get('batched') as number[][];
     expect([batches.map((b) => b.length), batches.flat().sort((x, y) => x - y)]).toEqual([[5, 5], Array.from({ length: 10 }, (_, i) => i)]);
     // Each 202 said what became of its event: 3 rate-limited runs started, the rest dropped; one idempotent run, the rest deduped.
