@@ -101,6 +101,16 @@ maybe('two replicas of every service', () => {
         r.workflow<{ i: number }>('spaced', { triggers: [{ event: 'burst.spaced' }], throttle: { limit: 1, period: '1s' } }, async ({ step }) =>
           step.run('take', () => (seen('spaced', Date.now()), true)),
         );
+        // Controlled from one gateway while the other scheduler may drive it.
+        r.workflow<{ n: number }>(
+          'napper',
+          { triggers: [{ event: 'nap.go' }], cancelOn: [{ event: 'nap.stop', if: 'async.data.n == event.data.n' }] },
+          async ({ event, step, ctx }) => {
+            await step.run('a', () => (once(ctx.runId, 'a'), event.data.n));
+            await step.sleep('nap', 3000);
+            return step.run('b', () => (once(ctx.runId, 'b'), event.data.n));
+          },
+        );
         r.workflow<{ n: number }>('kid', {}, async ({ event, step, ctx }) => step.run('double', () => (once(ctx.runId, 'double'), event.data.n * 2)));
         r.workflow<{ n: number; shop: string }>(
           'order',
@@ -259,6 +269,32 @@ maybe('two replicas of every service', () => {
     expect([rate.filter((t: { runId?: string }) => t.runId).length, rate.filter((t: { dropped: boolean }) => t.dropped).length]).toEqual([3, 7]);
     const once = sent[2]!.map((r) => r.body.triggered[0]);
     expect([once.filter((t: { runId?: string; deduped: boolean }) => t.runId && !t.deduped).length, once.filter((t: { deduped: boolean }) => t.deduped).length]).toEqual([1, 9]);
+  }, 120_000);
+
+  it('control through either gateway whichever scheduler drives the run: pause and resume, cancel, cancelOn, replay', async () => {
+    const ids: string[] = [];
+    for (let n = 0; n < 4; n++) {
+      const sent = await api(gateway(n), 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'nap.go', data: { n } } });
+      expect(sent.status).toBe(202);
+      ids.push(sent.body.runId as string);
+    }
+    const read = async (i: number, g = i) => (await api(gateway(g), 'GET', `/v1/runs/${ids[i]}`, { key: dep.secretKey })).body;
+    for (let i = 0; i < 4; i++) await eventually(`run ${i} to nap`, async () => ((await read(i, i + 1)).waitingFor?.kind === 'sleep' ? true : undefined));
+    const control = async (g: number, action: string, i: number) => (await api(gateway(g), 'POST', `/v1/runs/${ids[i]}/${action}`, { key: dep.secretKey })).status;
+    expect([await control(0, 'pause', 0), await control(1, 'cancel', 1)]).toEqual([200, 200]);
+    expect((await api(gateway(1), 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'nap.stop', data: { n: 3 } } })).status).toBe(202);
+    // Past the nap: the paused run has not gone on, the cancelled ones never will; run 2 ends.
+    await eventually('run 2 to succeed', async () => runReached(await read(2, 3)), 30_000);
+    await new Promise((res) => setTimeout(res, 1000));
+    expect([(await read(0, 1)).status, (await read(1, 0)).status, (await read(3, 0)).status]).toEqual(['paused', 'cancelled', 'cancelled']);
+    expect(ids.map((id) => executions.get(`${id}/b`) ?? 0)).toEqual([0, 0, 1, 0]);
+    expect(await control(1, 'resume', 0)).toBe(200);
+    await eventually('run 0 to succeed once resumed', async () => runReached(await read(0)), 30_000);
+    const replay = await api(gateway(0), 'POST', `/v1/runs/${ids[2]}/replay`, { key: dep.secretKey });
+    expect(replay.status).toBe(201);
+    const again = await eventually('the replay to succeed', async () => runReached((await api(gateway(1), 'GET', `/v1/runs/${replay.body.id}`, { key: dep.secretKey })).body), 30_000);
+    expect([again.result, executions.get(`${replay.body.id}/a`), executions.get(`${replay.body.id}/b`)]).toEqual([2, 1, 1]);
+    expect(ids.map((id) => [executions.get(`${id}/a`), executions.get(`${id}/b`) ?? 0])).toEqual([[1, 1], [1, 0], [1, 1], [1, 0]]);
   }, 120_000);
 
   // Last: it leaves one process of each service.
