@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
+import { createRunner, type Connection } from '@dws/sdk';
 import { api, eventually, runReached } from '../src/api.js';
 import { SERVICES, startDeployment, type Deployment } from '../src/deployment.js';
 import { realInfra } from '../src/infra.js';
@@ -35,6 +36,8 @@ maybe('two replicas of every service', () => {
   let dep: Deployment;
   let runner: TestRunner;
   let hooks: Server;
+  let connect: Connection;
+  const connectPasses = new Map<string, number>();
   const posts: { deliveryId: string; runId: string; workflow: string }[] = [];
   const executions = new Map<string, number>();
   /** What each run of the ingest-decided workflows took, by workflow. */
@@ -130,10 +133,21 @@ maybe('two replicas of every service', () => {
       },
       { app: 'reps' },
     );
+    // A Connect runner (its socket on one invoker, through one gateway): its checkpoints cross the bus to whichever scheduler drives the pass.
+    const socketRunner = createRunner({ url: `${gateway(1)}/v1`, apiKey: dep.secretKey, signingKey: dep.signingKey, app: 'reps-connect', runnerId: 'reps-connect-1' });
+    socketRunner.workflow<{ n: number }>('steps', { triggers: [{ event: 'connect.go' }] }, async ({ event, step, ctx }) => {
+      connectPasses.set(ctx.runId, (connectPasses.get(ctx.runId) ?? 0) + 1);
+      let total = 0;
+      for (let i = 0; i < 5; i++) total += await step.run(`s${i}`, () => event.data.n + i);
+      return { total };
+    });
+    connect = socketRunner.connect({ minBackoffMs: 50, maxBackoffMs: 500 });
+    await connect.ready;
   }, 240_000);
 
   afterAll(async () => {
     gates.openAll();
+    await connect?.close();
     await runner?.close();
     await dep?.stop();
     hooks?.closeAllConnections();
@@ -230,6 +244,20 @@ maybe('two replicas of every service', () => {
       2 * RUNS,
     ]);
   }, 300_000);
+
+  it('a Connect runner: each run one pass, its checkpoints relayed to whichever scheduler drives it', async () => {
+    const ids: string[] = [];
+    for (let n = 0; n < 12; n++) {
+      const sent = await api(gateway(n), 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'connect.go', data: { n } } });
+      expect(sent.status).toBe(202);
+      ids.push(sent.body.runId as string);
+    }
+    const runs = await Promise.all(
+      ids.map((id, n) => eventually(`run ${id}`, async () => runReached((await api(gateway(n + 1), 'GET', `/v1/runs/${id}`, { key: dep.secretKey })).body), 60_000)),
+    );
+    expect(runs.map((r) => r.result)).toEqual(Array.from({ length: 12 }, (_, n) => ({ total: 5 * n + 10 })));
+    expect(ids.map((id) => connectPasses.get(id))).toEqual(Array(12).fill(1));
+  }, 120_000);
 
   it('flow control ingest decides holds across both ingest replicas: a debounce, a rate limit, an idempotency key, batches, a singleton and a throttle over bursts through either gateway', async () => {
     const burst = (name: string, data: (i: number) => Record<string, unknown>) =>
