@@ -3,6 +3,7 @@ import { sse } from '@dws/testing';
 import { api, eventually, runReached } from '../src/api.js';
 import { startDeployment, type Deployment } from '../src/deployment.js';
 import { realInfra } from '../src/infra.js';
+import { metricTotal } from '../src/metrics.js';
 import { startRunner, type TestRunner } from '../src/runner.js';
 
 /**
@@ -20,13 +21,8 @@ const STEPS = 120;
 
 /** dws_scheduler_checkpoints_total{outcome="stored"} by path, from the scheduler's /metrics. */
 async function storedCheckpoints(dep: Deployment): Promise<{ socket: number; direct: number; bus: number }> {
-  const text = await (await fetch(`http://127.0.0.1:${dep.ports!().scheduler}/metrics`)).text();
-  const of = (path: string) =>
-    text
-      .split('\n')
-      .filter((l) => l.startsWith('dws_scheduler_checkpoints_total{') && l.includes(`path="${path}"`) && l.includes('outcome="stored"'))
-      .reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
-  return { socket: of('socket'), direct: of('direct'), bus: of('bus') };
+  const of = (path: string) => metricTotal(dep.ports!().scheduler!, 'dws_scheduler_checkpoints_total', { path, outcome: 'stored' });
+  return { socket: await of('socket'), direct: await of('direct'), bus: await of('bus') };
 }
 
 // Straight to the replica (the SDK's frames on ctx.checkpointSocket, as the chart deploys it), and through the

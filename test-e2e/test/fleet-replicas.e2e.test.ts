@@ -4,6 +4,7 @@ import { createRunner, type Connection } from '@dws/sdk';
 import { api, eventually, runReached } from '../src/api.js';
 import { SERVICES, startDeployment, type Deployment } from '../src/deployment.js';
 import { realInfra } from '../src/infra.js';
+import { metricTotal } from '../src/metrics.js';
 import { Gates, sse } from '@dws/testing';
 import { startRunner, type TestRunner } from '../src/runner.js';
 
@@ -22,14 +23,6 @@ if (!realInfra()) console.warn('\n!!! Postgres/NATS missing: the two-of-everythi
 
 const RUNS = 16;
 
-/** A counter's total over its labels, from a process's /metrics. */
-async function counterTotal(port: number, name: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return text
-    .split('\n')
-    .filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `))
-    .reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
-}
 const LIMIT = 2;
 
 maybe('two replicas of every service', () => {
@@ -232,7 +225,7 @@ maybe('two replicas of every service', () => {
       expect(live.events.map((e) => [Number(e.id), JSON.parse(e.data!)])).toEqual(whole.events.map((e) => [Number(e.id), JSON.parse(e.data!)]));
     }
     // Both schedulers drove passes.
-    const passesBy = await Promise.all(['scheduler', 'scheduler-1'].map((name) => counterTotal(dep.ports!()[name]!, 'dws_scheduler_passes_total')));
+    const passesBy = await Promise.all(['scheduler', 'scheduler-1'].map((name) => metricTotal(dep.ports!()[name]!, 'dws_scheduler_passes_total')));
     expect(passesBy.every((n) => n > 0)).toBe(true);
     // One webhook delivery per run's end (the children's too), whichever dispatcher took it.
     await eventually('a delivery per run', async () => (posts.length >= 2 * RUNS ? true : undefined), 60_000);

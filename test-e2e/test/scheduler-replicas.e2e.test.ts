@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { api, eventually, runReached } from '../src/api.js';
 import { startDeployment, type Deployment } from '../src/deployment.js';
 import { realInfra } from '../src/infra.js';
+import { metricTotal } from '../src/metrics.js';
 import { startRoundRobin, type RoundRobin } from '../src/round-robin.js';
 import { startRunner, type TestRunner } from '../src/runner.js';
 
@@ -12,15 +13,6 @@ import { startRunner, type TestRunner } from '../src/runner.js';
  * whichever drives the pass: the other relays them on the bus, so each run
  * still takes one pass, its steps stored as they finish.
  */
-/** dws_scheduler_checkpoints_total{path, outcome="stored"} from a scheduler's /metrics. */
-async function storedCheckpoints(port: number, path: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return text
-    .split('\n')
-    .filter((l) => l.startsWith('dws_scheduler_checkpoints_total{') && l.includes(`path="${path}"`) && l.includes('outcome="stored"'))
-    .reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
-}
-
 const maybe = realInfra() ? describe : describe.skip;
 if (!realInfra()) console.warn('\n!!! Postgres/NATS missing: the two-scheduler e2e is SKIPPED !!!\n');
 
@@ -64,7 +56,7 @@ maybe('two scheduler replicas behind one address', () => {
     expect(runs.map((r) => [r.status, r.result])).toEqual(Array.from({ length: 12 }, (_, n) => ['succeeded', { total: 5 * n + 10 }]));
     // The runner's one checkpoint socket sits on one replica: the other's runs had theirs relayed, and no run needed a second pass.
     expect(ids.map((id) => passes.get(id))).toEqual(Array(12).fill(1));
-    const relayed = await Promise.all(['scheduler', 'scheduler-1'].map((name) => storedCheckpoints(dep.ports!()[name]!, 'relayed')));
+    const relayed = await Promise.all(['scheduler', 'scheduler-1'].map((name) => metricTotal(dep.ports!()[name]!, 'dws_scheduler_checkpoints_total', { path: 'relayed', outcome: 'stored' })));
     expect(relayed.reduce((x, y) => x + y)).toBeGreaterThan(0);
   }, 120_000);
 });
