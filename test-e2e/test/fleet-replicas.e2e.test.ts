@@ -147,6 +147,18 @@ maybe('two replicas of every service', () => {
     await new Promise((resolve) => hooks?.close(resolve));
   }, 60_000);
 
+  /** Send one event named `name` per n in [from, from + count) through the gateways in turn (`gw`); the runs they started, in order. */
+  const sendEach = async (name: string, from: number, count: number, data: (n: number) => Record<string, unknown>, gw = gateway, onSent?: (n: number, runId: string) => Promise<void>) => {
+    const ids: string[] = [];
+    for (let n = from; n < from + count; n++) {
+      const sent = await api(gw(n), 'POST', '/v1/events', { key: dep.secretKey, body: { name, data: data(n) } });
+      expect(sent.status).toBe(202);
+      ids.push(sent.body.runId as string);
+      await onSent?.(n, sent.body.runId as string);
+    }
+    return ids;
+  };
+
   /** What the runs with n from `from` return, in order. */
   const expected = (from: number) => Array.from({ length: RUNS }, (_, i) => from + i).map((n) => ({ total: n + 3 + 2 * n + 100, approved: n % 4 === 0 ? 'approved' : 'ungated' }));
 
@@ -156,14 +168,7 @@ maybe('two replicas of every service', () => {
    * every run has succeeded. `during` runs once some runs are under way, told how many have not finished. Returns the run ids.
    */
   const drive = async (from: number, gw: (i: number) => string, during?: (unfinished: number) => Promise<void>, onSent?: (n: number, runId: string) => Promise<void>) => {
-    const ids: string[] = [];
-    for (let i = 0; i < RUNS; i++) {
-      const n = from + i;
-      const sent = await api(gw(n), 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'order.go', data: { n, shop: `shop-${n % 2}` } } });
-      expect(sent.status).toBe(202);
-      ids.push(sent.body.runId as string);
-      await onSent?.(n, sent.body.runId as string);
-    }
+    const ids = await sendEach('order.go', from, RUNS, (n) => ({ n, shop: `shop-${n % 2}` }), gw, onSent);
     const ponged = new Set<number>();
     const approved = new Set<number>();
     let underWay = false;
@@ -239,12 +244,7 @@ maybe('two replicas of every service', () => {
   }, 300_000);
 
   it('a Connect runner: each run one pass, its checkpoints relayed to whichever scheduler drives it', async () => {
-    const ids: string[] = [];
-    for (let n = 0; n < 12; n++) {
-      const sent = await api(gateway(n), 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'connect.go', data: { n } } });
-      expect(sent.status).toBe(202);
-      ids.push(sent.body.runId as string);
-    }
+    const ids = await sendEach('connect.go', 0, 12, (n) => ({ n }));
     const runs = await Promise.all(
       ids.map((id, n) => eventually(`run ${id}`, async () => runReached((await api(gateway(n + 1), 'GET', `/v1/runs/${id}`, { key: dep.secretKey })).body), 60_000)),
     );
@@ -293,12 +293,7 @@ maybe('two replicas of every service', () => {
   }, 120_000);
 
   it('control through either gateway whichever scheduler drives the run: pause and resume, cancel, cancelOn, replay', async () => {
-    const ids: string[] = [];
-    for (let n = 0; n < 4; n++) {
-      const sent = await api(gateway(n), 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'nap.go', data: { n } } });
-      expect(sent.status).toBe(202);
-      ids.push(sent.body.runId as string);
-    }
+    const ids = await sendEach('nap.go', 0, 4, (n) => ({ n }));
     const read = async (i: number, g = i) => (await api(gateway(g), 'GET', `/v1/runs/${ids[i]}`, { key: dep.secretKey })).body;
     for (let i = 0; i < 4; i++) await eventually(`run ${i} to nap`, async () => ((await read(i, i + 1)).waitingFor?.kind === 'sleep' ? true : undefined));
     const control = async (g: number, action: string, i: number) => (await api(gateway(g), 'POST', `/v1/runs/${ids[i]}/${action}`, { key: dep.secretKey })).status;
