@@ -371,6 +371,28 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     }
   });
 
+  it("a run whose second key has room is admitted behind runs of more full second keys than admission reads at once", async () => {
+    // 250 users each with its one slot held by a run no replica drives and a run queued, all queued first; then another user's run.
+    const app = `fulls-${mode}`;
+    await h.db.query(
+      `insert into scheduler.runs (id, workspace_id, workflow, app, status, trigger_kind, input, concurrency_key, concurrency_limit, admitted,
+                                   concurrency_key_2, concurrency_limit_2, lease_owner, lease_until, created_at)
+       select 'run_fulls_' || $2 || '_' || g || '_' || held, $1, 'busy', $2, case when held then 'running' else 'queued' end, 'event', '{}', 'all', 252, held,
+              'user-' || g, 1, case when held then 'ghost' end, case when held then now() + interval '1 hour' end,
+              now() - interval '1 minute' + g * interval '1 ms'
+         from generate_series(0, 249) g, (values (true), (false)) v(held)`,
+      [WS, app],
+    );
+    try {
+      const other = await h.start('busy', {}, { app, flow: { concurrencyLimit: 252, concurrencyKey: 'all', concurrencyLimit2: 1, concurrencyKey2: 'other' } });
+      await h.waitFor(other, ['succeeded'], 15_000);
+      const passed = await h.db.query(`select count(*)::int as n from scheduler.runs where app = $1 and status = 'queued' and admitted`, [app]);
+      expect(passed[0]!.n).toBe(0);
+    } finally {
+      await h.db.query(`delete from scheduler.runs where app = $1`, [app]);
+    }
+  });
+
   it('starts queued runs of a key by priority, then in creation order', async () => {
     const key = `prio-${mode}`;
     // Slots are per workflow and key: the blocker is a run of the same workflow.

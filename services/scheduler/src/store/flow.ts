@@ -210,13 +210,29 @@ const candidates = (c: string) => `with ${c}
 
 const FIRST_IN_LINE = candidates(IN_LINE);
 
+/** Not a run of the second keys found full ($6: a workflow's own, $7: shared ones). */
+const PAST_FULL = `not (concurrency_limit_2 > 0 and ((not concurrency_shared_2 and concurrency_key_2 = any($6::text[])) or (concurrency_shared_2 and concurrency_key_2 = any($7::text[]))))`;
+
 /**
- * The first $5 in line of a key counting at most limit2 runs of each second
- * key: the second keys walked on runs_awaiting_slot_2 (a skip scan), each
- * one's first limit2 read off it. A few probes a second key (an admission
- * of 100 behind 10,000 runs of one full user and 5,000 other users: 74 ms),
- * so it is only the fallback for a line whose head is a full key's flood,
- * which FIRST_IN_LINE alone would read and pass over every round.
+ * The first $5 in line past the runs of second keys found full: the same
+ * index range read on, those runs passed over as it goes (behind 10,000 runs
+ * of one full user: a scan of them, not a probe of every other user).
+ */
+const FIRST_IN_LINE_PAST_FULL = candidates(`c as (
+  (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${QUEUED_DUE} and ${PAST_FULL} order by ${ORDER} limit $5)
+  union all
+  (select id, priority, created_at from scheduler.runs where ${OF_KEY} and ${RELEASED_DUE} and ${PAST_FULL})
+)`);
+
+/**
+ * The first $5 in line of a key among the second keys with room, counting
+ * at most limit2 runs of each: the second keys walked on
+ * runs_awaiting_slot_2 (a skip scan), the full ones left out (their holders
+ * counted on the holders' indexes: without that, more full keys ahead than
+ * $5 would fill the read every round and a key with room behind them would
+ * never be admitted), each other one's first limit2 read off it. A few
+ * probes a second key, so it is the last resort, for a head of the line
+ * made of runs of many full keys.
  */
 const FIRST_IN_LINE_PER_SECOND_KEY = candidates(`recursive groups as (
   (select concurrency_shared_2 as shared, concurrency_key_2 as key2, concurrency_limit_2 as limit2 from scheduler.runs
@@ -226,8 +242,16 @@ const FIRST_IN_LINE_PER_SECOND_KEY = candidates(`recursive groups as (
      select concurrency_shared_2, concurrency_key_2, concurrency_limit_2 from scheduler.runs
       where ${OF_KEY} and ${QUEUED} and concurrency_limit_2 > 0 and (concurrency_shared_2, concurrency_key_2) > (g.shared, g.key2)
       order by concurrency_shared_2, concurrency_key_2, ${ORDER} limit 1) n)
+), open as (
+  select g.* from groups g
+   where case when g.shared
+           then (select count(*) from scheduler.runs h where h.workspace_id = $1 and h.concurrency_shared_2 and h.concurrency_key_2 = g.key2
+                    and h.concurrency_limit_2 > 0 and h.admitted and h.status in ${ACTIVE})
+           else (select count(*) from scheduler.runs h where h.workspace_id = $1 and h.app = $2 and h.workflow = $3 and h.concurrency_key_2 = g.key2
+                    and not h.concurrency_shared_2 and h.concurrency_limit_2 > 0 and h.admitted and h.status in ${ACTIVE})
+         end < g.limit2
 ), c as (
-  select x.* from groups g, lateral (
+  select x.* from open g, lateral (
     select id, priority, created_at from scheduler.runs
      where ${OF_KEY} and ${QUEUED_DUE} and concurrency_limit_2 > 0 and concurrency_shared_2 = g.shared and concurrency_key_2 = g.key2
      order by ${ORDER} limit g.limit2) x
@@ -251,15 +275,27 @@ interface InLine {
  * second key (scope env) is locked and counted across the workspace's
  * workflows, a workflow's own within it. The first `free` + look-ahead in
  * line are read first (one index range, whatever the number of second
- * keys); only when too few of those have room (the head of the line is runs
- * of full second keys) is each second key's first in line read instead.
+ * keys). When too few of those have room (the head of the line is runs of
+ * full second keys), the line is read again past the runs of the keys found
+ * full (one user's flood: a scan of its runs, 8 ms behind 10,000 of them);
+ * when that still finds too few (more full keys than a read holds), each
+ * second key with room's first in line is read instead.
  */
 async function admittableWithSecondKeys(tx: Database, k: SlotKey, free: number): Promise<string[]> {
   const params = [k.workspace_id, k.app, k.workflow, k.concurrency_key, free + SECOND_KEY_LOOKAHEAD];
   let waiting = await tx.query<InLine>(FIRST_IN_LINE, params);
   // Unlocked, the holders only say which read to use; they are counted again under the locks.
-  if (waiting.length === free + SECOND_KEY_LOOKAHEAD && withRoom(k, waiting, await secondKeyHolders(tx, k, waiting), free).length < free) {
-    waiting = await tx.query<InLine>(FIRST_IN_LINE_PER_SECOND_KEY, params);
+  const tooFew = async () => {
+    if (waiting.length < free + SECOND_KEY_LOOKAHEAD) return undefined;
+    const holding = await secondKeyHolders(tx, k, waiting);
+    return withRoom(k, waiting, holding, free).length < free ? holding : undefined;
+  };
+  const holding = await tooFew();
+  if (holding) {
+    const full = waiting.filter((w) => w.limit2 > 0 && (holding.get(secondSlot(k, w)) ?? 0) >= w.limit2);
+    const keysOf = (shared: boolean) => [...new Set(full.filter((w) => w.shared === shared).map((w) => w.key2 ?? ''))];
+    waiting = await tx.query<InLine>(FIRST_IN_LINE_PAST_FULL, [...params, keysOf(false), keysOf(true)]);
+    if (await tooFew()) waiting = await tx.query<InLine>(FIRST_IN_LINE_PER_SECOND_KEY, params);
   }
   // In one order for every admission, in one round trip (a round trip a lock cost 30 ms for 100 second keys).
   const slots = [...new Set(waiting.filter((w) => w.limit2 > 0).map((w) => secondSlot(k, w)))].sort();
