@@ -348,49 +348,45 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     }
   });
 
-  it("a run whose second key has room is admitted behind a flood of a full second key's runs", async () => {
-    // One user's 150 runs queued first (more than admission reads in line at once), its one slot held by a run
-    // no replica drives; then another user's run. The first key has room for one more.
-    const app = `flood-${mode}`;
+  /**
+   * `users` second keys ('user-<g>'), each with its one slot held by a run no replica drives and `queued` runs waiting,
+   * all older than another user's run (first key 'all' of limit `limit`), which is then started and must succeed; then `check`.
+   */
+  const behindFullSecondKeys = async (app: string, users: number, queued: number, limit: number, check: () => Promise<void>) => {
     await h.db.query(
       `insert into scheduler.runs (id, workspace_id, workflow, app, status, trigger_kind, input, concurrency_key, concurrency_limit, admitted,
                                    concurrency_key_2, concurrency_limit_2, lease_owner, lease_until, created_at)
-       select 'run_flood_' || $2 || '_' || g, $1, 'busy', $2, case when g = 0 then 'running' else 'queued' end, 'event', '{}', 'all', 2, g = 0,
-              'flood', 1, case when g = 0 then 'ghost' end, case when g = 0 then now() + interval '1 hour' end,
-              now() - interval '1 minute' + g * interval '1 ms'
-         from generate_series(0, 150) g`,
-      [WS, app],
+       select 'run_full_' || $2 || '_' || g || '_' || q, $1, 'busy', $2, case when q = 0 then 'running' else 'queued' end, 'event', '{}', 'all', $5, q = 0,
+              'user-' || g, 1, case when q = 0 then 'ghost' end, case when q = 0 then now() + interval '1 hour' end,
+              now() - interval '1 minute' + (g * ($4 + 1) + q) * interval '1 ms'
+         from generate_series(0, $3 - 1) g, generate_series(0, $4) q`,
+      [WS, app, users, queued, limit],
     );
     try {
-      const other = await h.start('busy', {}, { app, flow: { concurrencyLimit: 2, concurrencyKey: 'all', concurrencyLimit2: 1, concurrencyKey2: 'other' } });
+      const other = await h.start('busy', {}, { app, flow: { concurrencyLimit: limit, concurrencyKey: 'all', concurrencyLimit2: 1, concurrencyKey2: 'other' } });
       await h.waitFor(other, ['succeeded'], 15_000);
-      const flood = await h.db.query(`select count(*)::int as n from scheduler.runs where app = $1 and concurrency_key_2 = 'flood' and admitted`, [app]);
-      expect(flood[0]!.n).toBe(1);
+      await check();
     } finally {
       await h.db.query(`delete from scheduler.runs where app = $1`, [app]);
     }
+  };
+
+  it("a run whose second key has room is admitted behind a flood of a full second key's runs", async () => {
+    // One user's 150 runs queued first (more than admission reads in line at once); the first key has room for one more.
+    const app = `flood-${mode}`;
+    await behindFullSecondKeys(app, 1, 150, 2, async () => {
+      const flood = await h.db.query(`select count(*)::int as n from scheduler.runs where app = $1 and concurrency_key_2 = 'user-0' and admitted`, [app]);
+      expect(flood[0]!.n).toBe(1);
+    });
   });
 
   it("a run whose second key has room is admitted behind runs of more full second keys than admission reads at once", async () => {
-    // 250 users each with its one slot held by a run no replica drives and a run queued, all queued first; then another user's run.
+    // 250 users each with a run queued behind its held slot.
     const app = `fulls-${mode}`;
-    await h.db.query(
-      `insert into scheduler.runs (id, workspace_id, workflow, app, status, trigger_kind, input, concurrency_key, concurrency_limit, admitted,
-                                   concurrency_key_2, concurrency_limit_2, lease_owner, lease_until, created_at)
-       select 'run_fulls_' || $2 || '_' || g || '_' || held, $1, 'busy', $2, case when held then 'running' else 'queued' end, 'event', '{}', 'all', 252, held,
-              'user-' || g, 1, case when held then 'ghost' end, case when held then now() + interval '1 hour' end,
-              now() - interval '1 minute' + g * interval '1 ms'
-         from generate_series(0, 249) g, (values (true), (false)) v(held)`,
-      [WS, app],
-    );
-    try {
-      const other = await h.start('busy', {}, { app, flow: { concurrencyLimit: 252, concurrencyKey: 'all', concurrencyLimit2: 1, concurrencyKey2: 'other' } });
-      await h.waitFor(other, ['succeeded'], 15_000);
+    await behindFullSecondKeys(app, 250, 1, 252, async () => {
       const passed = await h.db.query(`select count(*)::int as n from scheduler.runs where app = $1 and status = 'queued' and admitted`, [app]);
       expect(passed[0]!.n).toBe(0);
-    } finally {
-      await h.db.query(`delete from scheduler.runs where app = $1`, [app]);
-    }
+    });
   });
 
   it('starts queued runs of a key by priority, then in creation order', async () => {
