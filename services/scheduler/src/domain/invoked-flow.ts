@@ -1,17 +1,5 @@
 import { parseWorkflowPolicy, runFields } from '@dws/cel';
-
-/** The flow-control columns of a run the scheduler itself inserts (children, onFailure runs, replays). */
-export interface SlotFields {
-  /** null: no limit. */
-  concurrencyKey: string | null;
-  concurrencyLimit: number;
-  concurrencyKey2: string | null;
-  concurrencyLimit2: number;
-  concurrencyShared2: boolean;
-  priority: number;
-  /** A queued singleton: holds its slot from admission to its end. */
-  holdsSlots: boolean;
-}
+import { slotFields, type SlotFields } from './slot-fields.js';
 
 /**
  * A child run's flow control (SPEC RunWorkflow): its workflow's concurrency
@@ -28,14 +16,5 @@ export function invokedRunSlots(config: unknown, inputJson: string, nowMs: numbe
   const { policy } = parseWorkflowPolicy(config as Record<string, unknown>);
   if (!policy.concurrency && policy.singleton?.mode !== 'queue' && !policy.priority) return undefined;
   const f = runFields(policy, { event: { id: '', name: '', data: JSON.parse(inputJson) as unknown, ts: nowMs } });
-  const limited = f.concurrencyLimit > 0;
-  return {
-    concurrencyKey: limited ? f.concurrencyKey : null,
-    concurrencyLimit: f.concurrencyLimit,
-    concurrencyKey2: limited && f.concurrencyLimit2 > 0 ? f.concurrencyKey2 : null,
-    concurrencyLimit2: limited ? f.concurrencyLimit2 : 0,
-    concurrencyShared2: limited && f.concurrencyLimit2 > 0 && f.concurrencyShared2,
-    priority: Number(f.priority),
-    holdsSlots: limited && f.singletonMode === 'queue',
-  };
+  return slotFields({ ...f, holdsSlots: f.singletonMode === 'queue' });
 }

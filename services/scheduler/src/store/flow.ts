@@ -1,20 +1,13 @@
 import type { Database } from '@dws/db';
+import { slotFields, type SlotRequest } from '../domain/slot-fields.js';
 import { ACTIVE_SQL as ACTIVE, type NewFrame, type NewRun } from './runs.js';
 
-export interface FlowControl {
+/** A run's flow control as StartRun carries it: its slots (slot-fields.ts), throttle time and singleton key. */
+export interface FlowControl extends SlotRequest {
   /** Throttle: not before this epoch ms (0: at once). */
   notBeforeMs: number;
-  concurrencyKey: string;
-  /** 0: no limit. */
-  concurrencyLimit: number;
-  /** A second constraint (0: none), checked and held beside the first; `shared`: its key's slots are the workspace's. */
-  concurrencyKey2?: string;
-  concurrencyLimit2?: number;
-  concurrencyShared2?: boolean;
   priority: number;
   singletonKey: string | null;
-  /** Holds its slots from admission to its end, parks and pauses included (singleton mode queue). */
-  holdsSlots?: boolean;
 }
 
 /** A new run's first frame (seq 1), stored with its row and published once committed. */
@@ -29,7 +22,7 @@ export const queuedFrame = (): NewFrame => ({ seq: 1, kind: 'run_status', fields
  */
 export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl): Promise<NewFrame | undefined> {
   const queued = queuedFrame();
-  const limited = flow.concurrencyLimit > 0;
+  const s = slotFields(flow);
   const rows = await tx.query<{ id: string }>(
     `with r as (
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, input,
@@ -46,10 +39,9 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
      returning run_id`,
     [
       run.id, run.workspaceId, run.workflow, run.app, run.runner, run.triggerKind, run.eventId, run.eventName, run.replayOf, run.inputJson,
-      flow.notBeforeMs, run.createdAtMs, limited, limited ? flow.concurrencyKey : null, flow.concurrencyLimit, flow.priority, flow.singletonKey,
+      flow.notBeforeMs, run.createdAtMs, s.concurrencyLimit > 0, s.concurrencyKey, s.concurrencyLimit, s.priority, flow.singletonKey,
       run.session ?? null, JSON.stringify(queued.fields), queued.ts, run.timeoutStartMs ?? null, run.timeoutFinishMs ?? null,
-      limited && flow.concurrencyLimit2 ? flow.concurrencyKey2 ?? '' : null, limited ? flow.concurrencyLimit2 ?? 0 : 0,
-      limited && (flow.concurrencyLimit2 ?? 0) > 0 && (flow.concurrencyShared2 ?? false), limited && (flow.holdsSlots ?? false),
+      s.concurrencyKey2, s.concurrencyLimit2, s.concurrencyShared2, s.holdsSlots,
     ],
   );
   return rows.length === 1 ? queued : undefined;
