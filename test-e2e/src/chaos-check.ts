@@ -10,7 +10,7 @@ import { api } from './api.js';
 /** One event the load generator got a 202 for (or a deduped retry of one). */
 export interface StartedKey {
   key: string;
-  kind: 'ten' | 'sleepy' | 'emitter' | 'waiter' | 'parent' | 'hook' | 'gated';
+  kind: 'ten' | 'sleepy' | 'emitter' | 'waiter' | 'parent' | 'hook' | 'gated' | 'limited';
   /** Waiter only: the key of the emitter whose event it waits for. */
   pairedWith?: string;
   /** Waiter only: its wait step was seen parked before the emitter's event was sent. */
@@ -134,7 +134,7 @@ async function pool<T, R>(items: T[], width: number, fn: (item: T) => Promise<R>
 function expectedSteps(kind: StartedKey['kind'], result: unknown): Map<string, unknown> | undefined {
   const r = result as { tokens?: unknown[]; token?: unknown } | null | undefined;
   if (kind === 'ten' && Array.isArray(r?.tokens)) return new Map(r.tokens.map((t, i) => [`s${i + 1}`, t]));
-  if (kind === 'sleepy' && Array.isArray(r?.tokens)) return new Map(r.tokens.map((t, i) => [['a', 'b', 'c'][i]!, t]));
+  if ((kind === 'sleepy' || kind === 'limited') && Array.isArray(r?.tokens)) return new Map(r.tokens.map((t, i) => [['a', 'b', 'c'][i]!, t]));
   if (kind === 'emitter' && r?.token !== undefined) return new Map([['prep', r.token]]);
   if (kind === 'waiter') return new Map();
   if (kind === 'parent' && r?.token !== undefined) return new Map([['p', r.token]]);

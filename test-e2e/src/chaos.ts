@@ -12,12 +12,14 @@ import { startRunner, type TestRunner } from './runner.js';
 /**
  * The chaos test (issues 11 and 17): the six-process fleet under ~20 runs in
  * flight (10-step, sleeping, emit / waitForEvent pairs, child runs, webhooks
- * from steps, approvals granted through the API) while a seeded killer
+ * from steps, approvals granted through the API, bursts under two
+ * concurrency limits) while a seeded killer
  * SIGKILLs a random service every 10 s and restarts it, and (with
  * `infraRestarts`) nats-server and Postgres crash once each. When the load
  * stops, every run must be terminal within the settle time with its expected
  * result, no step stored twice, no emit or webhook duplicated, no delivery
- * lost, every timeline gap-free. Everything is driven and read through the
+ * lost, every timeline gap-free, and never more runs of a concurrency key
+ * inside a step at once than its limit. Everything is driven and read through the
  * public API and the SDK; see chaos-check.ts for the invariants.
  */
 
@@ -75,6 +77,8 @@ export interface ChaosReport extends InvariantReport {
   loadErrors: string[];
   /** Rolling mode: how each SIGTERMed service went (a forced or failed exit is a violation). */
   stops: { service: string; ms: number; forced: boolean; code: number | null }[];
+  /** The concurrency keys of `chaos.limited` and `chaos.child`: the most runs seen inside a step of each at once, and its limit. */
+  occupancy: { key: string; peak: number; limit: number }[];
 }
 
 export const CHAOS_APP = 'chaos';
@@ -95,8 +99,43 @@ const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 /** A seeded PRNG, so a seed replays the kill order and the mix. */
 const prng = seededRandom;
 
+/** `chaos.limited`'s limits: runs inside a step at once in all, and per user. */
+const LIMITED_ALL = 3;
+const LIMITED_USERS = ['u0', 'u1', 'u2', 'u3'];
+/** `chaos.child`'s limit. */
+const CHILD_LIMIT = 1;
+
+/**
+ * Which runs are inside a step of each concurrency key, and the most seen at
+ * once. A run counts once however many executions of it overlap: a pass that
+ * died in flight may leave its step running while the run's next pass starts,
+ * and both hold the one slot the run was admitted to.
+ */
+class Occupancy {
+  private readonly inside = new Map<string, Map<string, number>>();
+  readonly peak = new Map<string, number>();
+
+  async during<T>(keys: string[], runId: string, fn: () => Promise<T>): Promise<T> {
+    for (const k of keys) {
+      const runs = this.inside.get(k) ?? new Map<string, number>();
+      this.inside.set(k, runs.set(runId, (runs.get(runId) ?? 0) + 1));
+      this.peak.set(k, Math.max(this.peak.get(k) ?? 0, runs.size));
+    }
+    try {
+      return await fn();
+    } finally {
+      for (const k of keys) {
+        const runs = this.inside.get(k)!;
+        const n = runs.get(runId)! - 1;
+        if (n === 0) runs.delete(runId);
+        else runs.set(runId, n);
+      }
+    }
+  }
+}
+
 /** The workflows; `executed` counts each (run, step) execution to report re-runs; webhooks go to `hookUrl`. */
-function defineWorkflows(r: Runner, executed: Map<string, number>, hookUrl: string): void {
+function defineWorkflows(r: Runner, executed: Map<string, number>, hookUrl: string, occupancy: Occupancy): void {
   const token = () => randomBytes(6).toString('hex');
   // A step takes a few ms, so some pass is nearly always in flight when a process dies.
   const work = async (runId: string, name: string) => {
@@ -135,7 +174,10 @@ function defineWorkflows(r: Runner, executed: Map<string, number>, hookUrl: stri
     const child = await step.runWorkflow('kid', { workflow: 'chaos.child', data: { key: childKey(event.data.key) } });
     return { token, child };
   });
-  r.workflow<{ key: string }>('chaos.child', {}, async ({ step, ctx }) => ({ token: await step.run('c', () => work(ctx.runId, 'c')) }));
+  // Under a limit of its own: the children of parents that overlap queue for it.
+  r.workflow<{ key: string }>('chaos.child', { concurrency: { limit: CHILD_LIMIT } }, async ({ step, ctx }) => ({
+    token: await step.run('c', () => occupancy.during(['child'], ctx.runId, () => work(ctx.runId, 'c'))),
+  }));
   // A webhook from a step: one delivery per run (its id memoised), received at least once.
   r.workflow<{ key: string }>('chaos.hook', {}, async ({ event, step, ctx }) => {
     const token = await step.run('h', () => work(ctx.runId, 'h'));
@@ -148,6 +190,18 @@ function defineWorkflows(r: Runner, executed: Map<string, number>, hookUrl: stri
     const token = await step.run('after', () => work(ctx.runId, 'after'));
     return { status: decision.status, token };
   });
+  // Two concurrency constraints: a slot in all and one of its user's, held inside the steps and given back for the nap.
+  r.workflow<{ key: string; user: string; napMs: number }>(
+    'chaos.limited',
+    { concurrency: [{ limit: LIMITED_ALL }, { limit: 1, key: 'event.data.user' }] },
+    async ({ event, step, ctx }) => {
+      const keys = ['all', `user ${event.data.user}`];
+      const a = await step.run('a', () => occupancy.during(keys, ctx.runId, () => work(ctx.runId, 'a')));
+      await step.sleep('nap', event.data.napMs);
+      const b = await step.run('b', () => occupancy.during(keys, ctx.runId, () => work(ctx.runId, 'b')));
+      return { tokens: [a, b] };
+    },
+  );
 }
 
 /** The key a parent's child run carries in its input. */
@@ -174,10 +228,13 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   try {
     dep = await startDeployment('fleet', { env: opts.env });
     const executed = new Map<string, number>();
+    const occupancy = new Occupancy();
     hooks = await startHookReceiver();
-    runner = await startRunner(dep, (r) => defineWorkflows(r, executed, hooks!.url), { app: CHAOS_APP });
+    runner = await startRunner(dep, (r) => defineWorkflows(r, executed, hooks!.url, occupancy), { app: CHAOS_APP });
     const report = await drive(dep, seed, opts, log, infra, hooks);
     report.reExecutions = [...executed.values()].reduce((n, c) => n + c - 1, 0);
+    const limitOf = (key: string) => (key === 'all' ? LIMITED_ALL : key === 'child' ? CHILD_LIMIT : 1);
+    report.occupancy = [...occupancy.peak].map(([key, peak]) => ({ key, peak, limit: limitOf(key) }));
     log(summaryLine(report));
     return report;
   } finally {
@@ -326,9 +383,20 @@ async function drive(
     while (loading()) {
       const pick = rng();
       const key = `k${++seq}`;
-      if (pick < 0.3) {
+      if (pick < 0.2) {
         const id = await send({ key, kind: 'ten' }, 'chaos.ten', {});
         if (id) await until(terminal(id), WATCH_CAP_MS);
+      } else if (pick < 0.3) {
+        // A burst of six over four users: the runs queue for their user's slot and for the slots in all.
+        const ids = await Promise.all(
+          Array.from({ length: 6 }, (_, i) =>
+            send({ key: `${key}l${i}`, kind: 'limited' }, 'chaos.limited', {
+              user: LIMITED_USERS[i % LIMITED_USERS.length],
+              napMs: 200 + Math.floor(rng() * 600),
+            }),
+          ),
+        );
+        await Promise.all(ids.map((id) => id && until(terminal(id), WATCH_CAP_MS)));
       } else if (pick < 0.4) {
         const id = await send({ key, kind: 'parent' }, 'chaos.parent', {});
         if (id) await until(terminal(id), WATCH_CAP_MS);
@@ -405,8 +473,8 @@ async function drive(
     }
   };
 
-  // A worker holds 1.25 runs on average (a pair, a quarter of the time, is two).
-  const workers = Math.max(1, Math.round((opts.inFlight ?? 20) / 1.25));
+  // A worker holds 1.7 runs on average (a pair, a fifth of the time, is two; a burst, a tenth, six).
+  const workers = Math.max(1, Math.round((opts.inFlight ?? 20) / 1.7));
   const killing = Promise.all([killer(), infraCrashes()]);
   await Promise.all(Array.from({ length: workers }, worker));
   await killing; // a restart in progress at the end finishes first (its kill was during the load)
@@ -450,6 +518,7 @@ async function drive(
     terminalAfterMs,
     loadErrors,
     stops,
+    occupancy: [],
   };
 }
 
@@ -486,6 +555,7 @@ export function summaryLine(r: ChaosReport): string {
     `lost starts=${r.lostStarts.length}`,
     `duplicate starts=${r.duplicateStarts.length}`,
     `re-executed steps=${r.reExecutions}`,
+    `most inside=${r.occupancy.map((o) => `${o.key.replace(' ', ':')}:${o.peak}/${o.limit}`).join(',') || 'none'}`,
     `POST retries=${r.postRetries}`,
     `kills=${kills}`,
   ].join(' ');
@@ -513,6 +583,7 @@ export function violations(r: ChaosReport): string[] {
   for (const l of r.lostDeliveries) out.push(`webhook delivery never received: ${l}`);
   for (const m of r.approvalMismatches) out.push(`gated run did not resume approved: ${m}`);
   for (const g of r.timelineGaps) out.push(`timeline not gap-free: ${g}`);
+  for (const o of r.occupancy) if (o.peak > o.limit) out.push(`${o.peak} runs of concurrency key ${o.key} inside a step at once (limit ${o.limit})`);
   for (const st of r.stops) {
     if (st.forced || st.code !== 0) out.push(`${st.service} did not drain and exit by itself on SIGTERM: ${JSON.stringify(st)}`);
   }

@@ -10,8 +10,9 @@ import { realInfra } from '../src/infra.js';
  * services, seeded), each service restarted, and nats-server and Postgres
  * crashed and restarted once each. Every run must end within 60 s of the
  * load stopping with its expected result, no step stored twice, no emit or
- * webhook duplicated, no delivery lost, every timeline gap-free. `pnpm
- * test:chaos [minutes]` is the long version. CHAOS_SEED replays a seed.
+ * webhook duplicated, no delivery lost, every timeline gap-free, no
+ * concurrency key over its limit. `pnpm test:chaos [minutes]` is the long
+ * version. CHAOS_SEED replays a seed.
  */
 const infra = realInfra();
 if (!infra && process.env.CI) throw new Error('CI needs real Postgres and NATS for the chaos e2e test');
@@ -41,5 +42,7 @@ describeFleet('chaos on the six-process fleet (SIGKILL every 10 s, the invoker a
     expect(report.runs).toBeGreaterThan(50);
     expect(report.emits).toBeGreaterThan(0);
     expect(report.stepsChecked).toBeGreaterThan(report.runs);
+    // Runs under concurrency limits went inside their steps: the slots in all and each user's, and the children's.
+    expect(report.occupancy.map((o) => o.key).sort()).toEqual(['all', 'child', 'user u0', 'user u1', 'user u2', 'user u3']);
   }, 300_000);
 });
