@@ -10,11 +10,18 @@ import { api } from './api.js';
 /** One event the load generator got a 202 for (or a deduped retry of one). */
 export interface StartedKey {
   key: string;
-  kind: 'ten' | 'sleepy' | 'emitter' | 'waiter' | 'parent' | 'hook' | 'gated' | 'limited';
+  kind: 'ten' | 'sleepy' | 'emitter' | 'waiter' | 'parent' | 'hook' | 'gated' | 'limited' | 'single';
   /** Waiter only: the key of the emitter whose event it waits for. */
   pairedWith?: string;
   /** Waiter only: its wait step was seen parked before the emitter's event was sent. */
   waitingBeforeEmit?: boolean;
+}
+
+/** One event sent to a debounced or batched workflow: `n` of its `group`'s events, numbered from 0 in the order sent. */
+export interface CoalescedEvent {
+  workflow: 'chaos.debounced' | 'chaos.batched';
+  group: string;
+  n: number;
 }
 
 export interface StrandedRun {
@@ -57,6 +64,13 @@ export interface InvariantReport {
   duplicateWebhooks: string[];
   /** Succeeded webhook runs whose delivery never reached the receiver. */
   lostDeliveries: string[];
+  /** Debounced and batched groups checked. */
+  coalescedGroups: number;
+  /**
+   * A debounced group with no run carrying its last event, or an event in two runs (a debounce
+   * fired twice); a batched group whose events are not each in exactly one run.
+   */
+  coalescedMismatches: string[];
   /** Deliveries the receiver got more than once (at-least-once over HTTP: a diagnostic, not an invariant). */
   redeliveries: number;
   /** Gated runs that did not resume with the approval granted. */
@@ -76,10 +90,14 @@ interface RunView {
   workflow: string;
   createdAt?: string;
   endedAt?: string;
-  input?: { key?: string };
+  /** An event's data; a batch's: its events. */
+  input?: { key?: string; group?: string; n?: number } | { data?: { group?: string; n?: number } }[];
   result?: unknown;
   error?: unknown;
 }
+/** The load's key of an event-started run (a batch has none). */
+const keyOf = (r: RunView): string | undefined => (Array.isArray(r.input) ? undefined : r.input?.key);
+
 interface StepView {
   name: string;
   op: string;
@@ -134,7 +152,7 @@ async function pool<T, R>(items: T[], width: number, fn: (item: T) => Promise<R>
 function expectedSteps(kind: StartedKey['kind'], result: unknown): Map<string, unknown> | undefined {
   const r = result as { tokens?: unknown[]; token?: unknown } | null | undefined;
   if (kind === 'ten' && Array.isArray(r?.tokens)) return new Map(r.tokens.map((t, i) => [`s${i + 1}`, t]));
-  if ((kind === 'sleepy' || kind === 'limited') && Array.isArray(r?.tokens)) return new Map(r.tokens.map((t, i) => [['a', 'b', 'c'][i]!, t]));
+  if ((kind === 'sleepy' || kind === 'limited' || kind === 'single') && Array.isArray(r?.tokens)) return new Map(r.tokens.map((t, i) => [['a', 'b', 'c'][i]!, t]));
   if (kind === 'emitter' && r?.token !== undefined) return new Map([['prep', r.token]]);
   if (kind === 'waiter') return new Map();
   if (kind === 'parent' && r?.token !== undefined) return new Map([['p', r.token]]);
@@ -155,6 +173,8 @@ export async function checkInvariants(opts: {
   hooks?: Map<string, { key: string; times: number }>;
   /** How long to wait for deliveries still under way. @default 60_000 */
   settleMs?: number;
+  /** The events sent to the debounced and batched workflows (202 and not deduped). */
+  coalesced?: CoalescedEvent[];
 }): Promise<InvariantReport> {
   const get = getter(opts.base, opts.secretKey);
   const ids = await listRunIds(opts.base, opts.secretKey, opts.app);
@@ -188,10 +208,12 @@ export async function checkInvariants(opts: {
     timelinesChecked: 0,
     timelineGaps: [],
     slowest: [],
+    coalescedGroups: 0,
+    coalescedMismatches: [],
   };
   const byKey = new Map<string, typeof runs>();
   for (const r of runs) {
-    const k = r.run.input?.key ?? `?${r.run.id}`;
+    const k = keyOf(r.run) ?? `?${r.run.id}`;
     byKey.set(k, [...(byKey.get(k) ?? []), r]);
   }
   const kindOf = new Map(opts.started.map((s) => [s.key, s]));
@@ -271,7 +293,7 @@ export async function checkInvariants(opts: {
     .slice(0, 5)
     .map((r) => ({
       runId: r.id,
-      key: r.input?.key ?? '?',
+      key: keyOf(r) ?? '?',
       workflow: r.workflow,
       status: r.status,
       createdAt: r.createdAt,
@@ -317,6 +339,10 @@ export async function checkInvariants(opts: {
       report.approvalMismatches.push(`${run.id} (${s.key}): ${JSON.stringify(run.result)}`);
     }
   }
+
+  const coalesced = checkCoalesced(opts.coalesced ?? [], runs.map((r) => r.run));
+  report.coalescedGroups = coalesced.groups;
+  report.coalescedMismatches = coalesced.mismatches;
 
   // Every timeline replays gap-free: seqs 1..n, each once, ending with the run's terminal status.
   await pool(runs, 8, async ({ run }) => {
@@ -367,3 +393,37 @@ export async function checkInvariants(opts: {
 }
 
 export const isTerminal = (status: string): boolean => TERMINAL.has(status);
+
+/**
+ * A debounced group's runs carry its last event (the one sent last, so the last to arrive), and no
+ * event twice: a group split by a pause longer than the debounce period (POSTs retried through a
+ * kill) may start a run for an earlier event too, a debounce fired twice would start two for one.
+ * A batched group's events are each in exactly one run's batch, however the batches were cut.
+ */
+function checkCoalesced(sent: CoalescedEvent[], runs: RunView[]): { groups: number; mismatches: string[] } {
+  const groups = new Map<string, { workflow: CoalescedEvent['workflow']; sent: number[]; got: number[]; runs: string[] }>();
+  for (const e of sent) {
+    const g = groups.get(e.group) ?? { workflow: e.workflow, sent: [], got: [], runs: [] };
+    groups.set(e.group, { ...g, sent: [...g.sent, e.n] });
+  }
+  for (const run of runs) {
+    if (run.workflow !== 'chaos.debounced' && run.workflow !== 'chaos.batched') continue;
+    const events = Array.isArray(run.input) ? run.input.map((e) => e.data ?? {}) : [run.input ?? {}];
+    for (const d of events) {
+      const g = groups.get(String(d.group));
+      if (!g) continue; // a group whose every POST went unanswered: no event of it was recorded as sent
+      g.got.push(Number(d.n));
+      g.runs.push(run.id);
+    }
+  }
+  const mismatches: string[] = [];
+  for (const [group, g] of groups) {
+    const got = [...g.got].sort((a, b) => a - b);
+    const ok =
+      g.workflow === 'chaos.batched'
+        ? JSON.stringify(got) === JSON.stringify([...g.sent].sort((a, b) => a - b))
+        : new Set(got).size === got.length && got.includes(Math.max(...g.sent));
+    if (!ok) mismatches.push(`${g.workflow} ${group}: sent ${JSON.stringify(g.sent)}, in runs ${JSON.stringify(got)} (${g.runs.join(', ') || 'none'})`);
+  }
+  return { groups: groups.size, mismatches };
+}

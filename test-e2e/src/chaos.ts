@@ -4,22 +4,23 @@ import type { AddressInfo } from 'node:net';
 import type { Runner } from '@dws/sdk';
 import { seededRandom } from '@dws/testing';
 import { api } from './api.js';
-import { checkInvariants, isTerminal, toldEvent, type InvariantReport, type StartedKey } from './chaos-check.js';
+import { checkInvariants, isTerminal, toldEvent, type CoalescedEvent, type InvariantReport, type StartedKey } from './chaos-check.js';
 import { SERVICES, startDeployment, type Deployment } from './deployment.js';
 import { startPrivateInfra, type PrivateInfra } from './private-infra.js';
 import { startRunner, type TestRunner } from './runner.js';
 
 /**
  * The chaos test (issues 11 and 17): the six-process fleet under ~20 runs in
- * flight (10-step, sleeping, emit / waitForEvent pairs, child runs, webhooks
- * from steps, approvals granted through the API, bursts under two
- * concurrency limits) while a seeded killer
- * SIGKILLs a random service every 10 s and restarts it, and (with
- * `infraRestarts`) nats-server and Postgres crash once each. When the load
- * stops, every run must be terminal within the settle time with its expected
- * result, no step stored twice, no emit or webhook duplicated, no delivery
- * lost, every timeline gap-free, and never more runs of a concurrency key
- * inside a step at once than its limit. Everything is driven and read through the
+ * flight (10-step, sleeping, emit / waitForEvent pairs, child runs under a
+ * limit, webhooks from steps, approvals granted through the API, bursts under
+ * two concurrency limits, queued singletons, debounced and batched events)
+ * while a seeded killer SIGKILLs a random service every 10 s and restarts it,
+ * and (with `infraRestarts`) nats-server and Postgres crash once each. When
+ * the load stops, every run must be terminal within the settle time with its
+ * expected result, no step stored twice, no emit or webhook duplicated, no
+ * delivery lost, every timeline gap-free, never more runs inside a
+ * concurrency or singleton key at once than it admits, and each debounced or
+ * batched event started once. Everything is driven and read through the
  * public API and the SDK; see chaos-check.ts for the invariants.
  */
 
@@ -77,7 +78,7 @@ export interface ChaosReport extends InvariantReport {
   loadErrors: string[];
   /** Rolling mode: how each SIGTERMed service went (a forced or failed exit is a violation). */
   stops: { service: string; ms: number; forced: boolean; code: number | null }[];
-  /** The concurrency keys of `chaos.limited` and `chaos.child`: the most runs seen inside a step of each at once, and its limit. */
+  /** The concurrency keys of `chaos.limited` and `chaos.child`, and `chaos.single`'s singleton keys: the most runs seen inside each at once, and its limit. */
   occupancy: { key: string; peak: number; limit: number }[];
 }
 
@@ -87,6 +88,8 @@ const WAIT_TIMEOUT_MS = 45_000;
 /** During the load, a worker stops watching a run after this (it is still checked at the end) and starts another. */
 const WATCH_CAP_MS = 30_000;
 const POLL_MS = 500;
+/** After the load stops, how long the debounced and batched events sent last may take to start their runs. */
+const COALESCED_START_MS = 5_000;
 /**
  * No request of the load waits longer than this: every service call behind the gateway gives up
  * within seconds, so a request still unanswered after it is a hang, reported with its path (a
@@ -106,31 +109,49 @@ const LIMITED_USERS = ['u0', 'u1', 'u2', 'u3'];
 const CHILD_LIMIT = 1;
 
 /**
- * Which runs are inside a step of each concurrency key, and the most seen at
- * once. A run counts once however many executions of it overlap: a pass that
- * died in flight may leave its step running while the run's next pass starts,
- * and both hold the one slot the run was admitted to.
+ * Which runs are inside each concurrency key (a step of it, or for a queued
+ * singleton all of the run from its first step's start to its last step's
+ * end), and the most seen at once. A run counts once however many of its
+ * executions overlap: a pass that died in flight may leave its step running
+ * while the run's next pass starts, and both hold the one slot the run was
+ * admitted to.
  */
 class Occupancy {
   private readonly inside = new Map<string, Map<string, number>>();
   readonly peak = new Map<string, number>();
 
+  private runsOf(key: string): Map<string, number> {
+    const runs = this.inside.get(key) ?? new Map<string, number>();
+    this.inside.set(key, runs);
+    return runs;
+  }
+
+  private enter(key: string, runId: string, executions: number): void {
+    const runs = this.runsOf(key).set(runId, executions);
+    this.peak.set(key, Math.max(this.peak.get(key) ?? 0, runs.size));
+  }
+
   async during<T>(keys: string[], runId: string, fn: () => Promise<T>): Promise<T> {
-    for (const k of keys) {
-      const runs = this.inside.get(k) ?? new Map<string, number>();
-      this.inside.set(k, runs.set(runId, (runs.get(runId) ?? 0) + 1));
-      this.peak.set(k, Math.max(this.peak.get(k) ?? 0, runs.size));
-    }
+    for (const k of keys) this.enter(k, runId, (this.runsOf(k).get(runId) ?? 0) + 1);
     try {
       return await fn();
     } finally {
       for (const k of keys) {
-        const runs = this.inside.get(k)!;
+        const runs = this.runsOf(k);
         const n = runs.get(runId)! - 1;
         if (n === 0) runs.delete(runId);
         else runs.set(runId, n);
       }
     }
+  }
+
+  /** The run is inside `key` from now until `close` (again: still inside). */
+  open(key: string, runId: string): void {
+    this.enter(key, runId, 1);
+  }
+
+  close(key: string, runId: string): void {
+    this.runsOf(key).delete(runId);
   }
 }
 
@@ -202,6 +223,33 @@ function defineWorkflows(r: Runner, executed: Map<string, number>, hookUrl: stri
       return { tokens: [a, b] };
     },
   );
+  // Three events of a group coalesce: one run with the last (debounce), or one run over all three (a batch).
+  r.workflow<{ key: string; group: string; n: number }>(
+    'chaos.debounced',
+    { debounce: { key: 'event.data.group', period: '500ms' } },
+    async ({ event, step, ctx }) => ({ n: event.data.n, token: await step.run('d', () => work(ctx.runId, 'd')) }),
+  );
+  r.workflow<{ data: { group: string; n: number } }[]>(
+    'chaos.batched',
+    { batchEvents: { maxSize: 3, timeout: '1s', key: 'event.data.group' } },
+    async ({ event, step, ctx }) => ({ ns: event.data.map((e) => e.data.n), token: await step.run('b', () => work(ctx.runId, 'b')) }),
+  );
+  // A queued singleton: one run of a user's from its first step to its last, its nap included.
+  r.workflow<{ key: string; user: string; napMs: number }>(
+    'chaos.single',
+    { singleton: { key: 'event.data.user', mode: 'queue' } },
+    async ({ event, step, ctx }) => {
+      const key = `single ${event.data.user}`;
+      const a = await step.run('a', () => (occupancy.open(key, ctx.runId), work(ctx.runId, 'a')));
+      await step.sleep('nap', event.data.napMs);
+      const b = await step.run('b', async () => {
+        const t = await work(ctx.runId, 'b');
+        occupancy.close(key, ctx.runId);
+        return t;
+      });
+      return { tokens: [a, b] };
+    },
+  );
 }
 
 /** The key a parent's child run carries in its input. */
@@ -233,6 +281,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     runner = await startRunner(dep, (r) => defineWorkflows(r, executed, hooks!.url, occupancy), { app: CHAOS_APP });
     const report = await drive(dep, seed, opts, log, infra, hooks);
     report.reExecutions = [...executed.values()].reduce((n, c) => n + c - 1, 0);
+    // Each user's slot and each queued singleton's key admit one.
     const limitOf = (key: string) => (key === 'all' ? LIMITED_ALL : key === 'child' ? CHILD_LIMIT : 1);
     report.occupancy = [...occupancy.peak].map(([key, peak]) => ({ key, peak, limit: limitOf(key) }));
     log(summaryLine(report));
@@ -296,6 +345,7 @@ async function drive(
   const rng = prng(seed);
   const killRng = prng(seed ^ 0x9e3779b9);
   const started: StartedKey[] = [];
+  const coalesced: CoalescedEvent[] = [];
   const loadErrors: string[] = [];
   let postRetries = 0;
   let seq = 0;
@@ -326,26 +376,32 @@ async function drive(
   };
 
   /** POST /v1/events until it is answered; a retry reuses the dedupeId, so it never starts a second run. */
-  const send = async (s: StartedKey, name: string, data: Record<string, unknown>): Promise<string | undefined> => {
-    const body = { name, app: CHAOS_APP, data: { ...data, key: s.key }, dedupeId: `chaos-${s.key}` };
+  const send = async (s: StartedKey | CoalescedEvent, name: string, data: Record<string, unknown>): Promise<string | undefined> => {
+    const key = 'key' in s ? s.key : `${s.group}.${s.n}`;
+    const body = { name, app: CHAOS_APP, data: { ...data, key }, dedupeId: `chaos-${key}` };
     for (let attempt = 0; ; attempt++) {
       const res = await call('POST', '/v1/events', body).catch(() => undefined);
       if (res?.status === 202) {
+        const b = res.body as { runId?: string; deduped?: boolean; debounced?: boolean; batched?: boolean; triggered?: unknown[] };
+        // A debounced or batched event starts its run later, or not at all (checked at the end, by group).
+        if (!('key' in s)) {
+          if (!b.deduped) coalesced.push(s);
+          return undefined;
+        }
         started.push(s);
-        const b = res.body as { runId?: string; deduped?: boolean; triggered?: unknown[] };
         if (b.runId) return b.runId;
-        if (b.deduped) return runOfEvent(name, s.key);
-        loadErrors.push(`${at()} ${name} ${s.key}: 202 that started no run: ${JSON.stringify(b)}`);
+        if (b.deduped) return runOfEvent(name, key);
+        loadErrors.push(`${at()} ${name} ${key}: 202 that started no run: ${JSON.stringify(b)}`);
         return undefined;
       }
       // 5xx or no answer: the gateway, or a service behind it, is down; retry. Another 4xx is ours to report.
       if (res && res.status < 500 && res.status !== 408 && res.status !== 429) {
-        loadErrors.push(`${at()} ${name} ${s.key}: ${res.status} ${JSON.stringify(res.body)}`);
+        loadErrors.push(`${at()} ${name} ${key}: ${res.status} ${JSON.stringify(res.body)}`);
         return undefined;
       }
       postRetries++;
       if (attempt >= 300) {
-        loadErrors.push(`${at()} ${name} ${s.key}: gave up after ${attempt} attempts (${res?.status ?? 'no answer'})`);
+        loadErrors.push(`${at()} ${name} ${key}: gave up after ${attempt} attempts (${res?.status ?? 'no answer'})`);
         return undefined;
       }
       await delay(Math.min(1000, 50 * 2 ** Math.min(attempt, 5)));
@@ -408,6 +464,19 @@ async function drive(
         // Granted as soon as it is listed, through the public API (a retry after a lost answer finds it decided).
         if (id) await until(approve(id), WATCH_CAP_MS, true);
         if (id) await until(terminal(id), WATCH_CAP_MS);
+      } else if (pick < 0.7) {
+        // Three over two users: one user's second run waits for the first to end, naps included.
+        const ids = await Promise.all(
+          Array.from({ length: 3 }, (_, i) =>
+            send({ key: `${key}s${i}`, kind: 'single' }, 'chaos.single', { user: LIMITED_USERS[i % 2], napMs: 200 + Math.floor(rng() * 400) }),
+          ),
+        );
+        await Promise.all(ids.map((id) => id && until(terminal(id), WATCH_CAP_MS)));
+      } else if (pick < 0.75) {
+        // Three events of a group, one after another: a debounce (500 ms) or a batch of three (1 s).
+        const [workflow, group] = rng() < 0.5 ? (['chaos.debounced', `${key}d`] as const) : (['chaos.batched', `${key}b`] as const);
+        for (let n = 0; n < 3; n++) await send({ workflow, group, n }, workflow, { group, n });
+        await delay(1500);
       } else if (pick < 0.8) {
         const sleepMs = [1000 + Math.floor(rng() * 2000), 1000 + Math.floor(rng() * 2000)];
         const id = await send({ key, kind: 'sleepy' }, 'chaos.sleepy', { sleepMs });
@@ -473,8 +542,8 @@ async function drive(
     }
   };
 
-  // A worker holds 1.7 runs on average (a pair, a fifth of the time, is two; a burst, a tenth, six).
-  const workers = Math.max(1, Math.round((opts.inFlight ?? 20) / 1.7));
+  // A worker holds 1.9 runs on average (a pair, a fifth of the time, is two; the bursts, a tenth each, six and three).
+  const workers = Math.max(1, Math.round((opts.inFlight ?? 20) / 1.9));
   const killing = Promise.all([killer(), infraCrashes()]);
   await Promise.all(Array.from({ length: workers }, worker));
   await killing; // a restart in progress at the end finishes first (its kill was during the load)
@@ -493,7 +562,8 @@ async function drive(
     }
     const s = await get(`/v1/runs/stats?app=${CHAOS_APP}`).catch(() => undefined);
     const stats = s?.body as { total?: number; active?: number } | undefined;
-    if (s?.status === 200 && stats?.active === 0) {
+    // A debounce or a batch sent last starts its run up to a second later (more through a restart): none is active before.
+    if (s?.status === 200 && stats?.active === 0 && Date.now() >= stoppedAt + COALESCED_START_MS) {
       terminalAfterMs = Date.now() - stoppedAt;
       break;
     }
@@ -505,7 +575,7 @@ async function drive(
       : `chaos: every run ended ${terminalAfterMs} ms after the load stopped`,
   );
 
-  const inv = await checkInvariants({ base: dep.base, secretKey: dep.secretKey, app: CHAOS_APP, started, hooks: hooks.got, settleMs });
+  const inv = await checkInvariants({ base: dep.base, secretKey: dep.secretKey, app: CHAOS_APP, started, hooks: hooks.got, settleMs, coalesced });
   return {
     ...inv,
     seed,
@@ -550,6 +620,8 @@ export function summaryLine(r: ChaosReport): string {
     `lost deliveries=${r.lostDeliveries.length}`,
     `redeliveries=${r.redeliveries}`,
     `approvals mismatched=${r.approvalMismatches.length}`,
+    `coalesced groups=${r.coalescedGroups}`,
+    `coalesced mismatched=${r.coalescedMismatches.length}`,
     `timelines checked=${r.timelinesChecked}`,
     `timeline gaps=${r.timelineGaps.length}`,
     `lost starts=${r.lostStarts.length}`,
@@ -582,8 +654,9 @@ export function violations(r: ChaosReport): string[] {
   for (const d of r.duplicateWebhooks) out.push(`webhook step delivered under more than one id: ${d}`);
   for (const l of r.lostDeliveries) out.push(`webhook delivery never received: ${l}`);
   for (const m of r.approvalMismatches) out.push(`gated run did not resume approved: ${m}`);
+  for (const m of r.coalescedMismatches) out.push(`debounced or batched events not each started once: ${m}`);
   for (const g of r.timelineGaps) out.push(`timeline not gap-free: ${g}`);
-  for (const o of r.occupancy) if (o.peak > o.limit) out.push(`${o.peak} runs of concurrency key ${o.key} inside a step at once (limit ${o.limit})`);
+  for (const o of r.occupancy) if (o.peak > o.limit) out.push(`${o.peak} runs inside key ${o.key} at once (limit ${o.limit})`);
   for (const st of r.stops) {
     if (st.forced || st.code !== 0) out.push(`${st.service} did not drain and exit by itself on SIGTERM: ${JSON.stringify(st)}`);
   }

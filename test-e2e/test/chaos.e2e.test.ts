@@ -11,7 +11,8 @@ import { realInfra } from '../src/infra.js';
  * crashed and restarted once each. Every run must end within 60 s of the
  * load stopping with its expected result, no step stored twice, no emit or
  * webhook duplicated, no delivery lost, every timeline gap-free, no
- * concurrency key over its limit. `pnpm test:chaos [minutes]` is the long
+ * concurrency key over its limit, each debounced or batched event started
+ * once. `pnpm test:chaos [minutes]` is the long
  * version. CHAOS_SEED replays a seed.
  */
 const infra = realInfra();
@@ -42,7 +43,8 @@ describeFleet('chaos on the six-process fleet (SIGKILL every 10 s, the invoker a
     expect(report.runs).toBeGreaterThan(50);
     expect(report.emits).toBeGreaterThan(0);
     expect(report.stepsChecked).toBeGreaterThan(report.runs);
-    // Runs under concurrency limits went inside their steps: the slots in all and each user's, and the children's.
-    expect(report.occupancy.map((o) => o.key).sort()).toEqual(['all', 'child', 'user u0', 'user u1', 'user u2', 'user u3']);
+    // Runs under concurrency limits went inside their steps (the slots in all and each user's, the children's), and queued singletons ran.
+    expect(report.occupancy.map((o) => o.key).sort()).toEqual(['all', 'child', 'single u0', 'single u1', 'user u0', 'user u1', 'user u2', 'user u3']);
+    expect(report.coalescedGroups).toBeGreaterThan(0);
   }, 300_000);
 });
