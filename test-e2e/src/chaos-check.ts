@@ -17,9 +17,9 @@ export interface StartedKey {
   waitingBeforeEmit?: boolean;
 }
 
-/** One event sent to a debounced or batched workflow: `n` of its `group`'s events, numbered from 0 in the order sent. */
+/** One event sent to a debounced, idempotent or batched workflow: `n` of its `group`'s events, numbered from 0 in the order sent. */
 export interface CoalescedEvent {
-  workflow: 'chaos.debounced' | 'chaos.batched';
+  workflow: 'chaos.debounced' | 'chaos.once' | 'chaos.batched';
   group: string;
   n: number;
 }
@@ -68,7 +68,8 @@ export interface InvariantReport {
   coalescedGroups: number;
   /**
    * A debounced group with no run carrying its last event, or an event in two runs (a debounce
-   * fired twice); a batched group whose events are not each in exactly one run.
+   * fired twice); an idempotent group with other than one run, its first event's; a batched group
+   * whose events are not each in exactly one run.
    */
   coalescedMismatches: string[];
   /** Deliveries the receiver got more than once (at-least-once over HTTP: a diagnostic, not an invariant). */
@@ -173,7 +174,7 @@ export async function checkInvariants(opts: {
   hooks?: Map<string, { key: string; times: number }>;
   /** How long to wait for deliveries still under way. @default 60_000 */
   settleMs?: number;
-  /** The events sent to the debounced and batched workflows (202 and not deduped). */
+  /** The events sent to the debounced, idempotent and batched workflows that got a 202 (a retry's `deduped` one too). */
   coalesced?: CoalescedEvent[];
 }): Promise<InvariantReport> {
   const get = getter(opts.base, opts.secretKey);
@@ -398,7 +399,8 @@ export const isTerminal = (status: string): boolean => TERMINAL.has(status);
  * A debounced group's runs carry its last event (the one sent last, so the last to arrive), and no
  * event twice: a group split by a pause longer than the debounce period (POSTs retried through a
  * kill) may start a run for an earlier event too, a debounce fired twice would start two for one.
- * A batched group's events are each in exactly one run's batch, however the batches were cut.
+ * An idempotent group (one key) has one run, its first event's. A batched group's events are each
+ * in exactly one run's batch, however the batches were cut.
  */
 function checkCoalesced(sent: CoalescedEvent[], runs: RunView[]): { groups: number; mismatches: string[] } {
   const groups = new Map<string, { workflow: CoalescedEvent['workflow']; sent: number[]; got: number[]; runs: string[] }>();
@@ -407,7 +409,7 @@ function checkCoalesced(sent: CoalescedEvent[], runs: RunView[]): { groups: numb
     groups.set(e.group, { ...g, sent: [...g.sent, e.n] });
   }
   for (const run of runs) {
-    if (run.workflow !== 'chaos.debounced' && run.workflow !== 'chaos.batched') continue;
+    if (run.workflow !== 'chaos.debounced' && run.workflow !== 'chaos.once' && run.workflow !== 'chaos.batched') continue;
     const events = Array.isArray(run.input) ? run.input.map((e) => e.data ?? {}) : [run.input ?? {}];
     for (const d of events) {
       const g = groups.get(String(d.group));
@@ -421,8 +423,10 @@ function checkCoalesced(sent: CoalescedEvent[], runs: RunView[]): { groups: numb
     const got = [...g.got].sort((a, b) => a - b);
     const ok =
       g.workflow === 'chaos.batched'
-        ? JSON.stringify(got) === JSON.stringify([...g.sent].sort((a, b) => a - b))
-        : new Set(got).size === got.length && got.includes(Math.max(...g.sent));
+        ? JSON.stringify(got) === JSON.stringify([...new Set(g.sent)].sort((a, b) => a - b))
+        : g.workflow === 'chaos.once'
+          ? JSON.stringify(got) === JSON.stringify([Math.min(...g.sent)])
+          : new Set(got).size === got.length && got.includes(Math.max(...g.sent));
     if (!ok) mismatches.push(`${g.workflow} ${group}: sent ${JSON.stringify(g.sent)}, in runs ${JSON.stringify(got)} (${g.runs.join(', ') || 'none'})`);
   }
   return { groups: groups.size, mismatches };

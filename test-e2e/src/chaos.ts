@@ -13,15 +13,16 @@ import { startRunner, type TestRunner } from './runner.js';
  * The chaos test (issues 11 and 17): the six-process fleet under ~20 runs in
  * flight (10-step, sleeping, emit / waitForEvent pairs, child runs under a
  * limit, webhooks from steps, approvals granted through the API, bursts under
- * two concurrency limits, queued singletons, debounced and batched events)
- * while a seeded killer SIGKILLs a random service every 10 s and restarts it,
- * and (with `infraRestarts`) nats-server and Postgres crash once each. When
- * the load stops, every run must be terminal within the settle time with its
- * expected result, no step stored twice, no emit or webhook duplicated, no
- * delivery lost, every timeline gap-free, never more runs inside a
- * concurrency or singleton key at once than it admits, and each debounced or
- * batched event started once. Everything is driven and read through the
- * public API and the SDK; see chaos-check.ts for the invariants.
+ * two concurrency limits, queued singletons, debounced, batched and
+ * idempotent events) while a seeded killer SIGKILLs a random service every
+ * 10 s and restarts it, and (with `infraRestarts`) nats-server and Postgres
+ * crash once each. When the load stops, every run must be terminal within the
+ * settle time with its expected result, no step stored twice, no emit or
+ * webhook duplicated, no delivery lost, every timeline gap-free, never more
+ * runs inside a concurrency or singleton key at once than it admits, and the
+ * debounced, batched and idempotent events must have started the runs their
+ * policies say, none twice. Everything is driven and read through the public
+ * API and the SDK; see chaos-check.ts for the invariants.
  */
 
 export interface ChaosOptions {
@@ -223,11 +224,16 @@ function defineWorkflows(r: Runner, executed: Map<string, number>, hookUrl: stri
       return { tokens: [a, b] };
     },
   );
-  // Three events of a group coalesce: one run with the last (debounce), or one run over all three (a batch).
+  // Events of a group coalesce: one run with the last (debounce), with the first (idempotency), or over all (a batch).
   r.workflow<{ key: string; group: string; n: number }>(
     'chaos.debounced',
     { debounce: { key: 'event.data.group', period: '500ms' } },
     async ({ event, step, ctx }) => ({ n: event.data.n, token: await step.run('d', () => work(ctx.runId, 'd')) }),
+  );
+  r.workflow<{ key: string; group: string; n: number }>(
+    'chaos.once',
+    { idempotency: 'event.data.group' },
+    async ({ event, step, ctx }) => ({ n: event.data.n, token: await step.run('o', () => work(ctx.runId, 'o')) }),
   );
   r.workflow<{ data: { group: string; n: number } }[]>(
     'chaos.batched',
@@ -385,7 +391,8 @@ async function drive(
         const b = res.body as { runId?: string; deduped?: boolean; debounced?: boolean; batched?: boolean; triggered?: unknown[] };
         // A debounced or batched event starts its run later, or not at all (checked at the end, by group).
         if (!('key' in s)) {
-          if (!b.deduped) coalesced.push(s);
+          // A repeated dedupeId is this event again (a retry whose first 202 was lost); under an idempotency key, a second event of the group.
+          coalesced.push(s);
           return undefined;
         }
         started.push(s);
@@ -473,9 +480,10 @@ async function drive(
         );
         await Promise.all(ids.map((id) => id && until(terminal(id), WATCH_CAP_MS)));
       } else if (pick < 0.75) {
-        // Three events of a group, one after another: a debounce (500 ms) or a batch of three (1 s).
-        const [workflow, group] = rng() < 0.5 ? (['chaos.debounced', `${key}d`] as const) : (['chaos.batched', `${key}b`] as const);
-        for (let n = 0; n < 3; n++) await send({ workflow, group, n }, workflow, { group, n });
+        // Events of a group, one after another: three to a debounce (500 ms), two under one idempotency key, three to a batch of three (1 s).
+        const workflow = (['chaos.debounced', 'chaos.once', 'chaos.batched'] as const)[Math.floor(rng() * 3)]!;
+        const group = `${key}-${workflow.slice('chaos.'.length)}`;
+        for (let n = 0; n < (workflow === 'chaos.once' ? 2 : 3); n++) await send({ workflow, group, n }, workflow, { group, n });
         await delay(1500);
       } else if (pick < 0.8) {
         const sleepMs = [1000 + Math.floor(rng() * 2000), 1000 + Math.floor(rng() * 2000)];
@@ -654,7 +662,7 @@ export function violations(r: ChaosReport): string[] {
   for (const d of r.duplicateWebhooks) out.push(`webhook step delivered under more than one id: ${d}`);
   for (const l of r.lostDeliveries) out.push(`webhook delivery never received: ${l}`);
   for (const m of r.approvalMismatches) out.push(`gated run did not resume approved: ${m}`);
-  for (const m of r.coalescedMismatches) out.push(`debounced or batched events not each started once: ${m}`);
+  for (const m of r.coalescedMismatches) out.push(`events did not start the runs their debounce, idempotency key or batch says: ${m}`);
   for (const g of r.timelineGaps) out.push(`timeline not gap-free: ${g}`);
   for (const o of r.occupancy) if (o.peak > o.limit) out.push(`${o.peak} runs inside key ${o.key} at once (limit ${o.limit})`);
   for (const st of r.stops) {
