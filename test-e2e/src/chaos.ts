@@ -52,6 +52,11 @@ export interface ChaosOptions {
    * non-zero, breaks an invariant). @default false
    */
   rolling?: boolean;
+  /**
+   * Processes per service: with 2, each kill takes one replica down while the
+   * other carries on, and the load goes to both gateways in turn. @default 1
+   */
+  replicas?: number;
   /** Extra environment for every service process. */
   env?: Record<string, string>;
   /** Progress lines. @default none */
@@ -280,7 +285,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   let runner: TestRunner | undefined;
   let hooks: HookReceiver | undefined;
   try {
-    dep = await startDeployment('fleet', { env: opts.env });
+    dep = await startDeployment('fleet', { env: opts.env, replicas: Object.fromEntries(SERVICES.map((s) => [s, opts.replicas ?? 1])) });
     const executed = new Map<string, number>();
     const occupancy = new Occupancy();
     hooks = await startHookReceiver();
@@ -359,11 +364,13 @@ async function drive(
   const loadEnd = t0 + opts.loadMs;
   const loading = () => Date.now() < loadEnd;
   const at = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
-  /** A request of the load; one that hangs is recorded as a load error naming it, and rejects like a lost answer. */
+  let requests = 0;
+  /** A request of the load, to each gateway in turn; one that hangs is recorded as a load error naming it, and rejects like a lost answer. */
   const call = async (method: 'GET' | 'POST', path: string, body?: unknown) => {
     const sent = Date.now();
     try {
-      return await api(dep.base, method, path, { key: dep.secretKey, body, timeoutMs: REQUEST_TIMEOUT_MS });
+      const base = dep.bases[requests++ % dep.bases.length]!;
+      return await api(base, method, path, { key: dep.secretKey, body, timeoutMs: REQUEST_TIMEOUT_MS });
     } catch (err) {
       if ((err as Error).name === 'TimeoutError') {
         loadErrors.push(`${at()} ${method} ${path}: no answer ${Date.now() - sent} ms after it was sent (at ${((sent - t0) / 1000).toFixed(1)}s)`);
@@ -505,18 +512,16 @@ async function drive(
   const kills: Record<string, number> = {};
   const killLog: ChaosReport['killLog'] = [];
   const stops: ChaosReport['stops'] = [];
+  // Replicas past the first are `<service>-<i>`.
+  const processes = SERVICES.flatMap((s) => Array.from({ length: opts.replicas ?? 1 }, (_, i) => (i === 0 ? s : `${s}-${i}`)));
   const killer = async () => {
     const every = opts.killEveryMs ?? 10_000;
     let sinceInvoker = Infinity;
     for (let k = 1; t0 + k * every < loadEnd; k++) {
       await delay(Math.max(0, t0 + k * every - Date.now()));
       const forced = opts.forceInvoker && (k === 1 || sinceInvoker >= 2);
-      const service = opts.rolling
-        ? SERVICES[(k - 1) % SERVICES.length]!
-        : forced
-          ? 'invoker'
-          : SERVICES[Math.floor(killRng() * SERVICES.length)]!;
-      sinceInvoker = service === 'invoker' ? 0 : sinceInvoker + 1;
+      const service = opts.rolling ? processes[(k - 1) % processes.length]! : forced ? 'invoker' : processes[Math.floor(killRng() * processes.length)]!;
+      sinceInvoker = service.startsWith('invoker') ? 0 : sinceInvoker + 1;
       const atMs = Date.now() - t0;
       if (opts.rolling) {
         log(`chaos: ${at()} SIGTERM ${service}`);
