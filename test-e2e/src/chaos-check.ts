@@ -10,7 +10,10 @@ import { api } from './api.js';
 /** One event the load generator got a 202 for (or a deduped retry of one). */
 export interface StartedKey {
   key: string;
-  kind: 'ten' | 'sleepy' | 'emitter' | 'waiter' | 'parent' | 'hook' | 'gated' | 'limited' | 'single';
+  /** `cancelled`: a `paced` run whose cancel was answered 200 (it must end cancelled). */
+  kind: 'ten' | 'sleepy' | 'emitter' | 'waiter' | 'parent' | 'hook' | 'gated' | 'limited' | 'single' | 'paced' | 'cancelled';
+  /** A replay of its run was answered with a new run (`yes`: there is one, and it must succeed), or its answer was lost (`maybe`: at most one). */
+  replayed?: 'yes' | 'maybe';
   /** Waiter only: the key of the emitter whose event it waits for. */
   pairedWith?: string;
   /** Waiter only: its wait step was seen parked before the emitter's event was sent. */
@@ -35,6 +38,8 @@ export interface StrandedRun {
 export interface InvariantReport {
   runs: number;
   succeeded: number;
+  /** Runs that ended cancelled as the load asked. */
+  cancelled: number;
   failed: { runId: string; key: string; workflow: string; error: unknown }[];
   stranded: StrandedRun[];
   /** Keys whose event started no run (lost start). */
@@ -95,7 +100,10 @@ interface RunView {
   input?: { key?: string; group?: string; n?: number } | { data?: { group?: string; n?: number } }[];
   result?: unknown;
   error?: unknown;
+  replayOf?: string;
 }
+/** The suffix of a replay's key. */
+const REPLAY = '#replay';
 /** The load's key of an event-started run (a batch has none). */
 const keyOf = (r: RunView): string | undefined => (Array.isArray(r.input) ? undefined : r.input?.key);
 
@@ -152,7 +160,7 @@ async function pool<T, R>(items: T[], width: number, fn: (item: T) => Promise<R>
 /** The tokens a workflow's result claims, paired with the step names that produced them. */
 function expectedSteps(kind: StartedKey['kind'], result: unknown): Map<string, unknown> | undefined {
   const r = result as { tokens?: unknown[]; token?: unknown } | null | undefined;
-  if (kind === 'ten' && Array.isArray(r?.tokens)) return new Map(r.tokens.map((t, i) => [`s${i + 1}`, t]));
+  if ((kind === 'ten' || kind === 'paced') && Array.isArray(r?.tokens)) return new Map(r.tokens.map((t, i) => [`s${i + 1}`, t]));
   if ((kind === 'sleepy' || kind === 'limited' || kind === 'single') && Array.isArray(r?.tokens)) return new Map(r.tokens.map((t, i) => [['a', 'b', 'c'][i]!, t]));
   if (kind === 'emitter' && r?.token !== undefined) return new Map([['prep', r.token]]);
   if (kind === 'waiter') return new Map();
@@ -187,6 +195,7 @@ export async function checkInvariants(opts: {
   const report: InvariantReport = {
     runs: runs.length,
     succeeded: 0,
+    cancelled: 0,
     failed: [],
     stranded: [],
     lostStarts: [],
@@ -214,7 +223,8 @@ export async function checkInvariants(opts: {
   };
   const byKey = new Map<string, typeof runs>();
   for (const r of runs) {
-    const k = keyOf(r.run) ?? `?${r.run.id}`;
+    // A replay carries its source's input: it is checked as a run of its own.
+    const k = `${keyOf(r.run) ?? `?${r.run.id}`}${r.run.replayOf ? REPLAY : ''}`;
     byKey.set(k, [...(byKey.get(k) ?? []), r]);
   }
   const kindOf = new Map(opts.started.map((s) => [s.key, s]));
@@ -223,6 +233,9 @@ export async function checkInvariants(opts: {
     const found = byKey.get(s.key) ?? [];
     if (found.length === 0) report.lostStarts.push(s.key);
     if (found.length > 1) report.duplicateStarts.push(`${s.key} x${found.length}`);
+    const replays = byKey.get(`${s.key}${REPLAY}`)?.length ?? 0;
+    if (replays === 0 && s.replayed === 'yes') report.lostStarts.push(`${s.key} (its replay)`);
+    if (replays > (s.replayed ? 1 : 0)) report.duplicateStarts.push(`${s.key}: ${replays} replays`);
   }
 
   const emitterTokens = new Map<string, unknown>();
@@ -230,6 +243,7 @@ export async function checkInvariants(opts: {
     const started = kindOf.get(key);
     for (const { run, steps } of found) {
       if (run.status === 'succeeded') report.succeeded++;
+      else if (run.status === 'cancelled' && started?.kind === 'cancelled') report.cancelled++;
       else if (run.status === 'failed' || run.status === 'cancelled')
         report.failed.push({ runId: run.id, key, workflow: run.workflow, error: run.error });
       else {

@@ -14,15 +14,17 @@ import { startRunner, type TestRunner } from './runner.js';
  * flight (10-step, sleeping, emit / waitForEvent pairs, child runs under a
  * limit, webhooks from steps, approvals granted through the API, bursts under
  * two concurrency limits, queued singletons, debounced, batched and
- * idempotent events) while a seeded killer SIGKILLs a random service every
- * 10 s and restarts it, and (with `infraRestarts`) nats-server and Postgres
- * crash once each. When the load stops, every run must be terminal within the
- * settle time with its expected result, no step stored twice, no emit or
- * webhook duplicated, no delivery lost, every timeline gap-free, never more
- * runs inside a concurrency or singleton key at once than it admits, and the
+ * idempotent events, runs paused and resumed or cancelled mid-pass, then
+ * replayed) while a seeded killer SIGKILLs a random service every 10 s and
+ * restarts it, and (with `infraRestarts`) nats-server and Postgres crash once
+ * each. When the load stops, every run must be terminal within the settle
+ * time with its expected result, no step stored twice, no emit or webhook
+ * duplicated, no delivery lost, every timeline gap-free, never more runs
+ * inside a concurrency or singleton key at once than it admits, the
  * debounced, batched and idempotent events must have started the runs their
- * policies say, none twice. Everything is driven and read through the public
- * API and the SDK; see chaos-check.ts for the invariants.
+ * policies say, none twice, and a paused or cancelled run must have begun no
+ * step but the one in flight. Everything is driven and read through the
+ * public API and the SDK; see chaos-check.ts for the invariants.
  */
 
 export interface ChaosOptions {
@@ -82,6 +84,11 @@ export interface ChaosReport extends InvariantReport {
   terminalAfterMs?: number;
   /** Unexpected answers during the load (an event that started no run, a 4xx). */
   loadErrors: string[];
+  /** Runs paused, checked and resumed; replays asked for (each must succeed). */
+  paused: number;
+  replays: number;
+  /** Paused runs that were not paused, or began more than the step in flight, and cancelled runs that began more. */
+  controlMismatches: string[];
   /** Rolling mode: how each SIGTERMed service went (a forced or failed exit is a violation). */
   stops: { service: string; ms: number; forced: boolean; code: number | null }[];
   /** The concurrency keys of `chaos.limited` and `chaos.child`, and `chaos.single`'s singleton keys: the most runs seen inside each at once, and its limit. */
@@ -162,7 +169,7 @@ class Occupancy {
 }
 
 /** The workflows; `executed` counts each (run, step) execution to report re-runs; webhooks go to `hookUrl`. */
-function defineWorkflows(r: Runner, executed: Map<string, number>, hookUrl: string, occupancy: Occupancy): void {
+function defineWorkflows(r: Runner, executed: Map<string, number>, hookUrl: string, occupancy: Occupancy, starts: Map<string, number[]>): void {
   const token = () => randomBytes(6).toString('hex');
   // A step takes a few ms, so some pass is nearly always in flight when a process dies.
   const work = async (runId: string, name: string) => {
@@ -245,6 +252,20 @@ function defineWorkflows(r: Runner, executed: Map<string, number>, hookUrl: stri
     { batchEvents: { maxSize: 3, timeout: '1s', key: 'event.data.group' } },
     async ({ event, step, ctx }) => ({ ns: event.data.map((e) => e.data.n), token: await step.run('b', () => work(ctx.runId, 'b')) }),
   );
+  // Six steps in one pass, paused or cancelled by the load while they go: `starts` says when each began.
+  r.workflow('chaos.paced', {}, async ({ step, ctx }) => {
+    const tokens: string[] = [];
+    for (let i = 1; i <= 6; i++) {
+      tokens.push(
+        await step.run(`s${i}`, async () => {
+          starts.set(ctx.runId, [...(starts.get(ctx.runId) ?? []), Date.now()]);
+          await delay(30);
+          return work(ctx.runId, `s${i}`);
+        }),
+      );
+    }
+    return { tokens };
+  });
   // A queued singleton: one run of a user's from its first step to its last, its nap included.
   r.workflow<{ key: string; user: string; napMs: number }>(
     'chaos.single',
@@ -288,9 +309,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     dep = await startDeployment('fleet', { env: opts.env, replicas: Object.fromEntries(SERVICES.map((s) => [s, opts.replicas ?? 1])) });
     const executed = new Map<string, number>();
     const occupancy = new Occupancy();
+    const starts = new Map<string, number[]>();
     hooks = await startHookReceiver();
-    runner = await startRunner(dep, (r) => defineWorkflows(r, executed, hooks!.url, occupancy), { app: CHAOS_APP });
-    const report = await drive(dep, seed, opts, log, infra, hooks);
+    runner = await startRunner(dep, (r) => defineWorkflows(r, executed, hooks!.url, occupancy, starts), { app: CHAOS_APP });
+    const report = await drive(dep, seed, opts, log, infra, hooks, starts);
     report.reExecutions = [...executed.values()].reduce((n, c) => n + c - 1, 0);
     // Each user's slot and each queued singleton's key admit one.
     const limitOf = (key: string) => (key === 'all' ? LIMITED_ALL : key === 'child' ? CHILD_LIMIT : 1);
@@ -350,6 +372,7 @@ async function drive(
   log: (line: string) => void,
   infra: PrivateInfra | undefined,
   hooks: HookReceiver,
+  starts: Map<string, number[]>,
 ): Promise<ChaosReport> {
   // Two streams: the workers draw from theirs in whatever order their runs end, so the kill order
   // replays from the seed only if the killer has its own.
@@ -357,6 +380,9 @@ async function drive(
   const killRng = prng(seed ^ 0x9e3779b9);
   const started: StartedKey[] = [];
   const coalesced: CoalescedEvent[] = [];
+  const controlMismatches: string[] = [];
+  let paused = 0;
+  let replays = 0;
   const loadErrors: string[] = [];
   let postRetries = 0;
   let seq = 0;
@@ -443,6 +469,56 @@ async function drive(
     const res = await call('POST', `/v1/approvals/${a.id}/decision`, { status: 'approved' });
     return res.status === 200 || res.status === 409;
   };
+  /** A request answered by the API (not 5xx, not lost), retried through the kills; undefined when it never was. */
+  const answered = async (method: 'GET' | 'POST', path: string, body?: unknown) => {
+    for (let attempt = 0; attempt < 60; attempt++) {
+      const res = await call(method, path, body).catch(() => undefined);
+      if (res && res.status < 500) return res;
+      await delay(500);
+    }
+    loadErrors.push(`${at()} ${method} ${path}: no answer through 60 attempts`);
+    return undefined;
+  };
+  /** Steps of the run that began after `t`: the one in flight when a pause or cancel was answered may, no other. */
+  const startedAfter = (runId: string, t: number) => (starts.get(runId) ?? []).filter((x) => x > t).length;
+  /**
+   * Pause the run while its steps go, check it stays paused with no new step, resume it; or cancel
+   * it. Then replay it. A 409 means it had finished first: nothing to check but its end.
+   */
+  const control = async (s: StartedKey, runId: string) => {
+    await delay(Math.floor(rng() * 200));
+    const action = rng() < 0.5 ? 'pause' : 'cancel';
+    const res = await answered('POST', `/v1/runs/${runId}/${action}`);
+    const t = Date.now();
+    if (res?.status === 200 && action === 'pause') {
+      await delay(600);
+      const run = await answered('GET', `/v1/runs/${runId}`);
+      const status = (run?.body as { status?: string } | undefined)?.status;
+      if (status !== 'paused') controlMismatches.push(`${runId} (${s.key}): ${status} 600 ms after its pause was answered`);
+      const after = startedAfter(runId, t);
+      if (after > 1) controlMismatches.push(`${runId} (${s.key}): ${after} steps began while it was paused`);
+      await answered('POST', `/v1/runs/${runId}/resume`);
+      paused++;
+    } else if (res?.status === 200) {
+      s.kind = 'cancelled';
+    } else if (res?.status !== 409) {
+      loadErrors.push(`${at()} ${action} ${runId}: ${res?.status} ${JSON.stringify(res?.body)}`);
+    }
+    await until(terminal(runId), WATCH_CAP_MS, true);
+    if (s.kind === 'cancelled') {
+      const after = startedAfter(runId, t);
+      if (after > 1) controlMismatches.push(`${runId} (${s.key}): ${after} steps began after its cancel was answered`);
+    }
+    // Sent once: a replay is a new run each time it is asked for, so a retry after a lost answer could make two.
+    const replay = await call('POST', `/v1/runs/${runId}/replay`).catch(() => undefined);
+    const newId = (replay?.body as { id?: string } | undefined)?.id;
+    if (replay?.status === 201 && newId) {
+      s.replayed = 'yes';
+      replays++;
+      await until(terminal(newId), WATCH_CAP_MS);
+    } else if (!replay || replay.status >= 500) s.replayed = 'maybe';
+    else if (replay.status !== 409) loadErrors.push(`${at()} replay ${runId}: ${replay.status} ${JSON.stringify(replay.body)}`);
+  };
   const parked = (runId: string) => async () => {
     const r = await get(`/v1/runs/${runId}/steps`);
     return r.status === 200 && (r.body as { name: string; status: string }[]).some((st) => st.name === 'told' && st.status === 'waiting');
@@ -453,9 +529,13 @@ async function drive(
     while (loading()) {
       const pick = rng();
       const key = `k${++seq}`;
-      if (pick < 0.2) {
+      if (pick < 0.15) {
         const id = await send({ key, kind: 'ten' }, 'chaos.ten', {});
         if (id) await until(terminal(id), WATCH_CAP_MS);
+      } else if (pick < 0.2) {
+        const s: StartedKey = { key, kind: 'paced' };
+        const id = await send(s, 'chaos.paced', {});
+        if (id) await control(s, id);
       } else if (pick < 0.3) {
         // A burst of six over four users: the runs queue for their user's slot and for the slots in all.
         const ids = await Promise.all(
@@ -555,7 +635,7 @@ async function drive(
     }
   };
 
-  // A worker holds 1.9 runs on average (a pair, a fifth of the time, is two; the bursts, a tenth each, six and three).
+  // A worker holds ~1.9 runs on average (a pair, a fifth of the time, is two; the bursts, a tenth each, six and three).
   const workers = Math.max(1, Math.round((opts.inFlight ?? 20) / 1.9));
   const killing = Promise.all([killer(), infraCrashes()]);
   await Promise.all(Array.from({ length: workers }, worker));
@@ -602,6 +682,9 @@ async function drive(
     loadErrors,
     stops,
     occupancy: [],
+    paused,
+    replays,
+    controlMismatches,
   };
 }
 
@@ -633,6 +716,10 @@ export function summaryLine(r: ChaosReport): string {
     `lost deliveries=${r.lostDeliveries.length}`,
     `redeliveries=${r.redeliveries}`,
     `approvals mismatched=${r.approvalMismatches.length}`,
+    `paused=${r.paused}`,
+    `cancelled=${r.cancelled}`,
+    `replays=${r.replays}`,
+    `control mismatched=${r.controlMismatches.length}`,
     `coalesced groups=${r.coalescedGroups}`,
     `coalesced mismatched=${r.coalescedMismatches.length}`,
     `timelines checked=${r.timelinesChecked}`,
@@ -667,6 +754,7 @@ export function violations(r: ChaosReport): string[] {
   for (const d of r.duplicateWebhooks) out.push(`webhook step delivered under more than one id: ${d}`);
   for (const l of r.lostDeliveries) out.push(`webhook delivery never received: ${l}`);
   for (const m of r.approvalMismatches) out.push(`gated run did not resume approved: ${m}`);
+  for (const m of r.controlMismatches) out.push(`pause or cancel not honoured: ${m}`);
   for (const m of r.coalescedMismatches) out.push(`events did not start the runs their debounce, idempotency key or batch says: ${m}`);
   for (const g of r.timelineGaps) out.push(`timeline not gap-free: ${g}`);
   for (const o of r.occupancy) if (o.peak > o.limit) out.push(`${o.peak} runs inside key ${o.key} at once (limit ${o.limit})`);

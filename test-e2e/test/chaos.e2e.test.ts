@@ -11,9 +11,10 @@ import { realInfra } from '../src/infra.js';
  * crashed and restarted once each. Every run must end within 60 s of the
  * load stopping with its expected result, no step stored twice, no emit or
  * webhook duplicated, no delivery lost, every timeline gap-free, no
- * concurrency key over its limit, each debounced or batched event started
- * once. `pnpm test:chaos [minutes]` is the long
- * version. CHAOS_SEED replays a seed.
+ * concurrency key over its limit, debounced, batched and idempotent events
+ * starting the runs their policies say, and no step begun by a paused or
+ * cancelled run but the one in flight. `pnpm test:chaos [minutes]` is the
+ * long version. CHAOS_SEED replays a seed.
  */
 const infra = realInfra();
 if (!infra && process.env.CI) throw new Error('CI needs real Postgres and NATS for the chaos e2e test');
@@ -46,5 +47,6 @@ describeFleet('chaos on the six-process fleet (SIGKILL every 10 s, the invoker a
     // Runs under concurrency limits went inside their steps (the slots in all and each user's, the children's), and queued singletons ran.
     expect(report.occupancy.map((o) => o.key).sort()).toEqual(['all', 'child', 'single u0', 'single u1', 'user u0', 'user u1', 'user u2', 'user u3']);
     expect(report.coalescedGroups).toBeGreaterThan(0);
+    expect(report.paused + report.cancelled).toBeGreaterThan(0);
   }, 300_000);
 });
