@@ -160,7 +160,7 @@ async function pool<T, R>(items: T[], width: number, fn: (item: T) => Promise<R>
 /** The tokens a workflow's result claims, paired with the step names that produced them. */
 function expectedSteps(kind: StartedKey['kind'], result: unknown): Map<string, unknown> | undefined {
   const r = result as { tokens?: unknown[]; token?: unknown } | null | undefined;
-  if ((kind === 'ten' || kind === 'paced') && Array.isArray(r?.tokens)) return new Map(r.tokens.map((t, i) => [`s${i + 1}`, t]));
+  if ((kind === 'ten' || kind === 'paced' || kind === 'cancelled') && Array.isArray(r?.tokens)) return new Map(r.tokens.map((t, i) => [`s${i + 1}`, t]));
   if ((kind === 'sleepy' || kind === 'limited' || kind === 'single') && Array.isArray(r?.tokens)) return new Map(r.tokens.map((t, i) => [['a', 'b', 'c'][i]!, t]));
   if (kind === 'emitter' && r?.token !== undefined) return new Map([['prep', r.token]]);
   if (kind === 'waiter') return new Map();

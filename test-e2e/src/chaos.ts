@@ -158,7 +158,7 @@ class Occupancy {
     }
   }
 
-  /** The run is inside `key` from now until `close` (again: still inside). */
+  /** The run is inside `key` from now until `close` (opened again meanwhile: still inside, once). */
   open(key: string, runId: string): void {
     this.enter(key, runId, 1);
   }
@@ -421,10 +421,10 @@ async function drive(
     for (let attempt = 0; ; attempt++) {
       const res = await call('POST', '/v1/events', body).catch(() => undefined);
       if (res?.status === 202) {
-        const b = res.body as { runId?: string; deduped?: boolean; debounced?: boolean; batched?: boolean; triggered?: unknown[] };
-        // A debounced or batched event starts its run later, or not at all (checked at the end, by group).
+        const b = res.body as { runId?: string; deduped?: boolean; triggered?: unknown[] };
+        // A debounced, batched or idempotent event starts a run later, now or not at all: checked at the end, by group.
+        // (`deduped` here is this event again, a retry whose first 202 was lost, or the group's idempotency key seen.)
         if (!('key' in s)) {
-          // A repeated dedupeId is this event again (a retry whose first 202 was lost); under an idempotency key, a second event of the group.
           coalesced.push(s);
           return undefined;
         }
@@ -505,7 +505,11 @@ async function drive(
       loadErrors.push(`${at()} ${action} ${runId}: ${res?.status} ${JSON.stringify(res?.body)}`);
     }
     await until(terminal(runId), WATCH_CAP_MS, true);
+    const status = ((await answered('GET', `/v1/runs/${runId}`))?.body as { status?: string } | undefined)?.status;
+    // A cancel whose answer was lost (a kill, a restart) and whose retry found the run ended: it was ours.
+    if (action === 'cancel' && status === 'cancelled') s.kind = 'cancelled';
     if (s.kind === 'cancelled') {
+      if (status !== 'cancelled') controlMismatches.push(`${runId} (${s.key}): ${status} after its cancel was answered`);
       const after = startedAfter(runId, t);
       if (after > 1) controlMismatches.push(`${runId} (${s.key}): ${after} steps began after its cancel was answered`);
     }
@@ -731,6 +735,23 @@ export function summaryLine(r: ChaosReport): string {
     `POST retries=${r.postRetries}`,
     `kills=${kills}`,
   ].join(' ');
+}
+
+/** What the load did not exercise, one line each (a run too short or too quiet to be worth its verdict); empty when it did it all. */
+export function unexercised(r: ChaosReport): string[] {
+  const out: string[] = [];
+  if (r.runs <= 50) out.push(`only ${r.runs} runs`);
+  if (r.stepsChecked <= r.runs) out.push(`only ${r.stepsChecked} steps checked for ${r.runs} runs`);
+  if (r.timelinesChecked !== r.runs) out.push(`${r.timelinesChecked} timelines checked for ${r.runs} runs`);
+  if (r.emits === 0) out.push('no emit');
+  if (r.webhooks === 0) out.push('no webhook');
+  if (r.coalescedGroups === 0) out.push('no debounced, batched or idempotent group');
+  if (r.paused + r.cancelled === 0) out.push('no run paused or cancelled');
+  // Runs under concurrency limits went inside their steps (the slots in all and each user's, the children's), and queued singletons ran.
+  const keys = ['all', 'child', ...LIMITED_USERS.map((u) => `user ${u}`), ...LIMITED_USERS.slice(0, 2).map((u) => `single ${u}`)];
+  const seen = new Set(r.occupancy.map((o) => o.key));
+  for (const k of keys) if (!seen.has(k)) out.push(`no run inside key ${k}`);
+  return out;
 }
 
 /** Everything that broke an invariant, one line each; empty when the run is clean. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { runChaos, violations } from '../src/chaos.js';
+import { runChaos, unexercised, violations } from '../src/chaos.js';
 import { realInfra } from '../src/infra.js';
 
 /**
@@ -36,17 +36,9 @@ describeFleet('chaos on the six-process fleet (SIGKILL every 10 s, the invoker a
     // Every invariant at once, so one failure shows all of them with the run ids (a stranded run first of all).
     expect(violations(report)).toEqual([]);
     // The test is only worth something if the chaos happened: runs of every kind, the invoker killed mid-load.
+    expect(unexercised(report)).toEqual([]);
     expect(report.kills.invoker).toBeGreaterThanOrEqual(1);
     expect(report.kills['nats-server']).toBe(1);
     expect(report.kills.postgres).toBe(1);
-    expect(report.webhooks).toBeGreaterThan(0);
-    expect(report.timelinesChecked).toBe(report.runs);
-    expect(report.runs).toBeGreaterThan(50);
-    expect(report.emits).toBeGreaterThan(0);
-    expect(report.stepsChecked).toBeGreaterThan(report.runs);
-    // Runs under concurrency limits went inside their steps (the slots in all and each user's, the children's), and queued singletons ran.
-    expect(report.occupancy.map((o) => o.key).sort()).toEqual(['all', 'child', 'single u0', 'single u1', 'user u0', 'user u1', 'user u2', 'user u3']);
-    expect(report.coalescedGroups).toBeGreaterThan(0);
-    expect(report.paused + report.cancelled).toBeGreaterThan(0);
   }, 300_000);
 });
