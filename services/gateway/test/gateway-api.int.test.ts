@@ -5,7 +5,8 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { consumeOnce } from './consume.js';
 import type { ApiCall } from '@dws/runtime';
-import { streams, subjects } from '@dws/runtime';
+import { notFound } from '@dws/protocol';
+import { ids, streams, subjects } from '@dws/runtime';
 import { fromBinary, WorkspaceUpsertedSchema } from '@dws/proto';
 import { http, infraAvailable, startTestGateway, type TestGateway } from './harness.js';
 
@@ -20,8 +21,15 @@ const d = infraAvailable ? describe : describe.skip;
 d('gateway API', () => {
   let g: TestGateway;
   const calls: { op: string; call: ApiCall }[] = [];
+  // Runs whose StartRun is still on its way to the scheduler: the ops that name one answer 404 this many times more.
+  const unstored = new Map<string, number>();
   const record = (op: string) => async (call: ApiCall) => {
     calls.push({ op, call });
+    const misses = unstored.get(call.params.id ?? '') ?? 0;
+    if (misses > 0) {
+      unstored.set(call.params.id!, misses - 1);
+      throw notFound('run');
+    }
     return { body: { op, workspaceId: call.caller.workspaceId }, headers: op === 'runs.list' ? { 'x-next-cursor': 'abc' } : undefined };
   };
   const last = () => calls[calls.length - 1]!;
@@ -242,6 +250,27 @@ d('gateway API', () => {
       expect(list.headers['x-next-cursor']).toBe('abc');
       const ingest = await http(g.base, 'POST', '/v1/events', { key: g.secretKey, raw: '{"name":"a.b","data":{"n":1.50}}' });
       expect(ingest).toMatchObject({ status: 202, body: { got: { name: 'a.b', data: { n: 1.5 } } } });
+    });
+
+    it('a run named moments after its 202 (its StartRun still on the way) is waited for, not 404: reads and control alike', async () => {
+      for (const [method, path, op] of [
+        ['GET', 'steps', 'runs.steps'],
+        ['POST', 'cancel', 'runs.cancel'],
+        ['POST', 'pause', 'runs.pause'],
+        ['POST', 'resume', 'runs.resume'],
+        ['POST', 'replay', 'runs.replay'],
+      ] as const) {
+        const id = ids.run();
+        unstored.set(id, 3);
+        const before = calls.length;
+        const r = await http(g.base, method, `/v1/runs/${id}/${path}`, { key: g.secretKey });
+        expect({ path, status: r.status, op: last().op, tries: calls.length - before }).toEqual({ path, status: 200, op, tries: 4 });
+      }
+      // A run id not born moments ago is answered 404 at once.
+      unstored.set('run_missing', 100);
+      const before = calls.length;
+      const r = await http(g.base, 'POST', '/v1/runs/run_missing/cancel', { key: g.secretKey });
+      expect({ status: r.status, code: r.body.error.code, tries: calls.length - before }).toEqual({ status: 404, code: 'run_not_found', tries: 1 });
     });
 
     it('refuses bad parameters and bodies with 400 before any service sees them', async () => {

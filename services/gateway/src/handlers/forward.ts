@@ -97,7 +97,7 @@ export async function forwardRoute(to: Forwarding, r: RouteSpec, caller: AuthedC
   const payload = { params: v.params, query: v.query, rawBody: v.rawBody };
   const call = () => (r.batched ? to.batcher.call(service, op, as, payload) : callApi(to.bus, service, op, as, payload));
   try {
-    const res = r.readsRun ? await awaitNewRun(v.params.id ?? '', call, { waitMs: 1_000 }) : await call();
+    const res = r.namesRun ? await awaitNewRun(v.params.id ?? '', call, { waitMs: 1_000 }) : await call();
     if (traced) endRequestSpan(traced.span, res);
     return res;
   } catch (err) {

@@ -49,8 +49,11 @@ export interface RouteSpec {
   errors?: number[];
   /** SPEC Errors: a suspended workspace is refused run-creating calls with 403. */
   startsRuns?: boolean;
-  /** Reads one run by `:id`: a run announced moments ago (its StartRun on the way) is waited for briefly, not 404. */
-  readsRun?: boolean;
+  /**
+   * Names one run by `:id` (a read, or a control action on it): a run announced moments ago (its
+   * StartRun on the way) is waited for briefly, not 404, so a run id from a 202 can be cancelled at once.
+   */
+  namesRun?: boolean;
   /** Its 202 names the runs it started (`triggered[].runId`): the gateway follows them for the run streams that usually come next. */
   announcesRuns?: boolean;
   /** Forwarded in batches (ApiBatcher): the calls that arrive together go to the service in one bus request, each answered as alone. */
@@ -76,18 +79,18 @@ export const ROUTES: RouteSpec[] = [
   { method: 'get', path: '/runs/stream', summary: 'SSE: run_status frames of every run in the workspace (best-effort)', tag: 'runs', access: 'read', ok: { status: 200, sse: s.RunStatusFrame }, target: local('runsStream') },
   { method: 'post', path: '/runs/bulk-replay', summary: 'Replay finished runs matching a filter, newest first, up to a per-call ceiling', tag: 'control', access: 'write', startsRuns: true, body: { schema: s.BulkReplayBody, required: true }, ok: { status: 200, schema: s.BulkReplayResult }, errors: [403], target: fwd('scheduler', 'runs.bulkReplay') },
   { method: 'post', path: '/runs/bulk-cancel', summary: 'Cancel the runs that have not ended matching a filter (and a CEL `if`), newest first, up to a per-call ceiling', tag: 'control', access: 'write', body: { schema: s.BulkCancelBody, required: true }, ok: { status: 200, schema: s.BulkCancelResult }, target: fwd('scheduler', 'runs.bulkCancel') },
-  { method: 'get', path: '/runs/:id', summary: 'One run, with input and result', tag: 'runs', access: 'read', readsRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, target: fwd('scheduler', 'runs.get') },
-  { method: 'get', path: '/runs/:id/steps', summary: "The run's steps, in order (unpaged)", tag: 'runs', access: 'read', readsRun: true, params: s.IdParams, ok: { status: 200, schema: s.Step, array: true }, target: fwd('scheduler', 'runs.steps') },
-  { method: 'get', path: '/runs/:id/scores', summary: "The scores the run's Score steps wrote (unpaged)", tag: 'runs', access: 'read', readsRun: true, params: s.IdParams, ok: { status: 200, schema: s.Score, array: true }, target: fwd('scheduler', 'runs.scores') },
-  { method: 'get', path: '/runs/:id/logs', summary: 'Run log lines, oldest first', tag: 'runs', access: 'read', readsRun: true, params: s.IdParams, query: s.LogsQuery, ok: { status: 200, schema: s.LogLine, array: true }, target: fwd('scheduler', 'runs.logs') },
+  { method: 'get', path: '/runs/:id', summary: 'One run, with input and result', tag: 'runs', access: 'read', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, target: fwd('scheduler', 'runs.get') },
+  { method: 'get', path: '/runs/:id/steps', summary: "The run's steps, in order (unpaged)", tag: 'runs', access: 'read', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.Step, array: true }, target: fwd('scheduler', 'runs.steps') },
+  { method: 'get', path: '/runs/:id/scores', summary: "The scores the run's Score steps wrote (unpaged)", tag: 'runs', access: 'read', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.Score, array: true }, target: fwd('scheduler', 'runs.scores') },
+  { method: 'get', path: '/runs/:id/logs', summary: 'Run log lines, oldest first', tag: 'runs', access: 'read', namesRun: true, params: s.IdParams, query: s.LogsQuery, ok: { status: 200, schema: s.LogLine, array: true }, target: fwd('scheduler', 'runs.logs') },
   { method: 'get', path: '/runs/:id/stream', summary: 'SSE: the run timeline, replayed after `from` (or Last-Event-ID), then live; ends when the run is terminal', tag: 'runs', access: 'read', params: s.IdParams, query: s.StreamQuery, ok: { status: 200, sse: s.TimelineFrame }, target: local('runStream') },
 
   // Run control, forwarded to the scheduler with the actor.
-  { method: 'post', path: '/runs/:id/cancel', summary: 'Cancel a run', tag: 'control', access: 'write', params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.cancel') },
-  { method: 'post', path: '/runs/:id/pause', summary: 'Pause a run at the next step boundary', tag: 'control', access: 'write', params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.pause') },
-  { method: 'post', path: '/runs/:id/resume', summary: 'Resume a paused run', tag: 'control', access: 'write', params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.resume') },
-  { method: 'post', path: '/runs/:id/replay', summary: 'Replay a finished run as a new run', tag: 'control', access: 'write', startsRuns: true, params: s.IdParams, body: { schema: s.ReplayBody, required: false }, ok: { status: 201, schema: s.NewRun }, errors: [403, 409], target: fwd('scheduler', 'runs.replay') },
-  { method: 'post', path: '/runs/:id/retry-from-step', summary: 'Fork a finished run, resuming at a step', tag: 'control', access: 'write', startsRuns: true, params: s.IdParams, body: { schema: s.RetryFromStepBody, required: true }, ok: { status: 201, schema: s.NewRun }, errors: [403, 409], target: fwd('scheduler', 'runs.retryFromStep') },
+  { method: 'post', path: '/runs/:id/cancel', summary: 'Cancel a run', tag: 'control', access: 'write', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.cancel') },
+  { method: 'post', path: '/runs/:id/pause', summary: 'Pause a run at the next step boundary', tag: 'control', access: 'write', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.pause') },
+  { method: 'post', path: '/runs/:id/resume', summary: 'Resume a paused run', tag: 'control', access: 'write', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.resume') },
+  { method: 'post', path: '/runs/:id/replay', summary: 'Replay a finished run as a new run', tag: 'control', access: 'write', namesRun: true, startsRuns: true, params: s.IdParams, body: { schema: s.ReplayBody, required: false }, ok: { status: 201, schema: s.NewRun }, errors: [403, 409], target: fwd('scheduler', 'runs.replay') },
+  { method: 'post', path: '/runs/:id/retry-from-step', summary: 'Fork a finished run, resuming at a step', tag: 'control', access: 'write', namesRun: true, startsRuns: true, params: s.IdParams, body: { schema: s.RetryFromStepBody, required: true }, ok: { status: 201, schema: s.NewRun }, errors: [403, 409], target: fwd('scheduler', 'runs.retryFromStep') },
   { method: 'get', path: '/control-actions', summary: 'Control audit entries, newest first', tag: 'control', access: 'read', query: s.ControlActionsQuery, ok: { status: 200, schema: s.ControlAction, array: true }, target: fwd('scheduler', 'control.list') },
 
   // Events (ingest). /events/stream before /events/:id.
