@@ -1,4 +1,4 @@
-// `pnpm chaos [--minutes 2] [--seed N] [--invoker] [--infra-restarts] [--in-flight 20] [--settle 60] [--replicas 1]`, and
+// `pnpm chaos [--minutes 2] [--seed N] [--invoker] [--infra-restarts] [--in-flight 20] [--settle 60] [--replicas 1] [--connect]`, and
 // `pnpm test:chaos [minutes]` (= --infra-restarts: nats-server and Postgres crash once each too): the long chaos
 // run on the six-process fleet (the CI test is test-e2e/test/chaos.e2e.test.ts). Needs real Postgres
 // and NATS (TEST_DATABASE_URL | DATABASE_URL | postgres://postgres@127.0.0.1:5432/test, and
@@ -17,6 +17,7 @@ const { values, positionals } = parseArgs({
     'in-flight': { type: 'string', default: '20' },
     settle: { type: 'string', default: '60' },
     replicas: { type: 'string', default: '1' },
+    connect: { type: 'boolean', default: false },
   },
 });
 const num = (name: string, v: string | undefined): number | undefined => {
@@ -42,6 +43,7 @@ const report = await runChaos({
   inFlight: num('in-flight', values['in-flight']),
   settleMs: num('settle', values.settle)! * 1000,
   replicas: Math.max(1, num('replicas', values.replicas)!),
+  connect: values.connect,
   log: (line) => console.log(line),
 });
 for (const r of report.slowest)

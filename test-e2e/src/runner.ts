@@ -5,12 +5,28 @@ import type { Deployment } from './deployment.js';
 
 export interface TestRunner {
   runner: Runner;
+  /** The serve runner's root ('' for a Connect runner). */
   url: string;
   close(): Promise<void>;
 }
 
-/** A user's runner process, in-test: an express app serving the SDK's invoke handler, registered with the deployment. */
-export async function startRunner(dep: Deployment, define: (r: Runner) => void, opts: { app?: string } = {}): Promise<TestRunner> {
+/**
+ * A user's runner process, in-test: an express app serving the SDK's invoke
+ * handler, registered with the deployment; or (`connect`) one that dials the
+ * deployment's Connect socket instead, redialling at once when it drops.
+ */
+export async function startRunner(
+  dep: Deployment,
+  define: (r: Runner) => void,
+  opts: { app?: string; connect?: boolean } = {},
+): Promise<TestRunner> {
+  if (opts.connect) {
+    const runner = createRunner({ app: opts.app ?? 'default', url: `${dep.base}/v1`, apiKey: dep.secretKey, signingKey: dep.signingKey });
+    define(runner);
+    const conn = runner.connect({ minBackoffMs: 50, maxBackoffMs: 1000 });
+    await conn.ready;
+    return { runner, url: '', close: () => conn.close() };
+  }
   const app = express();
   const server: Server = await new Promise((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
