@@ -69,7 +69,7 @@ export interface InvariantReport {
   duplicateWebhooks: string[];
   /** Succeeded webhook runs whose delivery never reached the receiver. */
   lostDeliveries: string[];
-  /** Debounced and batched groups checked. */
+  /** Debounced, idempotent and batched groups checked. */
   coalescedGroups: number;
   /**
    * A debounced group with no run carrying its last event, or an event in two runs (a debounce
@@ -420,10 +420,11 @@ function checkCoalesced(sent: CoalescedEvent[], runs: RunView[]): { groups: numb
   const groups = new Map<string, { workflow: CoalescedEvent['workflow']; sent: number[]; got: number[]; runs: string[] }>();
   for (const e of sent) {
     const g = groups.get(e.group) ?? { workflow: e.workflow, sent: [], got: [], runs: [] };
-    groups.set(e.group, { ...g, sent: [...g.sent, e.n] });
+    g.sent.push(e.n);
+    groups.set(e.group, g);
   }
   for (const run of runs) {
-    if (run.workflow !== 'chaos.debounced' && run.workflow !== 'chaos.once' && run.workflow !== 'chaos.batched') continue;
+    if (!sent.some((e) => e.workflow === run.workflow)) continue;
     const events = Array.isArray(run.input) ? run.input.map((e) => e.data ?? {}) : [run.input ?? {}];
     for (const d of events) {
       const g = groups.get(String(d.group));
