@@ -39,7 +39,9 @@ describe('awaitNewRun', () => {
     let calls = 0;
     const t0 = Date.now();
     await expect(awaitNewRun(ids.run(), async () => (calls++, Promise.reject(missing())), { waitMs: 150 })).rejects.toBeInstanceOf(ServiceError);
+    // 2, 4, 8, 16, 32, 64 ms apart: a handful of reads, not a busy loop of them.
     expect(calls).toBeGreaterThan(3);
+    expect(calls).toBeLessThanOrEqual(10);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(150);
   });
 

@@ -27,7 +27,9 @@ export async function awaitNewRun<T>(
       const missing = isServiceError(err) && err.code === 'run_not_found';
       if (!missing || !fresh || Date.now() >= deadline || opts.stop?.()) throw err;
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([new Promise((r) => (timer = setTimeout(r, Math.min(pause, Math.max(0, deadline - Date.now()))))), opts.stored?.()]);
+      const backoff = new Promise((r) => (timer = setTimeout(r, Math.min(pause, Math.max(0, deadline - Date.now())))));
+      // Without a signal, the backoff alone (a race with `undefined` would end at once: a busy loop of reads).
+      await (opts.stored ? Promise.race([backoff, opts.stored()]) : backoff);
       clearTimeout(timer);
     }
   }
