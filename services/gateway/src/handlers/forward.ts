@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import type { Bus } from '@dws/bus';
 import { describeStringProblem, findBadString } from '@dws/http';
 import { forbidden, invalid, isServiceError, notFound, ServiceError } from '@dws/protocol';
-import { callApi, COMMAND_ACK_WAIT_MS, type ApiBatcher, type ApiResponse } from '@dws/runtime';
+import { callApi, type ApiBatcher, type ApiResponse } from '@dws/runtime';
 import type { AuthedCaller } from './auth.js';
 import { awaitNewRun } from './new-run.js';
 import { endRequestSpan, startRequestSpan } from './request-trace.js';
@@ -79,12 +79,10 @@ export function validateInput(r: RouteSpec, input: RouteInput, caller: AuthedCal
 }
 
 /**
- * How long a route naming a run born moments ago waits for it before its 404. A read, briefly: its
- * StartRun is a few ms on its way. A control action (cancel, pause, ...) until a StartRun a scheduler
- * replica pulled and died with is delivered again (the command ack wait), and a little more: a cancel
- * answered 404 would leave the run to start and run.
+ * How long a route naming a run born moments ago waits for it before its 404: its StartRun is a few
+ * ms on its way. (Not longer: another workspace's run looks the same, and is answered 404 only then.)
  */
-const NEW_RUN_WAIT_MS = { read: 1_000, control: COMMAND_ACK_WAIT_MS + 2_000 };
+const NEW_RUN_WAIT_MS = 1_000;
 
 /** What forwarding needs: the bus, and the batches of the routes forwarded in batches. */
 export interface Forwarding {
@@ -105,7 +103,7 @@ export async function forwardRoute(to: Forwarding, r: RouteSpec, caller: AuthedC
   const payload = { params: v.params, query: v.query, rawBody: v.rawBody };
   const call = () => (r.batched ? to.batcher.call(service, op, as, payload) : callApi(to.bus, service, op, as, payload));
   try {
-    const res = r.namesRun ? await awaitNewRun(v.params.id ?? '', call, { waitMs: r.access === 'write' ? NEW_RUN_WAIT_MS.control : NEW_RUN_WAIT_MS.read }) : await call();
+    const res = r.namesRun ? await awaitNewRun(v.params.id ?? '', call, { waitMs: NEW_RUN_WAIT_MS }) : await call();
     if (traced) endRequestSpan(traced.span, res);
     return res;
   } catch (err) {
