@@ -122,6 +122,8 @@ const prng = seededRandom;
 /** `chaos.limited`'s limits: runs inside a step at once in all, and per user. */
 const LIMITED_ALL = 3;
 const LIMITED_USERS = ['u0', 'u1', 'u2', 'u3'];
+/** The users of `chaos.single`'s bursts (three runs over two: one user's second run waits). */
+const SINGLE_USERS = ['u0', 'u1'];
 /** `chaos.child`'s limit. */
 const CHILD_LIMIT = 1;
 
@@ -577,7 +579,7 @@ async function drive(
         // Three over two users: one user's second run waits for the first to end, naps included.
         const ids = await Promise.all(
           Array.from({ length: 3 }, (_, i) =>
-            send({ key: `${key}s${i}`, kind: 'single' }, 'chaos.single', { user: LIMITED_USERS[i % 2], napMs: 200 + Math.floor(rng() * 400) }),
+            send({ key: `${key}s${i}`, kind: 'single' }, 'chaos.single', { user: SINGLE_USERS[i % SINGLE_USERS.length], napMs: 200 + Math.floor(rng() * 400) }),
           ),
         );
         await Promise.all(ids.map((id) => id && until(terminal(id), WATCH_CAP_MS)));
@@ -760,7 +762,7 @@ export function unexercised(r: ChaosReport): string[] {
   if (r.coalescedGroups === 0) out.push('no debounced, batched or idempotent group');
   if (r.paused + r.cancelled === 0) out.push('no run paused or cancelled');
   // Runs under concurrency limits went inside their steps (the slots in all and each user's, the children's), and queued singletons ran.
-  const keys = ['all', 'child', ...LIMITED_USERS.map((u) => `user ${u}`), ...LIMITED_USERS.slice(0, 2).map((u) => `single ${u}`)];
+  const keys = ['all', 'child', ...LIMITED_USERS.map((u) => `user ${u}`), ...SINGLE_USERS.map((u) => `single ${u}`)];
   const seen = new Set(r.occupancy.map((o) => o.key));
   for (const k of keys) if (!seen.has(k)) out.push(`no run inside key ${k}`);
   return out;
