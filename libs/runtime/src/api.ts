@@ -32,6 +32,8 @@ export interface ApiCall<B = unknown> {
   params: Record<string, string>;
   query: Record<string, unknown>;
   body: B;
+  /** The request headers a route passes on (lower-case names), such as `idempotency-key`. */
+  headers: Record<string, string>;
 }
 
 /** A handler's answer: its JSON body, with an optional status (default 200) and headers. */
@@ -91,6 +93,7 @@ export function serveApi(
       params: parsed?.params ?? {},
       query: parsed?.query ?? {},
       body: parsed?.body,
+      headers: parsed?.headers ?? {},
     };
   };
   const replyOf = (req: ApiRequest, outcome: PromiseSettledResult<ApiResult>): ApiReply => {
@@ -167,10 +170,11 @@ export function serveApi(
   };
 }
 
-/** What a call sends: path parameters, query, and the request body as the raw JSON text it came in. */
+/** What a call sends: path parameters, query, the headers its route passes on, and the request body as the raw JSON text it came in. */
 export interface ApiPayload {
   params?: Record<string, string>;
   query?: Record<string, unknown>;
+  headers?: Record<string, string>;
   rawBody?: string;
 }
 
@@ -192,6 +196,7 @@ export const API_SILENCE_MS = 5000;
 function requestOf(op: string, caller: Caller, payload: ApiPayload): ApiRequest {
   const json =
     `{"params":${JSON.stringify(payload.params ?? {})},"query":${JSON.stringify(payload.query ?? {})}` +
+    (payload.headers && Object.keys(payload.headers).length > 0 ? `,"headers":${JSON.stringify(payload.headers)}` : '') +
     (payload.rawBody !== undefined && payload.rawBody.length > 0 ? `,"body":${payload.rawBody}}` : '}');
   return create(ApiRequestSchema, {
     workspaceId: caller.workspaceId,

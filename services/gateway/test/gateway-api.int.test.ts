@@ -252,6 +252,41 @@ d('gateway API', () => {
       expect(ingest).toMatchObject({ status: 202, body: { got: { name: 'a.b', data: { n: 1.5 } } } });
     });
 
+    it('passes an Idempotency-Key on to replay and retry-from-step; a run-creating route that keeps none refuses it; a bad key is 400', async () => {
+      const key = 'retry-7f3a:1';
+      for (const [path, body, op] of [
+        ['/v1/runs/run_9/replay', undefined, 'runs.replay'],
+        ['/v1/runs/run_9/retry-from-step', { step: 'two' }, 'runs.retryFromStep'],
+      ] as const) {
+        const r = await http(g.base, 'POST', path, { key: g.secretKey, body, headers: { 'idempotency-key': key } });
+        expect({ path, status: r.status }).toEqual({ path, status: 200 });
+        expect(last()).toMatchObject({ op, call: { headers: { 'idempotency-key': key } } });
+        await http(g.base, 'POST', path, { key: g.secretKey, body });
+        expect(last()).toMatchObject({ op, call: { headers: {} } });
+      }
+      // Other routes pass no header on; cancel, pause and resume may be retried as they are.
+      await http(g.base, 'POST', '/v1/runs/run_9/cancel', { key: g.secretKey, headers: { 'idempotency-key': key } });
+      expect(last()).toMatchObject({ op: 'runs.cancel', call: { headers: {} } });
+      const before = calls.length;
+      for (const [path, body, hint] of [
+        ['/v1/events', { name: 'a.b' }, 'dedupeId'],
+        ['/v1/runs/bulk-replay', { app: 'a' }, 'act again'],
+      ] as const) {
+        const r = await http(g.base, 'POST', path, { key: g.secretKey, body, headers: { 'idempotency-key': key } });
+        expect({ path, status: r.status, code: r.body.error.code }).toEqual({ path, status: 400, code: 'idempotency_key_unsupported' });
+        expect(r.body.error.message).toContain(hint);
+      }
+      for (const bad of ['', 'has space', 'x'.repeat(256), 'é']) {
+        const r = await http(g.base, 'POST', '/v1/runs/run_9/replay', { key: g.secretKey, headers: { 'idempotency-key': bad } });
+        expect({ bad, status: r.status, code: r.body.error.code }).toEqual({ bad, status: 400, code: 'invalid_idempotency_key' });
+      }
+      expect(calls.length).toBe(before);
+      const doc = (await http(g.base, 'GET', '/v1/openapi.json')).body;
+      expect(doc.paths['/runs/{id}/replay'].post.parameters).toContainEqual(expect.objectContaining({ name: 'Idempotency-Key', in: 'header' }));
+      expect(doc.paths['/runs/{id}/replay'].post.responses['422']).toBeDefined();
+      expect(doc.paths['/runs/{id}/cancel'].post.parameters).not.toContainEqual(expect.objectContaining({ name: 'Idempotency-Key' }));
+    });
+
     it('a run named moments after its 202 (its StartRun still on the way) is waited for, not 404: reads and control alike', async () => {
       for (const [method, path, op] of [
         ['GET', 'steps', 'runs.steps'],

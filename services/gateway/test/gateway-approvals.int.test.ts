@@ -295,6 +295,11 @@ d('gateway approvals and MCP', () => {
         { id: 'run_2', status: 'queued' },
       );
       expect(last().call.body).toEqual({ input: { a: 1 } });
+      expect(last().call.headers).toEqual({});
+      await secret.callTool({ name: 'replay_run', arguments: { runId: 'run_4', idempotencyKey: 'agent-try-1' } });
+      expect(last().call).toMatchObject({ params: { id: 'run_4' }, headers: { 'idempotency-key': 'agent-try-1' } });
+      const badKey = (await secret.callTool({ name: 'replay_run', arguments: { runId: 'run_4', idempotencyKey: 'two words' } })) as ToolResult;
+      expect({ isError: badKey.isError, code: textOf(badKey).error.code }).toEqual({ isError: true, code: 'invalid_idempotency_key' });
       await secret.callTool({ name: 'send_event', arguments: { name: 'order.placed', data: { n: 1 } } });
       expect(last()).toMatchObject({
         op: 'events.ingest',

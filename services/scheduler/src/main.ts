@@ -69,7 +69,7 @@ export async function startScheduler(cfg: Config, infra: Infra, opts: SchedulerO
     live: (run, frames) => publishFrames(bus, run, frames),
     // The record a control action returns is the one GET /runs/{id} reads.
     runRecord: async (workspaceId, id) =>
-      (await reads['runs.get']!({ caller: { workspaceId, actor: '', keyKind: '', requestId: '' }, params: { id }, query: {}, body: undefined }))
+      (await reads['runs.get']!({ caller: { workspaceId, actor: '', keyKind: '', requestId: '' }, params: { id }, query: {}, body: undefined, headers: {} }))
         .body as Record<string, unknown>,
   };
   // Workflow timeouts cancel runs past them, on every replica.

@@ -148,6 +148,59 @@ describe.each(modes())('run control (%s)', (mode) => {
     await h.call('runs.cancel', { params: { id: live } });
   });
 
+  it('replays once per Idempotency-Key: a repeat, even concurrent, gets the first run; the key with another call is 422; an expired key is free', async () => {
+    const src = await h.start('three', { v: 1 });
+    await h.waitFor(src, ['succeeded']);
+    const other = await h.start('three', { v: 9 });
+    await h.waitFor(other, ['succeeded']);
+    const key = `k-${src}`;
+    const replay = (id: string, body?: unknown, k = key) => h.call('runs.replay', { params: { id }, body, headers: { 'idempotency-key': k } });
+    const replaysOf = async (id: string) => (await h.db.query<{ id: string }>('select id from scheduler.runs where replay_of = $1', [id])).map((r) => r.id);
+
+    const [a, b, c] = await Promise.all([replay(src, { input: { v: 2 } }), replay(src, { input: { v: 2 } }), replay(src, { input: { v: 2 } })]);
+    expect(a.status).toBe(201);
+    expect(new Set([a.body.id, b.body.id, c.body.id]).size).toBe(1);
+    expect([a, b, c].filter((r) => r.headers['idempotent-replayed'] === 'true')).toHaveLength(2);
+    expect(await replaysOf(src)).toEqual([a.body.id]);
+    expect((await h.waitFor(a.body.id, ['succeeded'])).input).toEqual({ v: 2 });
+    // Answered again once the run has moved on: the run as it is now.
+    const later = await replay(src, { input: { v: 2 } });
+    expect(later.body).toMatchObject({ id: a.body.id, status: 'succeeded' });
+    expect((await h.call('control.list', { query: { runId: src, action: 'replay' } })).body).toHaveLength(1);
+
+    // The key with another body, another run or another action: refused, nothing made.
+    await expectError(replay(src, { input: { v: 3 } }), 422, 'idempotency_key_reused');
+    await expectError(replay(src), 422, 'idempotency_key_reused');
+    await expectError(replay(other), 422, 'idempotency_key_reused');
+    await expectError(h.call('runs.retryFromStep', { params: { id: src }, body: { step: 'b' }, headers: { 'idempotency-key': key } }), 422, 'idempotency_key_reused');
+    expect(await replaysOf(src)).toEqual([a.body.id]);
+    expect(await replaysOf(other)).toEqual([]);
+
+    // Without a key, or with a fresh one, each call is a new run.
+    const plain = await h.call('runs.replay', { params: { id: src } });
+    const fresh = await replay(src, undefined, `${key}-2`);
+    expect(new Set([a.body.id, plain.body.id, fresh.body.id]).size).toBe(3);
+
+    // Past its 24 h the key is free again, for any call.
+    await h.db.query(`update scheduler.fork_keys set expires_at = now() - interval '1 second' where key = $1`, [key]);
+    const anew = await replay(other);
+    expect(anew.headers['idempotent-replayed']).toBeUndefined();
+    expect(await replaysOf(other)).toEqual([anew.body.id]);
+    expect((await replay(other)).body.id).toBe(anew.body.id);
+  });
+
+  it('retries from a step once per Idempotency-Key', async () => {
+    const src = await h.start('fails', { fixed: false });
+    await h.waitFor(src, ['failed']);
+    const retry = () => h.call('runs.retryFromStep', { params: { id: src }, body: { step: 'b' }, headers: { 'idempotency-key': `r-${src}` } });
+    const [a, b] = await Promise.all([retry(), retry()]);
+    expect(b.body.id).toBe(a.body.id);
+    expect((await retry()).headers['idempotent-replayed']).toBe('true');
+    const forks = await h.db.query<{ id: string }>('select id from scheduler.runs where replay_of = $1', [src]);
+    expect(forks.map((r) => r.id)).toEqual([a.body.id]);
+    await h.waitFor(a.body.id, ['failed']);
+  });
+
   it('retries from a step, carrying the steps before it', async () => {
     const src = await h.start('fails', { fixed: false });
     await h.waitFor(src, ['failed']);

@@ -186,7 +186,7 @@ export interface Harness {
   /** Send a StartRun on the stream, or as the direct request ingest tries first (`direct`: resolves once the run is stored). */
   start(workflow: string, data?: unknown, opts?: { app?: string; flow?: Record<string, unknown>; runId?: string; direct?: boolean }): Promise<string>;
   register(app: string, workflows: Record<string, unknown>[]): Promise<void>;
-  call(op: string, payload?: { params?: Record<string, string>; query?: Record<string, unknown>; body?: unknown }): Promise<any>;
+  call(op: string, payload?: { params?: Record<string, string>; query?: Record<string, unknown>; body?: unknown; headers?: Record<string, string> }): Promise<any>;
   waitFor(runId: string, statuses: string[], timeoutMs?: number): Promise<any>;
   /** Stop the harness's own scheduler (gracefully: it drains and hands its runs back); close() then skips it. */
   stopScheduler(): Promise<void>;
@@ -267,9 +267,10 @@ export async function startHarness(
       const res = await callApi(bus, 'scheduler', op, caller, {
         params: payload.params,
         query: payload.query,
+        headers: payload.headers,
         rawBody: payload.body === undefined ? undefined : JSON.stringify(payload.body),
       });
-      return { status: res.status, body: res.bodyJson ? JSON.parse(res.bodyJson) : undefined };
+      return { status: res.status, body: res.bodyJson ? JSON.parse(res.bodyJson) : undefined, headers: res.headers };
     },
     async waitFor(runId, statuses, timeoutMs = 15_000) {
       const deadline = Date.now() + timeoutMs;

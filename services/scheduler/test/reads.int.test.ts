@@ -94,7 +94,7 @@ d('scheduler read side', () => {
       };
     } else {
       call = (op, workspaceId, p = {}) =>
-        api[op]!({ caller: { workspaceId, actor: 'test', keyKind: 'secret', requestId: 'r' }, params: p.params ?? {}, query: p.query ?? {}, body: undefined });
+        api[op]!({ caller: { workspaceId, actor: 'test', keyKind: 'secret', requestId: 'r' }, params: p.params ?? {}, query: p.query ?? {}, body: undefined, headers: {} });
     }
   }, 60_000);
   afterAll(async () => {

@@ -6,7 +6,7 @@ import type { Logger } from '@dws/log';
 import { errorBody } from '@dws/protocol';
 import { logWhenDone } from './access-log.js';
 import type { Authenticator } from './auth.js';
-import { forwardRoute, validateInput } from './forward.js';
+import { forwardRoute, idempotencyKeyOf, validateInput } from './forward.js';
 import type { RouteSpec } from './route-table.js';
 import { authenticate } from './routes.js';
 import type { Streams } from './streams.js';
@@ -68,7 +68,7 @@ async function serve(r: RouteSpec, req: IdentifiedRequest, res: ServerResponse, 
     // As express does it: the body first (400), then the key (401/403), then the route's schemas.
     const body = buf.length > 0 ? parseJsonBody(buf) : undefined;
     const caller = await authenticate(d.auth, r, req);
-    const v = validateInput(r, { params: {}, query: {}, body: body && { parsed: body.parsed, raw: body.text } }, caller);
+    const v = validateInput(r, { params: {}, query: {}, body: body && { parsed: body.parsed, raw: body.text }, idempotencyKey: idempotencyKeyOf(req) }, caller);
     const reply = await forwardRoute(d, r, caller!, v);
     if (r.announcesRuns && reply.status === 202) d.streams.announced(caller!.workspaceId, reply.bodyJson);
     for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);

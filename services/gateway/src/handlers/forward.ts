@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { z } from 'zod';
 import type { Bus } from '@dws/bus';
 import { describeStringProblem, findBadString } from '@dws/http';
@@ -19,6 +20,8 @@ export interface RouteInput {
   params: Record<string, string>;
   query: Record<string, unknown>;
   body?: { parsed: unknown; raw: string };
+  /** The `Idempotency-Key` header, when the request had one. */
+  idempotencyKey?: string;
 }
 
 /** The input after the route's schemas. */
@@ -28,6 +31,8 @@ export interface ValidInput {
   body: unknown;
   /** The request bytes of a body that passed its schema; forwarded as they came (no re-serialising). */
   rawBody: string | undefined;
+  /** The headers the owning service reads (`idempotency-key` on a route that keeps it). */
+  headers: Record<string, string>;
 }
 
 /** Bus trouble is ours, not the caller's: 503 with the error body; the cause is logged by the error middleware. */
@@ -57,10 +62,37 @@ function checkStrings(value: Record<string, unknown>, where: 'path parameter' | 
   if (bad) throw invalid('invalid_unicode', `${where} ${bad.path}: ${describeStringProblem(bad.problem)}.`.slice(0, 400));
 }
 
+/** A request's `Idempotency-Key` header (repeated headers joined, which the format then refuses). */
+export function idempotencyKeyOf(req: IncomingMessage): string | undefined {
+  const v = req.headers['idempotency-key'];
+  return Array.isArray(v) ? v.join(', ') : v;
+}
+
+/** Visible ASCII, as the IETF draft's Idempotency-Key (a structured-field string) allows, and a bounded length. */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
 /**
- * Validate params, query and body with the route's schemas (400, or 404 for
- * a path parameter that cannot name anything), then refuse a run-creating
- * call of a suspended workspace (403, SPEC Errors).
+ * The headers a route forwards: its `Idempotency-Key` when it keeps one. A
+ * route that starts runs without keeping a key refuses it (400) rather than
+ * leave a retry free to start them twice; any other route ignores it.
+ */
+function forwardedHeaders(r: RouteSpec, key: string | undefined): Record<string, string> {
+  if (key === undefined) return {};
+  if (!r.idempotencyKey) {
+    if (r.startsRuns || r.announcesRuns) {
+      const instead = r.announcesRuns ? 'give the event a dedupeId (a repeat within 24 h is dropped)' : 'a retry would act again';
+      throw invalid('idempotency_key_unsupported', `${r.method.toUpperCase()} ${r.path} does not keep an Idempotency-Key: ${instead}.`);
+    }
+    return {};
+  }
+  if (!IDEMPOTENCY_KEY.test(key)) throw invalid('invalid_idempotency_key', 'Idempotency-Key must be 1 to 255 visible ASCII characters.');
+  return { 'idempotency-key': key };
+}
+
+/**
+ * Validate params, query, body and Idempotency-Key with the route's schemas
+ * (400, or 404 for a path parameter that cannot name anything), then refuse
+ * a run-creating call of a suspended workspace (403, SPEC Errors).
  */
 export function validateInput(r: RouteSpec, input: RouteInput, caller: AuthedCaller | undefined): ValidInput {
   const bodyCode = r.body?.errorCode ?? 'invalid_body';
@@ -73,9 +105,10 @@ export function validateInput(r: RouteSpec, input: RouteInput, caller: AuthedCal
     if (input.body) body = validate(r.body.schema, input.body.parsed, 'body', bodyCode);
     else if (r.body.required) throw invalid(bodyCode, 'A JSON body is required.');
   }
+  const headers = forwardedHeaders(r, input.idempotencyKey);
   // SPEC Errors: a suspended workspace is refused every run-creating call (replay paths included).
   if (r.startsRuns && caller?.suspended) throw forbidden('workspace_suspended', 'This workspace is suspended: no new runs start.');
-  return { params, query, body, rawBody: r.body && input.body ? input.body.raw : undefined };
+  return { params, query, body, rawBody: r.body && input.body ? input.body.raw : undefined, headers };
 }
 
 /**
@@ -100,7 +133,7 @@ export async function forwardRoute(to: Forwarding, r: RouteSpec, caller: AuthedC
   const { service, op } = r.target;
   const traced = startRequestSpan(r, caller);
   const as = traced?.caller ?? caller;
-  const payload = { params: v.params, query: v.query, rawBody: v.rawBody };
+  const payload = { params: v.params, query: v.query, headers: v.headers, rawBody: v.rawBody };
   const call = () => (r.batched ? to.batcher.call(service, op, as, payload) : callApi(to.bus, service, op, as, payload));
   try {
     const res = r.namesRun ? await awaitNewRun(v.params.id ?? '', call, { waitMs: NEW_RUN_WAIT_MS }) : await call();

@@ -139,9 +139,20 @@ export const MCP_TOOLS: McpTool[] = [
     title: 'Replay a run',
     description: 'Start a finished run again as a new run, with its payload or a replacement `input`.',
     write: true,
-    input: { runId, input: z.unknown().optional().describe('Replaces the payload; absent replays verbatim.') },
+    input: {
+      runId,
+      input: z.unknown().optional().describe('Replaces the payload; absent replays verbatim.'),
+      idempotencyKey: z
+        .string()
+        .optional()
+        .describe('Sent again with a retried call, answers with the run the first call made instead of starting another (kept 24 h).'),
+    },
     run: (a, call) =>
-      call('post', '/runs/:id/replay', { params: { id: a.runId as string }, json: a.input === undefined ? undefined : { input: a.input } }),
+      call('post', '/runs/:id/replay', {
+        params: { id: a.runId as string },
+        json: a.input === undefined ? undefined : { input: a.input },
+        idempotencyKey: a.idempotencyKey as string | undefined,
+      }),
   },
   {
     name: 'send_event',

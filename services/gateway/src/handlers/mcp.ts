@@ -109,7 +109,7 @@ export class McpEndpoint {
       const raw = input.json === undefined ? undefined : JSON.stringify(input.json);
       const v = validateInput(
         route,
-        { params: input.params ?? {}, query: input.query ?? {}, body: raw === undefined ? undefined : { parsed: input.json, raw } },
+        { params: input.params ?? {}, query: input.query ?? {}, body: raw === undefined ? undefined : { parsed: input.json, raw }, idempotencyKey: input.idempotencyKey },
         caller,
       );
       const reply = await forwardRoute(this.d, route, caller, v);

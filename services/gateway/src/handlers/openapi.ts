@@ -17,6 +17,7 @@ const ERRORS: Record<number, string> = {
   403: 'A public key on a write, or a suspended workspace on a run-creating call.',
   404: 'Unknown route, or an id this workspace does not have (another workspace’s ids read as 404).',
   409: 'The resource is not in a state that allows this.',
+  422: 'The Idempotency-Key was used within 24 h for another call (another run, action or body): `idempotency_key_reused`.',
   405: 'The method is not allowed here (a WebSocket upgrade must be a GET).',
   415: 'A Content-Encoding other than gzip, deflate, br or identity (`unsupported_encoding`).',
   426: 'A WebSocket upgrade is required, or its Sec-WebSocket-Version is not 13.',
@@ -102,6 +103,17 @@ export function openApiDocument(routes: RouteSpec[], info: { version: string }):
     };
     if (isLocal(r, 'runStream')) {
       (op.parameters as Json[]).push({ name: 'Last-Event-ID', in: 'header', required: false, description: 'Seq last seen; the stream resumes after the larger of it and `from`.', schema: { type: 'string' } });
+    }
+    if (r.idempotencyKey) {
+      (op.parameters as Json[]).push({
+        name: 'Idempotency-Key',
+        in: 'header',
+        required: false,
+        description:
+          'Up to 255 visible ASCII characters, unique per workspace for 24 h. A repeat of the call with the same key answers with the run the first created ' +
+          '(status and body as the first, header `Idempotent-Replayed: true`) instead of starting another.',
+        schema: { type: 'string', minLength: 1, maxLength: 255 },
+      });
     }
     if (r.access === 'read' || r.access === 'write') {
       (op.parameters as Json[]).push({ name: 'X-Service-Actor', in: 'header', required: false, description: 'With a console key: the person acting (audit actor, approval decider).', schema: { type: 'string' } });

@@ -54,6 +54,11 @@ export interface RouteSpec {
    * StartRun on the way) is waited for briefly, not 404, so a run id from a 202 can be cancelled at once.
    */
   namesRun?: boolean;
+  /**
+   * Takes an `Idempotency-Key` header: a repeat of the call with the same key (a client retrying
+   * after a lost answer) answers with the run the first created instead of making another.
+   */
+  idempotencyKey?: boolean;
   /** Its 202 names the runs it started (`triggered[].runId`): the gateway follows them for the run streams that usually come next. */
   announcesRuns?: boolean;
   /** Forwarded in batches (ApiBatcher): the calls that arrive together go to the service in one bus request, each answered as alone. */
@@ -89,8 +94,8 @@ export const ROUTES: RouteSpec[] = [
   { method: 'post', path: '/runs/:id/cancel', summary: 'Cancel a run', tag: 'control', access: 'write', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.cancel') },
   { method: 'post', path: '/runs/:id/pause', summary: 'Pause a run at the next step boundary', tag: 'control', access: 'write', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.pause') },
   { method: 'post', path: '/runs/:id/resume', summary: 'Resume a paused run', tag: 'control', access: 'write', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.resume') },
-  { method: 'post', path: '/runs/:id/replay', summary: 'Replay a finished run as a new run', tag: 'control', access: 'write', namesRun: true, startsRuns: true, params: s.IdParams, body: { schema: s.ReplayBody, required: false }, ok: { status: 201, schema: s.NewRun }, errors: [403, 409], target: fwd('scheduler', 'runs.replay') },
-  { method: 'post', path: '/runs/:id/retry-from-step', summary: 'Fork a finished run, resuming at a step', tag: 'control', access: 'write', namesRun: true, startsRuns: true, params: s.IdParams, body: { schema: s.RetryFromStepBody, required: true }, ok: { status: 201, schema: s.NewRun }, errors: [403, 409], target: fwd('scheduler', 'runs.retryFromStep') },
+  { method: 'post', path: '/runs/:id/replay', summary: 'Replay a finished run as a new run', tag: 'control', access: 'write', namesRun: true, startsRuns: true, idempotencyKey: true, params: s.IdParams, body: { schema: s.ReplayBody, required: false }, ok: { status: 201, schema: s.NewRun }, errors: [403, 409, 422], target: fwd('scheduler', 'runs.replay') },
+  { method: 'post', path: '/runs/:id/retry-from-step', summary: 'Fork a finished run, resuming at a step', tag: 'control', access: 'write', namesRun: true, startsRuns: true, idempotencyKey: true, params: s.IdParams, body: { schema: s.RetryFromStepBody, required: true }, ok: { status: 201, schema: s.NewRun }, errors: [403, 409, 422], target: fwd('scheduler', 'runs.retryFromStep') },
   { method: 'get', path: '/control-actions', summary: 'Control audit entries, newest first', tag: 'control', access: 'read', query: s.ControlActionsQuery, ok: { status: 200, schema: s.ControlAction, array: true }, target: fwd('scheduler', 'control.list') },
 
   // Events (ingest). /events/stream before /events/:id.

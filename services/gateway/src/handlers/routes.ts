@@ -4,7 +4,7 @@ import type { ApiBatcher } from '@dws/runtime';
 import { jsonBody } from '@dws/http';
 import { ServiceError } from '@dws/protocol';
 import type { AdminApi } from './admin.js';
-import { forwardRoute, validateInput } from './forward.js';
+import { forwardRoute, idempotencyKeyOf, validateInput } from './forward.js';
 import { inboundBody, isInboundPost, receiveInbound } from './inbound-webhook.js';
 import type { AuthedCaller, Authenticator } from './auth.js';
 import type { McpEndpoint } from './mcp.js';
@@ -89,7 +89,8 @@ export function apiRouter(routes: RouteSpec[], d: RouterDeps): Router {
       const caller = await authenticate(d.auth, r, req);
 
       const hasBody = req.rawBody !== undefined && req.rawBody.length > 0;
-      const v = validateInput(r, { params: req.params as Record<string, string>, query: queryOf(req), body: hasBody ? { parsed: req.body, raw: req.rawBody!.toString('utf8') } : undefined }, caller);
+      const raw = hasBody ? { parsed: req.body, raw: req.rawBody!.toString('utf8') } : undefined;
+      const v = validateInput(r, { params: req.params as Record<string, string>, query: queryOf(req), body: raw, idempotencyKey: idempotencyKeyOf(req) }, caller);
       const { params, query, body } = v;
       if (r.target.kind === 'local') return local[r.target.name]({ req, res, caller, params, query, body });
       const reply = await forwardRoute(d, r, caller!, v);

@@ -18,7 +18,7 @@ function recording(fail?: (items: Incoming[]) => Error | undefined) {
 }
 
 const caller = (extra: Partial<Caller> = {}): Caller => ({ workspaceId: 'ws_1', actor: 'key_1', keyKind: 'secret', requestId: 'r', via: 'api', ...extra });
-const post = (body: unknown, c: Partial<Caller> = {}): ApiCall => ({ caller: caller(c), params: {}, query: {}, body });
+const post = (body: unknown, c: Partial<Caller> = {}): ApiCall => ({ caller: caller(c), params: {}, query: {}, body, headers: {} });
 const value = (r: PromiseSettledResult<unknown>) => (r as PromiseFulfilledResult<{ status: number; body: unknown }>).value;
 const reason = (r: PromiseSettledResult<unknown>) => (r as PromiseRejectedResult).reason as { status?: number; code?: string };
 

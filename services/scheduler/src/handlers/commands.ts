@@ -254,6 +254,7 @@ export function consumeApiCommands(opts: { bus: Bus; log: Logger; handlers: Reco
         caller: { workspaceId: req.workspaceId, actor: req.actor, keyKind: req.keyKind, requestId: req.requestId, suspended: false },
         params: {},
         query: {},
+        headers: {},
         body: parsed.body,
       });
     },

@@ -1,7 +1,8 @@
+import { createHash } from 'node:crypto';
 import { withTxRetry, type Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { celMatches, checkCel } from '@dws/cel';
-import { conflict, invalid, notFound } from '@dws/protocol';
+import { conflict, invalid, notFound, ServiceError } from '@dws/protocol';
 import { ids, WAKE_BATCH_MAX, type ApiHandler, type Caller, type Outbox } from '@dws/runtime';
 import { cancelLockedRun, insertQueuedRun, type RunEffects } from '../store/effects.js';
 import { singletonState } from '../store/flow.js';
@@ -11,6 +12,7 @@ import { traceRunStart } from '../engine/pass-trace.js';
 import { instant } from './reads-api.js';
 import { cancelOnHolds, cancelOnReason, parseInput, type CancellingEvent } from '../domain/cancel-on.js';
 import { lockCancelOn, storeCancelSignal } from '../store/cancel-signals.js';
+import { forkKeyOf, keepForkKey } from '../store/fork-keys.js';
 import {
   activeForBulk,
   activeRunsOf,
@@ -46,6 +48,12 @@ interface Forked {
   workflow: string;
   live: RunEffects['live'];
 }
+
+/** A fork (replay, retry-from-step) made now, or the one an earlier call with the same Idempotency-Key made. */
+type ForkOutcome = { forked: Forked } | { again: string };
+
+const keyReused = () =>
+  new ServiceError(422, 'idempotency_key_reused', 'This Idempotency-Key was sent within 24 h with another call (another run, action or body): use a new key.');
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
@@ -182,6 +190,43 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
     traceRunStart(f.id, { 'dws.workflow': f.workflow, 'dws.trigger': 'replay', 'dws.replay.of': f.of }, f.of);
   };
 
+  /**
+   * Fork run `id` with `make` in one transaction, at most once per
+   * Idempotency-Key (`key`): a repeat of the call waits on the source's lock,
+   * finds the key and gets the run the first made; the key sent with another
+   * call (`asked`: the action and its body) is 422.
+   */
+  const forkOnce = async (
+    caller: Caller,
+    id: string | undefined,
+    key: string | undefined,
+    asked: unknown[],
+    make: (tx: Database, run: ControlRun) => Promise<Forked>,
+  ): Promise<ForkOutcome> => {
+    const fingerprint = key && createHash('sha256').update(JSON.stringify([id, ...asked])).digest('base64url');
+    return withTxRetry(db, async (tx): Promise<ForkOutcome> => {
+      const run = await mustLock(tx, caller, id);
+      const kept = key ? await forkKeyOf(tx, caller.workspaceId, key) : undefined;
+      if (kept) {
+        if (kept.fingerprint !== fingerprint) throw keyReused();
+        return { again: kept.newRunId };
+      }
+      const forked = await make(tx, run);
+      if (key && fingerprint && !(await keepForkKey(tx, caller.workspaceId, key, { fingerprint, newRunId: forked.id }))) throw keyReused();
+      return { forked };
+    });
+  };
+
+  /** The new run, as POST replay and retry-from-step answer it (201); a fork made now goes live and is audited, a repeat says so. */
+  const forkAnswer = async (caller: Caller, done: ForkOutcome, action: string, detail: unknown) => {
+    if ('again' in done) return { status: 201, body: await deps.runRecord(caller.workspaceId, done.again), headers: { 'idempotent-replayed': 'true' } };
+    const { forked } = done;
+    launch(forked);
+    deps.nudge();
+    await audit(caller, action, { runId: forked.of, newRunId: forked.id, detail });
+    return { status: 201, body: await deps.runRecord(caller.workspaceId, forked.id) };
+  };
+
   return {
     async 'runs.cancel'({ caller, params }) {
       await cancel(caller, params.id, `Cancelled by ${caller.actor || 'a user'}.`);
@@ -261,24 +306,20 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
       return { body: await deps.runRecord(caller.workspaceId, params.id!) };
     },
 
-    async 'runs.replay'({ caller, params, body }) {
+    async 'runs.replay'({ caller, params, body, headers }) {
       const override = body !== undefined && body !== null && typeof body === 'object' && 'input' in (body as object);
-      const forked = await withTxRetry(db, async (tx) => {
-        const run = await mustLock(tx, caller, params.id);
+      const input = override ? JSON.stringify((body as { input: unknown }).input ?? null) : undefined;
+      const done = await forkOnce(caller, params.id, headers['idempotency-key'], ['replay', input ?? null], async (tx, run) => {
         if (!TERMINAL.has(run.status)) throw conflict('run_not_finished', `Run is ${run.status}; only a finished run can be replayed.`);
-        return fork(tx, run, override ? JSON.stringify((body as { input: unknown }).input ?? null) : run.input);
+        return fork(tx, run, input ?? run.input);
       });
-      launch(forked);
-      deps.nudge();
-      await audit(caller, 'replay', { runId: params.id, newRunId: forked.id, detail: override ? { inputOverridden: true } : undefined });
-      return { status: 201, body: await deps.runRecord(caller.workspaceId, forked.id) };
+      return forkAnswer(caller, done, 'replay', override ? { inputOverridden: true } : undefined);
     },
 
-    async 'runs.retryFromStep'({ caller, params, body }) {
+    async 'runs.retryFromStep'({ caller, params, body, headers }) {
       const step = str((body as { step?: unknown } | undefined)?.step);
       if (!step) throw invalid('step_required', 'Body must name the step to retry from: { "step": "<name>" }.');
-      const forked = await withTxRetry(db, async (tx) => {
-        const run = await mustLock(tx, caller, params.id);
+      const done = await forkOnce(caller, params.id, headers['idempotency-key'], ['retry_from_step', step], async (tx, run) => {
         if (!TERMINAL.has(run.status)) throw conflict('run_not_finished', `Run is ${run.status}; only a finished run can be retried.`);
         const carried = await stepsBefore(tx, run.id, step);
         if (!carried) throw notFound('step');
@@ -286,10 +327,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
         await copySteps(tx, f.id, run.workspace_id, carried);
         return f;
       });
-      launch(forked);
-      deps.nudge();
-      await audit(caller, 'retry_from_step', { runId: params.id, newRunId: forked.id, detail: { step } });
-      return { status: 201, body: await deps.runRecord(caller.workspaceId, forked.id) };
+      return forkAnswer(caller, done, 'retry_from_step', { step });
     },
 
     async 'runs.bulkReplay'({ caller, body }) {

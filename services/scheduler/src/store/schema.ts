@@ -267,6 +267,24 @@ export const modelCeilings = scheduler.table('model_ceilings', {
 });
 
 /**
+ * The Idempotency-Key of a replay or retry-from-step, for 24 h: a repeat of
+ * the call (a client retrying after a lost answer) is answered with the run
+ * the first made. `fingerprint` holds what the call asked (action, source
+ * run, body), so the key sent with another call is refused, not obeyed.
+ */
+export const forkKeys = scheduler.table(
+  'fork_keys',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    key: text('key').notNull(),
+    fingerprint: text('fingerprint').notNull(),
+    newRunId: text('new_run_id').notNull(),
+    expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.key] }), index('fork_keys_expires').on(t.expiresAt)],
+);
+
+/**
  * An event that matched a workflow's cancelOn, kept for an hour: a run of
  * the workflow whose StartRun reaches the scheduler after the cancel was
  * applied (the two ride different consumers) is checked against it when it
