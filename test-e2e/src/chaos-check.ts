@@ -12,7 +12,7 @@ export interface StartedKey {
   key: string;
   /** `cancelled`: a `paced` run whose cancel was answered 200 (it must end cancelled). */
   kind: 'ten' | 'sleepy' | 'emitter' | 'waiter' | 'parent' | 'hook' | 'gated' | 'limited' | 'single' | 'paced' | 'cancelled';
-  /** A replay of its run was answered with a new run (`yes`: there is one, and it must succeed), or its answer was lost (`maybe`: at most one). */
+  /** A replay of its run was answered with a new run (`yes`: there is one, and it must succeed), or never answered through its retries (`maybe`: at most one). */
   replayed?: 'yes' | 'maybe';
   /** Waiter only: the key of the emitter whose event it waits for. */
   pairedWith?: string;

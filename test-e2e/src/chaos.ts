@@ -91,6 +91,8 @@ export interface ChaosReport extends InvariantReport {
   /** The longest a paused run took to show `paused` after its pause was answered (600 ms at least: when it was first looked at). */
   slowestPauseMs: number;
   replays: number;
+  /** Replays whose first try got no answer (or a 5xx) and were sent again with the same Idempotency-Key. */
+  replaysRetried: number;
   /** Paused runs that were not paused, or began more than the step in flight, and cancelled runs that began more. */
   controlMismatches: string[];
   /** Rolling mode: how each SIGTERMed service went (a forced or failed exit is a violation). */
@@ -390,6 +392,7 @@ async function drive(
   let paused = 0;
   let slowestPauseMs = 0;
   let replays = 0;
+  let replaysRetried = 0;
   const loadErrors: string[] = [];
   let postRetries = 0;
   let seq = 0;
@@ -399,11 +402,11 @@ async function drive(
   const at = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
   let requests = 0;
   /** A request of the load, to each gateway in turn; one that hangs is recorded as a load error naming it, and rejects like a lost answer. */
-  const call = async (method: 'GET' | 'POST', path: string, body?: unknown) => {
+  const call = async (method: 'GET' | 'POST', path: string, body?: unknown, headers?: Record<string, string>) => {
     const sent = Date.now();
     try {
       const base = dep.bases[requests++ % dep.bases.length]!;
-      return await api(base, method, path, { key: dep.secretKey, body, timeoutMs: REQUEST_TIMEOUT_MS });
+      return await api(base, method, path, { key: dep.secretKey, body, headers, timeoutMs: REQUEST_TIMEOUT_MS });
     } catch (err) {
       if ((err as Error).name === 'TimeoutError') {
         loadErrors.push(`${at()} ${method} ${path}: no answer ${Date.now() - sent} ms after it was sent (at ${((sent - t0) / 1000).toFixed(1)}s)`);
@@ -476,11 +479,11 @@ async function drive(
     const res = await call('POST', `/v1/approvals/${a.id}/decision`, { status: 'approved' });
     return res.status === 200 || res.status === 409;
   };
-  /** A request answered by the API (not 5xx, not lost), retried through the kills; undefined when it never was. */
-  const answered = async (method: 'GET' | 'POST', path: string, body?: unknown) => {
+  /** A request answered by the API (not 5xx, not lost), retried through the kills (`tries`: how often it was sent); undefined when it never was. */
+  const answered = async (method: 'GET' | 'POST', path: string, body?: unknown, headers?: Record<string, string>) => {
     for (let attempt = 0; attempt < 60; attempt++) {
-      const res = await call(method, path, body).catch(() => undefined);
-      if (res && res.status < 500) return res;
+      const res = await call(method, path, body, headers).catch(() => undefined);
+      if (res && res.status < 500) return { ...res, tries: attempt + 1 };
       await delay(500);
     }
     loadErrors.push(`${at()} ${method} ${path}: no answer through 60 attempts`);
@@ -526,15 +529,19 @@ async function drive(
       const after = startedAfter(runId, t);
       if (after > 1) controlMismatches.push(`${runId} (${s.key}): ${after} steps began after its cancel was answered`);
     }
-    // Sent once: a replay is a new run each time it is asked for, so a retry after a lost answer could make two.
-    const replay = await call('POST', `/v1/runs/${runId}/replay`).catch(() => undefined);
+    // Retried under one Idempotency-Key until answered: however many tries got through, one replay.
+    s.replayed = 'maybe';
+    const replay = await answered('POST', `/v1/runs/${runId}/replay`, undefined, { 'idempotency-key': `replay-${runId}` });
     const newId = (replay?.body as { id?: string } | undefined)?.id;
     if (replay?.status === 201 && newId) {
       s.replayed = 'yes';
       replays++;
+      if (replay.tries > 1) replaysRetried++;
       await until(terminal(newId), WATCH_CAP_MS);
-    } else if (!replay || replay.status >= 500) s.replayed = 'maybe';
-    else if (replay.status !== 409) loadErrors.push(`${at()} replay ${runId}: ${replay.status} ${JSON.stringify(replay.body)}`);
+    } else if (replay) {
+      s.replayed = undefined;
+      if (replay.status !== 409) loadErrors.push(`${at()} replay ${runId}: ${replay.status} ${JSON.stringify(replay.body)}`);
+    }
   };
   const parked = (runId: string) => async () => {
     const r = await get(`/v1/runs/${runId}/steps`);
@@ -702,6 +709,7 @@ async function drive(
     paused,
     slowestPauseMs,
     replays,
+    replaysRetried,
     controlMismatches,
   };
 }
@@ -736,7 +744,7 @@ export function summaryLine(r: ChaosReport): string {
     `approvals mismatched=${r.approvalMismatches.length}`,
     `paused=${r.paused} (slowest ${r.slowestPauseMs}ms)`,
     `cancelled=${r.cancelled}`,
-    `replays=${r.replays}`,
+    `replays=${r.replays} (retried ${r.replaysRetried})`,
     `control mismatched=${r.controlMismatches.length}`,
     `coalesced groups=${r.coalescedGroups}`,
     `coalesced mismatched=${r.coalescedMismatches.length}`,

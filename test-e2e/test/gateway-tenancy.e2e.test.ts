@@ -108,6 +108,27 @@ describe.each(modes)('tenancy on %s', (mode) => {
     expect(bulk.body).toMatchObject({ matched: 0, replayed: 0 });
   }, 60_000);
 
+  it("a replay retried with its Idempotency-Key is the run the first made, in its own workspace only", async () => {
+    const key = `replay-${randomBytes(6).toString('hex')}`;
+    const replay = (k: string) => api(dep.base, 'POST', `/v1/runs/${a.runId}/replay`, { key: k, headers: { 'idempotency-key': key } });
+    const first = await replay(dep.secretKey);
+    expect(first.status).toBe(201);
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    const again = await Promise.all([replay(dep.secretKey), replay(dep.secretKey)]);
+    for (const r of again) {
+      expect({ status: r.status, id: r.body.id, replayed: r.headers['idempotent-replayed'] }).toEqual({ status: 201, id: first.body.id, replayed: 'true' });
+    }
+    expect((await replay(b.secretKey)).status).toBe(404);
+    const forks = (await api(dep.base, 'GET', `/v1/runs?replayOf=${a.runId}`, { key: dep.secretKey })).body as { id: string }[];
+    expect(forks.map((r) => r.id).sort()).toEqual([a.replayId, first.body.id].sort());
+    const other = await api(dep.base, 'POST', `/v1/runs/${a.runId}/retry-from-step`, { key: dep.secretKey, body: { step: 'one' }, headers: { 'idempotency-key': key } });
+    expect({ status: other.status, code: other.body.error?.code }).toEqual({ status: 422, code: 'idempotency_key_reused' });
+    await eventually('the replay to succeed', async () => {
+      const r = await api(dep.base, 'GET', `/v1/runs/${first.body.id}`, { key: dep.secretKey });
+      return runReached(r.body) ? true : undefined;
+    });
+  }, 60_000);
+
   it('keeps the other direction closed too', async () => {
     const ev = await api(dep.base, 'POST', '/v1/events', { key: b.secretKey, body: { name: 'tenant.go', data: { from: 'b' } } });
     expect(ev.status).toBe(202);
