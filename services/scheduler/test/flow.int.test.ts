@@ -444,6 +444,45 @@ describe.each(modes())('flow control in the scheduler (%s)', (mode) => {
     await h.call('runs.cancel', { params: { id: replacing } });
   });
 
+  it('a replay is a run of its singleton key: skip refuses it while another is active, cancel replaces the active one, and later runs\' gates see it', async () => {
+    const key = `r-${mode}`;
+    const active = async (app: string) => (await h.call('runs.activeForKey', { body: { app, workflow: 'long', key, runIds: [] } })).body.active;
+    const skipApp = `solo-skip-${mode}`;
+    await h.register(skipApp, [{ name: 'long', singleton: { key: 'event.data.user' } }]);
+    const skip = { app: skipApp, flow: { singletonMode: 'skip', singletonKey: key } };
+    const first = await h.start('long', { user: key }, skip);
+    await h.waitFor(first, ['waiting']);
+    await h.call('runs.cancel', { params: { id: first } });
+    const second = await h.start('long', { user: key }, skip);
+    await h.waitFor(second, ['waiting']);
+    await expect(h.call('runs.replay', { params: { id: first } })).rejects.toMatchObject({ status: 409, code: 'singleton_active' });
+    expect((await h.call('runs.bulkReplay', { body: { app: skipApp, status: 'cancelled' } })).body).toMatchObject({ matched: 1, replayed: 0, skipped: 1, failed: 0 });
+    await h.call('runs.cancel', { params: { id: second } });
+    const replay = (await h.call('runs.replay', { params: { id: first } })).body.id as string;
+    await h.waitFor(replay, ['waiting']);
+    expect(await active(skipApp)).toEqual([replay]);
+    const skipped = await h.start('long', { user: key }, skip);
+    expect((await h.waitFor(skipped, ['cancelled'])).error.message).toMatch(/Skipped/);
+    await h.call('runs.cancel', { params: { id: replay } });
+
+    const cancelApp = `solo-cancel-${mode}`;
+    await h.register(cancelApp, [{ name: 'long', singleton: { key: 'event.data.user', mode: 'cancel' } }]);
+    const cancel = { app: cancelApp, flow: { singletonMode: 'cancel', singletonKey: key } };
+    const old = await h.start('long', { user: key }, cancel);
+    await h.waitFor(old, ['waiting']);
+    await h.call('runs.cancel', { params: { id: old } });
+    const current = await h.start('long', { user: key }, cancel);
+    await h.waitFor(current, ['waiting']);
+    const replacing = (await h.call('runs.replay', { params: { id: old } })).body.id as string;
+    expect((await h.waitFor(current, ['cancelled'])).error.message).toMatch(/replay of this singleton key/);
+    await h.waitFor(replacing, ['waiting']);
+    expect(await active(cancelApp)).toEqual([replacing]);
+    const newer = await h.start('long', { user: key }, cancel);
+    await h.waitFor(replacing, ['cancelled']);
+    await h.waitFor(newer, ['waiting']);
+    await h.call('runs.cancel', { params: { id: newer } });
+  });
+
   it('singleton queue: one active run per key from start to end, sleeps and pauses included; the next starts when it ends', async () => {
     const key = `q-${mode}`;
     const flow = { concurrencyLimit: 1, concurrencyKey: key, singletonMode: 'queue', singletonKey: key };

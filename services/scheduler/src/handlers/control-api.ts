@@ -2,10 +2,10 @@ import { createHash } from 'node:crypto';
 import { withTxRetry, type Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { celMatches, checkCel } from '@dws/cel';
-import { conflict, invalid, notFound, ServiceError } from '@dws/protocol';
-import { ids, WAKE_BATCH_MAX, type ApiHandler, type Caller, type Outbox } from '@dws/runtime';
-import { cancelLockedRun, insertQueuedRun, type RunEffects } from '../store/effects.js';
-import { singletonState } from '../store/flow.js';
+import { conflict, invalid, isServiceError, notFound, ServiceError } from '@dws/protocol';
+import { ids, WAKE_BATCH_MAX, type ApiHandler, type Caller, type Outbox, type PendingPublish } from '@dws/runtime';
+import { addEffects, cancelLockedRun, insertQueuedRun, type RunEffects } from '../store/effects.js';
+import { activeSingletons, singletonModeOf, singletonState } from '../store/flow.js';
 import { resolveStep, type NewFrame } from '../store/runs.js';
 import { liveRunOf, type LiveRun } from '../engine/live.js';
 import { traceRunStart } from '../engine/pass-trace.js';
@@ -41,12 +41,13 @@ export const BULK_CEILING = 1000;
 /** Runs a bulk cancel with an `if` reads at most per call: the ones `if` spares stay, so a repeat must not read only them. */
 export const BULK_CANCEL_SCAN = 10_000;
 const BULK_PAGE = 200;
-/** A run forked from `of` (replay, retry-from-step), and its frame to go live once committed. */
+/** A run forked from `of` (replay, retry-from-step), with the frames to go live and the messages to publish once committed. */
 interface Forked {
   id: string;
   of: string;
   workflow: string;
   live: RunEffects['live'];
+  pending: PendingPublish;
 }
 
 /** A fork (replay, retry-from-step) made now, or the one an earlier call with the same Idempotency-Key made. */
@@ -166,9 +167,34 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
   const { db, log } = deps;
   const { audit, mustLock, publish, cancel } = controlActions(deps);
 
-  /** A new run from a finished one (replay, retry-from-step, bulk replay), with its queued frame to publish once `tx` commits (`launch`). */
+  /**
+   * A replay is a new run of its source's singleton key. With the workflow's
+   * singleton skip it is refused (409) while another run of the key is
+   * active; with cancel, the active ones are cancelled (returned: what that
+   * did). Queue needs nothing here: the fork took its source's hold of the
+   * key's one slot with its other slots.
+   */
+  const singletonGate = async (tx: Database, src: ControlRun): Promise<RunEffects> => {
+    const ended: RunEffects = { live: [], messages: [] };
+    if (src.singleton_key === null) return ended;
+    const scope = { workspaceId: src.workspace_id, app: src.app, workflow: src.workflow };
+    const mode = await singletonModeOf(tx, scope);
+    if (mode !== 'skip' && mode !== 'cancel') return ended;
+    const active = await activeSingletons(tx, { ...scope, key: src.singleton_key });
+    if (mode === 'skip' && active.length > 0) {
+      throw conflict('singleton_active', `Run ${active[0]} of this singleton key is active, and the workflow skips new runs of the key: replay once it ends, or cancel it.`);
+    }
+    for (const id of active) {
+      const locked = await lockRun(tx, src.workspace_id, id);
+      if (locked) addEffects(ended, await cancelLockedRun(tx, locked, { message: 'Cancelled: a replay of this singleton key started.' }));
+    }
+    return ended;
+  };
+
+  /** A new run from a finished one (replay, retry-from-step, bulk replay), with its effects to publish once `tx` commits (`launch`). */
   const fork = async (tx: Database, src: ControlRun, inputJson: string): Promise<Forked> => {
     const id = ids.run();
+    const ended = await singletonGate(tx, src);
     const { live } = await insertQueuedRun(tx, {
       id,
       workspaceId: src.workspace_id,
@@ -180,14 +206,16 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
       eventName: src.event_name,
       replayOf: src.id,
       inputJson,
+      singletonKey: src.singleton_key,
     });
-    return { id, live, of: src.id, workflow: src.workflow };
+    return { id, live: [...ended.live, ...live], pending: await deps.outbox.enqueue(tx, ended.messages), of: src.id, workflow: src.workflow };
   };
 
-  /** A fork committed: its frame goes live and its trace gets its root (`run.start`). */
-  const launch = (f: Forked) => {
+  /** A fork committed: its frames go live, its messages go out and its trace gets its root (`run.start`). */
+  const launch = async (f: Forked) => {
     publish(f.live);
     traceRunStart(f.id, { 'dws.workflow': f.workflow, 'dws.trigger': 'replay', 'dws.replay.of': f.of }, f.of);
+    await deps.outbox.afterCommit(f.pending);
   };
 
   /**
@@ -221,7 +249,7 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
   const forkAnswer = async (caller: Caller, done: ForkOutcome, action: string, detail: unknown) => {
     if ('again' in done) return { status: 201, body: await deps.runRecord(caller.workspaceId, done.again), headers: { 'idempotent-replayed': 'true' } };
     const { forked } = done;
-    launch(forked);
+    await launch(forked);
     deps.nudge();
     await audit(caller, action, { runId: forked.of, newRunId: forked.id, detail });
     return { status: 201, body: await deps.runRecord(caller.workspaceId, forked.id) };
@@ -348,10 +376,15 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
             return fork(tx, run, run.input);
           });
           if (forked) {
-            launch(forked);
+            await launch(forked);
             replayed++;
           } else skipped++;
         } catch (err) {
+          // Another run of its singleton key is active (skip): passed over, as a run that has not ended is.
+          if (isServiceError(err) && err.code === 'singleton_active') {
+            skipped++;
+            continue;
+          }
           failed++;
           log.warn({ err, runId: r.id }, 'bulk replay of one run failed');
         }

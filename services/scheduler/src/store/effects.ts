@@ -33,6 +33,8 @@ export interface QueuedRun extends Omit<NewRun, 'createdAtMs'> {
   onFailureOf?: string;
   /** A child's flow control, evaluated over its input; without it the run takes its source's (replay_of, else on_failure_of), if any. */
   slots?: SlotFields;
+  /** A replay's singleton key (its source's): the gates of later runs of the key see it active. */
+  singletonKey?: string | null;
 }
 
 /**
@@ -56,10 +58,10 @@ export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<RunEf
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, input,
                                    next_seq, lease_until, started_at, parent_run_id, parent_step_id, on_failure_of, timeout_start_ms, timeout_finish_ms,
                                    concurrency_key, concurrency_limit, admitted, concurrency_key_2, concurrency_limit_2, concurrency_shared_2,
-                                   priority, holds_slots)
+                                   priority, holds_slots, singleton_key)
        select $1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, 2, now(), now(), $11, $12, $13, w.timeout_start_ms, w.timeout_finish_ms,
               s.concurrency_key, s.concurrency_limit, s.concurrency_limit = 0, s.concurrency_key_2, s.concurrency_limit_2, s.concurrency_shared_2,
-              s.priority, s.holds_slots
+              s.priority, s.holds_slots, $23
          from (select 1) one left join scheduler.workflows w on w.workspace_id = $2 and w.app = $4 and w.name = $3
          left join scheduler.runs src on src.id = coalesce($9, $13) and src.workspace_id = $2
          cross join lateral (select coalesce($16, src.concurrency_key) as concurrency_key, coalesce($17, src.concurrency_limit, 0) as concurrency_limit,
@@ -77,7 +79,7 @@ export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<RunEf
       r.parentRunId ?? null, r.parentStepId ?? null, r.onFailureOf ?? null, JSON.stringify(queued.fields), queued.ts,
       // A child's own fields (null: the source's).
       sl?.concurrencyKey ?? null, sl?.concurrencyLimit ?? null, sl?.concurrencyKey2 ?? null, sl?.concurrencyLimit2 ?? null, sl?.concurrencyShared2 ?? null,
-      sl?.priority ?? null, sl?.holdsSlots ?? null,
+      sl?.priority ?? null, sl?.holdsSlots ?? null, r.singletonKey ?? null,
     ],
   );
   if (rows.length === 0) return noEffects();

@@ -350,6 +350,20 @@ export async function activeSingletons(tx: Database, r: { workspaceId: string; a
   return rows.map((x) => x.id);
 }
 
+/**
+ * The singleton mode a run of the workflow is started with now, from its
+ * registered config (`skip` when the config names none); undefined without
+ * a singleton.
+ */
+export async function singletonModeOf(db: Database, r: { workspaceId: string; app: string; workflow: string }): Promise<'skip' | 'cancel' | 'queue' | undefined> {
+  const rows = await db.query<{ mode: 'skip' | 'cancel' | 'queue' | null }>(
+    `select coalesce(config->'singleton'->>'mode', 'skip') as mode from scheduler.workflows
+      where workspace_id = $1 and app = $2 and name = $3 and jsonb_typeof(config->'singleton') = 'object'`,
+    [r.workspaceId, r.app, r.workflow],
+  );
+  return rows[0]?.mode ?? undefined;
+}
+
 /** runs.activeForKey: the active runs of a singleton key, and which of the given ids have finished. */
 export async function singletonState(db: Database, r: { workspaceId: string; app: string; workflow: string; key: string; runIds: string[] }) {
   const active = await db.query<{ id: string }>(
