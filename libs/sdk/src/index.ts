@@ -8,6 +8,23 @@ export {
 } from './runner.js';
 export type { Connection, ConnectOptions, ConnectState } from './connect.js';
 export {
+  ApiError,
+  createClient,
+  isApiError,
+  type Approval,
+  type ApprovalDecisionInput,
+  type Client,
+  type ClientOptions,
+  type Run,
+  type RunDetail,
+  type RunListQuery,
+  type RunStatus,
+  type SendEvent,
+  type SendResult,
+  type Step,
+  type TimelineFrame,
+} from './client.js';
+export {
   NonRetriableError,
   RetryAfterError,
   StepFailedError,

@@ -4,6 +4,7 @@ import { Agent, request } from 'undici';
 import { keyFingerprint, PROTOCOL_VERSION, type RegisterBody, type WorkflowRegistration } from '@dws/protocol';
 import { openConnection, type ConnectOptions, type Connection } from './connect.js';
 import { NonRetriableError } from './errors.js';
+import { fromEnv } from './env.js';
 import { DEFAULT_STEP_BUDGET_MS, type Checkpoint } from './execution.js';
 import { CheckpointSockets } from './checkpoint-socket.js';
 import { createInvokeHandler, errorReply, handleInvoke, sendReply, type InvokeHttpHandler, type InvokeHttpReply, type InvokeTarget } from './serve.js';
@@ -142,11 +143,6 @@ export interface Runner {
   /** Stops the heartbeat and closes the checkpoint sockets. */
   stop(): void;
 }
-
-const fromEnv = (env: Record<string, string | undefined>, name: string): string | undefined => {
-  const v = env[name];
-  return v === undefined || v.trim() === '' ? undefined : v;
-};
 
 // testWorkflow runs a child workflow defined on the same runner; it finds the
 // runner from the workflow object through this map.

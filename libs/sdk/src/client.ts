@@ -1,0 +1,348 @@
+import { randomUUID } from 'node:crypto';
+import { fromEnv } from './env.js';
+
+/**
+ * A client of the service's REST API (SPEC "Endpoints"): send events, read,
+ * follow and control runs, decide approvals. Calls that are safe to repeat
+ * are retried through transient failures (a connection refused or reset, a
+ * timeout, 502/503/504); see `createClient`.
+ */
+
+export type RunStatus = 'queued' | 'running' | 'waiting' | 'paused' | 'succeeded' | 'failed' | 'cancelled';
+
+/** A run as GET /runs lists it. */
+export interface Run {
+  id: string;
+  status: RunStatus;
+  workflow: string;
+  app: string;
+  /** Pinned runner id; absent for anycast. */
+  runner?: string;
+  triggerKind: string;
+  eventId?: string;
+  eventName?: string;
+  /** The source run of a replay or retry-from-step. */
+  replayOf?: string;
+  session?: string;
+  attempt: number;
+  stepCount: number;
+  createdAt: string;
+  startedAt?: string;
+  endedAt?: string;
+  durationMs?: number;
+  error?: { message: string; stack?: string };
+  /** Parked on an open approval. */
+  needsAttention?: true;
+}
+
+/** One run as GET /runs/{id} reads it. */
+export interface RunDetail<Result = unknown> extends Run {
+  input: unknown;
+  result?: Result;
+  /** Why a run that has not ended is not moving (`kind`: paused, sleep, event, concurrency, ...). */
+  waitingFor?: { kind: string; [field: string]: unknown };
+  usage?: { calls: number; tokensIn: number; tokensOut: number; cost?: number };
+}
+
+export interface Step {
+  id: string;
+  name: string;
+  op: string;
+  index: number;
+  status: string;
+  attempts: number;
+  input?: unknown;
+  output?: unknown;
+  error?: { message: string; stack?: string };
+  childRunId?: string;
+  startedAt: string;
+  [field: string]: unknown;
+}
+
+/** A frame of a run's timeline (SPEC "Timeline frame"). */
+export type TimelineFrame = { seq: number; ts: string; runId: string } & (
+  | { kind: 'run_status'; status: RunStatus; currentStepName?: string; attempt?: number }
+  | { kind: 'step_status'; name: string; status: string; attempt: number; index?: number; error?: { message: string } }
+  | { kind: 'log'; level: 'debug' | 'info' | 'warn' | 'error'; message: string; fields?: Record<string, unknown>; scope: string; attempt: number }
+);
+
+/** An event for POST /events (SPEC "Events"). */
+export interface SendEvent {
+  name: string;
+  data?: unknown;
+  /** Scope to one app's triggers; omitted: every app's. */
+  app?: string;
+  /** A repeat within 24 h (per app) is dropped: the client retries a send only when every event has one. */
+  dedupeId?: string;
+  /** Pin the runs it starts to this runner. */
+  runner?: string;
+  targetApp?: string;
+  session?: string;
+}
+
+/** What POST /events answered for one event. */
+export interface SendResult {
+  id: string;
+  /** Set when exactly one workflow matched. */
+  runId?: string;
+  woke: number;
+  triggered: { workflow: string; app: string; runId: string; [gate: string]: unknown }[];
+  skipped: boolean;
+  dropped: boolean;
+  debounced: boolean;
+  batched: boolean;
+  deduped: boolean;
+  suspended: boolean;
+}
+
+export interface RunListQuery {
+  app?: string;
+  workflow?: string;
+  status?: RunStatus;
+  runType?: 'event' | 'cron';
+  eventId?: string;
+  replayOf?: string;
+  q?: string;
+  since?: string;
+  until?: string;
+  sort?: 'started' | 'workflow' | 'status' | 'app' | 'duration';
+  dir?: 'asc' | 'desc';
+  limit?: number;
+  /** From the previous page's `nextCursor`. */
+  cursor?: string;
+}
+
+export interface Approval {
+  id: string;
+  runId: string;
+  status: 'pending' | 'escalated' | 'approved' | 'denied' | 'cancelled';
+  [field: string]: unknown;
+}
+
+export interface ApprovalDecisionInput {
+  status: 'approved' | 'denied';
+  /** Edited tool arguments (approve only). */
+  args?: unknown;
+  response?: string;
+}
+
+export interface ClientOptions {
+  /** Service base URL including `/v1`, e.g. `http://127.0.0.1:8288/v1`. @default `SERVICE_URL` */
+  url?: string;
+  /** @default `SERVICE_API_KEY` */
+  apiKey?: string;
+  /** Tries of a call that is safe to repeat, through transient failures. @default 4 */
+  maxAttempts?: number;
+  /** Per request (not for `stream` and `wait`). @default 30_000 */
+  timeoutMs?: number;
+  /** @default process.env */
+  env?: Record<string, string | undefined>;
+}
+
+/** The service's error body (`{ error: { code, message } }`) of a 4xx or 5xx, or a failure to reach it (`status` 0). */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+/** Checked by shape, not class: module copies lose class identity. */
+export function isApiError(err: unknown): err is ApiError {
+  return err instanceof Error && err.name === 'ApiError' && typeof (err as ApiError).code === 'string';
+}
+
+const TERMINAL = new Set<string>(['succeeded', 'failed', 'cancelled']);
+const TRANSIENT = new Set([502, 503, 504]);
+const BACKOFF_MS = 100;
+const BACKOFF_MAX_MS = 2000;
+
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => (clearTimeout(t), reject(signal.reason)), { once: true });
+  });
+const backoff = (attempt: number) => Math.min(BACKOFF_MAX_MS, BACKOFF_MS * 2 ** attempt) * (0.5 + Math.random() / 2);
+
+interface Call {
+  body?: unknown;
+  query?: Record<string, string | number | undefined>;
+  headers?: Record<string, string>;
+  /** Safe to send again after a transient failure. */
+  retry: boolean;
+  /** A stream: open as long as the run is, so no `timeoutMs`. */
+  open?: boolean;
+}
+
+export type Client = ReturnType<typeof createClient>;
+
+/**
+ * A client of the REST API. What it retries, up to `maxAttempts` with
+ * backoff, after a connection failure, a timeout or 502/503/504: every read;
+ * `pause` (idempotent); `replay` and `retryFromStep`, which send an
+ * `Idempotency-Key` (yours, or one drawn per call) so a retry is the same
+ * run; `send` when every event has a `dedupeId`. Not `cancel`, `resume` or
+ * `approvals.decide`: repeated after a lost success they answer 409. Any
+ * other 4xx or 5xx throws `ApiError` at once.
+ */
+export function createClient(options: ClientOptions = {}) {
+  const env = options.env ?? process.env;
+  const url = options.url ?? fromEnv(env, 'SERVICE_URL');
+  const apiKey = options.apiKey ?? fromEnv(env, 'SERVICE_API_KEY');
+  if (!url) throw new Error('createClient: the service URL is required: pass url or set SERVICE_URL.');
+  if (!apiKey) throw new Error('createClient: an API key is required: pass apiKey or set SERVICE_API_KEY.');
+  const base = url.endsWith('/') ? url : `${url}/`;
+  const maxAttempts = Math.max(1, options.maxAttempts ?? 4);
+  const timeoutMs = options.timeoutMs ?? 30_000;
+
+  const urlOf = (path: string, query?: Call['query']) => {
+    const u = new URL(path.replace(/^\//, ''), base);
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
+    return u;
+  };
+
+  /** One request, its error body thrown as ApiError; a failure to get an answer is status 0. */
+  const once = async (method: string, path: string, call: Call, signal?: AbortSignal): Promise<Response> => {
+    const headers: Record<string, string> = { authorization: `Bearer ${apiKey}`, ...call.headers };
+    if (call.body !== undefined) headers['content-type'] = 'application/json';
+    let res: Response;
+    try {
+      res = await fetch(urlOf(path, call.query), {
+        method,
+        headers,
+        body: call.body === undefined ? undefined : JSON.stringify(call.body),
+        signal: signal ?? (call.open ? undefined : AbortSignal.timeout(timeoutMs)),
+      });
+    } catch (err) {
+      if (signal?.aborted) throw err;
+      throw new ApiError(0, 'unreachable', `${method} ${path}: no answer: ${(err as Error).message}`);
+    }
+    if (res.ok) return res;
+    const text = await res.text().catch(() => '');
+    let error: { code?: unknown; message?: unknown } | undefined;
+    try {
+      error = (JSON.parse(text) as { error?: typeof error }).error;
+    } catch {
+      /* not the error body: a proxy's page, say */
+    }
+    throw new ApiError(
+      res.status,
+      typeof error?.code === 'string' ? error.code : `http_${res.status}`,
+      typeof error?.message === 'string' ? error.message : `${method} ${path}: HTTP ${res.status}`,
+    );
+  };
+
+  const request = async (method: string, path: string, call: Call): Promise<Response> => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await once(method, path, call);
+      } catch (err) {
+        const transient = isApiError(err) && (err.status === 0 || TRANSIENT.has(err.status));
+        if (!call.retry || !transient || attempt >= maxAttempts) throw err;
+        await sleep(backoff(attempt - 1));
+      }
+    }
+  };
+  const json = async <T>(method: string, path: string, call: Call): Promise<T> => {
+    const res = await request(method, path, call);
+    const text = await res.text();
+    return (text ? JSON.parse(text) : undefined) as T;
+  };
+  const read = <T>(path: string, query?: Call['query']) => json<T>('GET', path, { query, retry: true });
+  const id = (runId: string) => `runs/${encodeURIComponent(runId)}`;
+  const keyed = (key: string | undefined) => ({ 'idempotency-key': key ?? randomUUID() });
+
+  /**
+   * A run's timeline from after `from`, live until the run ends. A dropped
+   * stream is resumed after the last frame seen, so no frame is lost or
+   * repeated; `maxAttempts` failures in a row end it with the last error.
+   */
+  async function* stream(runId: string, opts: { from?: number; signal?: AbortSignal } = {}): AsyncGenerator<TimelineFrame> {
+    let from = opts.from ?? 0;
+    for (let failures = 0; ; ) {
+      try {
+        const res = await once('GET', `${id(runId)}/stream`, { query: { from }, headers: { accept: 'text/event-stream' }, retry: true, open: true }, opts.signal);
+        for await (const frame of sseFrames(res)) {
+          failures = 0;
+          from = frame.seq;
+          yield frame;
+          // A run's timeline ends with its terminal status.
+          if (frame.kind === 'run_status' && TERMINAL.has(frame.status)) return;
+        }
+      } catch (err) {
+        if (opts.signal?.aborted) throw err;
+        const transient = isApiError(err) ? err.status === 0 || TRANSIENT.has(err.status) : true;
+        if (!transient || ++failures >= maxAttempts) throw err;
+      }
+      await sleep(backoff(failures), opts.signal);
+    }
+  }
+
+  return {
+    /** POST /events: one event. */
+    send: (event: SendEvent) => json<SendResult>('POST', 'events', { body: event, retry: !!event.dedupeId }),
+    /** POST /events with up to 100 events, answered in order; an invalid one as `{ error }`, the rest ingested. */
+    sendMany: async (events: SendEvent[]) =>
+      (await json<{ results: (SendResult | { error: { code: string; message: string } })[] }>('POST', 'events', { body: events, retry: events.every((e) => !!e.dedupeId) })).results,
+    runs: {
+      get: <Result = unknown>(runId: string) => read<RunDetail<Result>>(id(runId)),
+      /** A page, newest first by default; `nextCursor` asks for the next. */
+      list: async (query: RunListQuery = {}): Promise<{ runs: Run[]; nextCursor?: string }> => {
+        const res = await request('GET', 'runs', { query: { ...query }, retry: true });
+        const cursor = res.headers.get('x-next-cursor');
+        return { runs: (await res.json()) as Run[], ...(cursor ? { nextCursor: cursor } : {}) };
+      },
+      steps: (runId: string) => read<Step[]>(`${id(runId)}/steps`),
+      cancel: (runId: string) => json<RunDetail>('POST', `${id(runId)}/cancel`, { retry: false }),
+      pause: (runId: string) => json<RunDetail>('POST', `${id(runId)}/pause`, { retry: true }),
+      resume: (runId: string) => json<RunDetail>('POST', `${id(runId)}/resume`, { retry: false }),
+      /** A new run of a finished one, with its input or `input` instead; made once per `idempotencyKey` (drawn per call when not given). */
+      replay: (runId: string, opts: { input?: unknown; idempotencyKey?: string } = {}) =>
+        json<RunDetail>('POST', `${id(runId)}/replay`, { body: 'input' in opts ? { input: opts.input } : undefined, headers: keyed(opts.idempotencyKey), retry: true }),
+      retryFromStep: (runId: string, step: string, opts: { idempotencyKey?: string } = {}) =>
+        json<RunDetail>('POST', `${id(runId)}/retry-from-step`, { body: { step }, headers: keyed(opts.idempotencyKey), retry: true }),
+      stream,
+      /** The run once it has ended (succeeded, failed or cancelled), followed on its stream; rejects after `timeoutMs`. */
+      wait: async <Result = unknown>(runId: string, opts: { timeoutMs?: number } = {}): Promise<RunDetail<Result>> => {
+        const signal = opts.timeoutMs === undefined ? undefined : AbortSignal.timeout(opts.timeoutMs);
+        for await (const _ of stream(runId, { signal }));
+        return read<RunDetail<Result>>(id(runId));
+      },
+    },
+    events: {
+      get: (eventId: string) => read<Record<string, unknown>>(`events/${encodeURIComponent(eventId)}`),
+      list: (query: { app?: string; name?: string; limit?: number } = {}) => read<Record<string, unknown>[]>('events', query),
+    },
+    approvals: {
+      list: (query: { status?: string; runId?: string; limit?: number } = {}) => read<Approval[]>('approvals', query),
+      get: (approvalId: string) => read<Approval>(`approvals/${encodeURIComponent(approvalId)}`),
+      decide: (approvalId: string, decision: ApprovalDecisionInput) =>
+        json<Approval>('POST', `approvals/${encodeURIComponent(approvalId)}/decision`, { body: decision, retry: false }),
+    },
+  };
+}
+
+/** The frames of an SSE response (`data:` lines joined, comments skipped), as JSON. */
+async function* sseFrames(res: Response): AsyncGenerator<TimelineFrame> {
+  if (!res.body) return;
+  const decoder = new TextDecoder();
+  let buf = '';
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    buf += decoder.decode(chunk, { stream: true }).replace(/\r\n?/g, '\n');
+    for (let end = buf.indexOf('\n\n'); end >= 0; end = buf.indexOf('\n\n')) {
+      const block = buf.slice(0, end);
+      buf = buf.slice(end + 2);
+      const data = block
+        .split('\n')
+        .filter((line) => line.startsWith('data:'))
+        .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
+        .join('\n');
+      if (data) yield JSON.parse(data) as TimelineFrame;
+    }
+  }
+}
