@@ -529,14 +529,19 @@ async function drive(
       const after = startedAfter(runId, t);
       if (after > 1) controlMismatches.push(`${runId} (${s.key}): ${after} steps began after its cancel was answered`);
     }
-    // Retried under one Idempotency-Key until answered: however many tries got through, one replay.
+    // Sent twice at once (to two gateways when there are two), as a client that retries before its first
+    // answer came, each retried under one Idempotency-Key until answered: however many tries got
+    // through, one replay, and both answers name it.
     s.replayed = 'maybe';
-    const replay = await answered('POST', `/v1/runs/${runId}/replay`, undefined, { 'idempotency-key': `replay-${runId}` });
+    const key = { 'idempotency-key': `replay-${runId}` };
+    const [replay, twin] = await Promise.all([0, 1].map(() => answered('POST', `/v1/runs/${runId}/replay`, undefined, key)));
     const newId = (replay?.body as { id?: string } | undefined)?.id;
+    const twinId = (twin?.body as { id?: string } | undefined)?.id;
     if (replay?.status === 201 && newId) {
       s.replayed = 'yes';
       replays++;
-      if (replay.tries > 1) replaysRetried++;
+      if (replay.tries > 1 || (twin?.tries ?? 0) > 1) replaysRetried++;
+      if (twin?.status !== 201 || twinId !== newId) controlMismatches.push(`${runId} (${s.key}): a replay sent twice under one key answered ${newId} and ${twin?.status} ${twinId}`);
       await until(terminal(newId), WATCH_CAP_MS);
     } else if (replay) {
       s.replayed = undefined;

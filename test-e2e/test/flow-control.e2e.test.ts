@@ -176,6 +176,10 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
             throw new Error('down');
           }),
       );
+      // A singleton that stays inside its step until the test opens the gate its event names.
+      r.workflow('solo', { triggers: [{ event: 'solo.go' }], singleton: { key: 'event.data.user', mode: 'skip' } }, async ({ event, step }) =>
+        step.run('hold', async () => (await gates.wait((event.data as { gate: string }).gate), true)),
+      );
       r.workflow('only-one', { triggers: [{ event: 'only.go' }], singleton: { key: 'event.data.user', mode: 'skip' } }, async ({ step }) => {
         await step.run('wait', () => new Promise<boolean>((res) => (releaseSingleton = () => res(true))));
       });
@@ -346,6 +350,34 @@ describe.each(modes)('flow control end to end on %s', (mode) => {
     const other = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'only.go', data: { user: 'bob' } } });
     expect(other.body).toMatchObject({ skipped: false, runId: expect.any(String) });
   }, 60_000);
+
+  it("a replay is a run of its singleton key: refused (409) while another run of the key is active; running, it skips the key's events", async () => {
+    const user = `solo-${mode}`;
+    const send = (gate: string) => api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: { name: 'solo.go', data: { user, gate } } });
+    const status = async (id: string) => (await api(dep.base, 'GET', `/v1/runs/${id}`, { key: dep.secretKey })).body.status as string;
+    const reached = (id: string, want: string) => eventually(`${id} ${want}`, async () => ((await status(id)) === want ? true : undefined), 60_000);
+    const replay = (id: string, input: unknown) => api(dep.base, 'POST', `/v1/runs/${id}/replay`, { key: dep.secretKey, body: { input } });
+
+    const first = (await send(`${mode}-first`)).body.runId as string;
+    gates.open(`${mode}-first`);
+    await reached(first, 'succeeded');
+    const active = (await send(`${mode}-active`)).body.runId as string;
+    await reached(active, 'running');
+    const refused = await replay(first, { user, gate: `${mode}-replay` });
+    expect({ status: refused.status, code: refused.body.error?.code }).toEqual({ status: 409, code: 'singleton_active' });
+    expect(refused.body.error.message).toContain(active);
+    gates.open(`${mode}-active`);
+    await reached(active, 'succeeded');
+
+    const replayed = await replay(first, { user, gate: `${mode}-replay` });
+    expect(replayed.status).toBe(201);
+    await reached(replayed.body.id, 'running');
+    expect((await send(`${mode}-later`)).body).toMatchObject({ skipped: true });
+    gates.open(`${mode}-replay`);
+    await reached(replayed.body.id, 'succeeded');
+    expect((await send(`${mode}-after`)).body).toMatchObject({ skipped: false, runId: expect.any(String) });
+    gates.open(`${mode}-after`);
+  }, 120_000);
 
   it('two constraints (4 in all, 1 per user): neither is ever passed, and every run finishes', async () => {
     const users = ['ada', 'bob', 'cy', 'dee', 'eve', 'fay', 'gus', 'hal'];

@@ -59,8 +59,8 @@ describe('createClient', () => {
     answers = [ok({ id: 'run_1', status: 'succeeded', result: 42 }), ok([{ id: 'run_1' }], 200, { 'x-next-cursor': 'c2' }), ok([{ id: 'run_0' }])];
     expect((await client.runs.get('run_1')).result).toBe(42);
     expect(await client.runs.list({ app: 'shop', status: 'failed', limit: 5 })).toEqual({ runs: [{ id: 'run_1' }], nextCursor: 'c2' });
-    expect(await client.runs.list({ cursor: 'c2' })).toEqual({ runs: [{ id: 'run_0' }] });
-    expect(seen.map((s) => s.url)).toEqual(['/v1/runs/run_1', '/v1/runs?app=shop&status=failed&limit=5', '/v1/runs?cursor=c2']);
+    expect(await client.runs.list({ cursor: 'c2', since: new Date(Date.UTC(2026, 0, 2)) })).toEqual({ runs: [{ id: 'run_0' }] });
+    expect(seen.map((s) => decodeURIComponent(s.url))).toEqual(['/v1/runs/run_1', '/v1/runs?app=shop&status=failed&limit=5', '/v1/runs?cursor=c2&since=2026-01-02T00:00:00.000Z']);
     expect(seen[0]!.headers.authorization).toBe('Bearer sk_test');
   });
 

@@ -103,8 +103,9 @@ export interface RunListQuery {
   eventId?: string;
   replayOf?: string;
   q?: string;
-  since?: string;
-  until?: string;
+  /** RFC 3339, or a Date. */
+  since?: string | Date;
+  until?: string | Date;
   sort?: 'started' | 'workflow' | 'status' | 'app' | 'duration';
   dir?: 'asc' | 'desc';
   limit?: number;
@@ -293,7 +294,9 @@ export function createClient(options: ClientOptions = {}) {
       get: <Result = unknown>(runId: string) => read<RunDetail<Result>>(id(runId)),
       /** A page, newest first by default; `nextCursor` asks for the next. */
       list: async (query: RunListQuery = {}): Promise<{ runs: Run[]; nextCursor?: string }> => {
-        const res = await request('GET', 'runs', { query: { ...query }, retry: true });
+        const { since, until, ...rest } = query;
+        const iso = (t: string | Date | undefined) => (t instanceof Date ? t.toISOString() : t);
+        const res = await request('GET', 'runs', { query: { ...rest, since: iso(since), until: iso(until) }, retry: true });
         const cursor = res.headers.get('x-next-cursor');
         return { runs: (await res.json()) as Run[], ...(cursor ? { nextCursor: cursor } : {}) };
       },

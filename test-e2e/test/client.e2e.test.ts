@@ -1,0 +1,107 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createClient, isApiError, type Client, type TimelineFrame } from '@dws/sdk';
+import { eventually } from '../src/api.js';
+import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
+import { realInfra } from '../src/infra.js';
+import { startRunner, type TestRunner } from '../src/runner.js';
+
+const modes: Mode[] = realInfra() ? ['embedded', 'fleet'] : ['embedded'];
+
+/**
+ * The SDK's REST client (`createClient`) against the deployment, through
+ * the public API only: send events, follow a run's stream to its end,
+ * read, page, control and replay runs, and the API's refusals as ApiError.
+ */
+describe.each(modes)('the SDK client on %s', (mode) => {
+  let dep: Deployment;
+  let runner: TestRunner;
+  let client: Client;
+
+  beforeAll(async () => {
+    dep = await startDeployment(mode);
+    runner = await startRunner(dep, (r) => {
+      r.workflow<{ n: number }>('client-flow', { triggers: [{ event: 'client.go' }] }, async ({ event, step, logger }) => {
+        logger.info('doubling', { n: event.data.n });
+        const doubled = await step.run('double', () => event.data.n * 2);
+        return { doubled };
+      });
+      r.workflow('client-sleeper', { triggers: [{ event: 'client.sleep' }] }, async ({ step }) => {
+        await step.run('first', () => 1);
+        await step.sleep('long', '1h');
+        return 2;
+      });
+    });
+    client = createClient({ url: `${dep.base}/v1`, apiKey: dep.secretKey, env: {} });
+  }, 180_000);
+
+  afterAll(async () => {
+    await runner?.close();
+    await dep?.stop();
+  }, 60_000);
+
+  const status = (id: string, want: string) =>
+    eventually(`${id} ${want}`, async () => ((await client.runs.get(id)).status === want ? true : undefined), 60_000);
+
+  it("sends an event, follows its run's stream to its end and reads the run, its steps and its event", async () => {
+    const sent = await eventually('a run of client.go', async () => {
+      const r = await client.send({ name: 'client.go', data: { n: 21 } });
+      return r.runId ? r : undefined;
+    });
+    const frames: TimelineFrame[] = [];
+    for await (const f of client.runs.stream(sent.runId!)) frames.push(f);
+    expect(frames.map((f) => f.seq)).toEqual(frames.map((_, i) => i + 1));
+    expect(frames.at(-1)).toMatchObject({ kind: 'run_status', status: 'succeeded', runId: sent.runId });
+    expect(frames).toContainEqual(expect.objectContaining({ kind: 'log', message: 'doubling', fields: { n: 21 } }));
+    expect(frames).toContainEqual(expect.objectContaining({ kind: 'step_status', name: 'double', status: 'succeeded' }));
+
+    const run = await client.runs.wait<{ doubled: number }>(sent.runId!, { timeoutMs: 30_000 });
+    expect(run).toMatchObject({ id: sent.runId, status: 'succeeded', workflow: 'client-flow', eventId: sent.id, input: { n: 21 }, result: { doubled: 42 } });
+    expect((await client.runs.steps(sent.runId!)).map((s) => [s.name, s.status, s.output])).toEqual([['double', 'succeeded', 42]]);
+    expect(await client.events.get(sent.id)).toMatchObject({ id: sent.id, name: 'client.go' });
+    expect((await client.runs.list({ eventId: sent.id })).runs.map((r) => r.id)).toEqual([sent.runId]);
+  }, 60_000);
+
+  it('sends a batch, and pages through its runs with the cursor', async () => {
+    const results = await client.sendMany([{ name: 'client.go', data: { n: 1 } }, { name: '' }, { name: 'client.go', data: { n: 2 } }, { name: 'client.go', data: { n: 3 } }]);
+    expect(results[1]).toMatchObject({ error: { code: 'invalid_event' } });
+    const ids = results.flatMap((r) => ('runId' in r && r.runId ? [r.runId] : []));
+    expect(ids).toHaveLength(3);
+    for (const id of ids) expect((await client.runs.wait(id, { timeoutMs: 30_000 })).status).toBe('succeeded');
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.runs.list({ workflow: 'client-flow', limit: 2, cursor });
+      expect(page.runs.length).toBeLessThanOrEqual(2);
+      seen.push(...page.runs.map((r) => r.id));
+      cursor = page.nextCursor;
+    } while (cursor);
+    expect(new Set(seen).size).toBe(seen.length);
+    expect(seen).toEqual(expect.arrayContaining(ids));
+  }, 60_000);
+
+  it('pauses, resumes and cancels a run, replays it once per key, and throws what the API refuses as ApiError', async () => {
+    const id = (await client.send({ name: 'client.sleep' })).runId!;
+    await status(id, 'waiting');
+    expect((await client.runs.pause(id)).status).toBe('paused');
+    expect((await client.runs.pause(id)).status).toBe('paused');
+    expect((await client.runs.resume(id)).status).toBe('queued');
+    await status(id, 'waiting');
+    expect((await client.runs.cancel(id)).status).toBe('cancelled');
+    const refused = await client.runs.cancel(id).catch((e: unknown) => e);
+    expect(isApiError(refused) && [refused.status, refused.code]).toEqual([409, 'run_terminal']);
+
+    const key = `client-${mode}-${id}`;
+    const first = await client.runs.replay(id, { idempotencyKey: key });
+    const again = await client.runs.replay(id, { idempotencyKey: key });
+    expect(again.id).toBe(first.id);
+    const other = await client.runs.replay(id);
+    expect(other.id).not.toBe(first.id);
+    expect((await client.runs.list({ replayOf: id })).runs.map((r) => r.id).sort()).toEqual([first.id, other.id].sort());
+    for (const r of [first.id, other.id]) {
+      await status(r, 'waiting');
+      await client.runs.cancel(r);
+    }
+    await expect(client.runs.get('run_00000000000000000000000000')).rejects.toMatchObject({ status: 404, code: 'run_not_found' });
+    await expect(client.runs.retryFromStep(id, 'nope')).rejects.toMatchObject({ status: 404, code: 'step_not_found' });
+  }, 90_000);
+});
