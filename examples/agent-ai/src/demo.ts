@@ -15,6 +15,7 @@ import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createClient } from '@dws/sdk';
 import { startFakeModel } from './fake-model.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -27,15 +28,6 @@ const freePort = () =>
       s.close(() => resolve(port));
     });
   });
-
-async function api<T = any>(base: string, method: string, p: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${base}/v1${p}`, {
-    method,
-    headers: { authorization: `Bearer ${KEY}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json().catch(() => undefined)) as T };
-}
 
 async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
   const deadline = Date.now() + ms;
@@ -81,22 +73,18 @@ try {
   await conn.ready;
   process.stdout.write(`service on ${base}, fake model on ${modelUrl}, runner connected\n`);
 
+  const client = createClient();
   const sent = await until('the event to start a run', async () => {
-    const r = await api(base, 'POST', '/events', { name: 'support/ticket.opened', data: { ticketId: 't-1', orderId: 'o-1', message: 'The tea arrived cold, refund please' } });
-    return r.body?.runId as string | undefined;
+    const r = await client.send({ name: 'support/ticket.opened', data: { ticketId: 't-1', orderId: 'o-1', message: 'The tea arrived cold, refund please' } });
+    return r.runId;
   });
-  const pending = await until('the refund to wait for a reviewer', async () => {
-    const r = await api<any[]>(base, 'GET', `/approvals?status=pending&runId=${sent}`);
-    return r.body?.[0];
-  });
-  process.stdout.write(`the agent proposes ${pending.tool} ${JSON.stringify(pending.args)} (risk ${pending.risk}): the reviewer approves 60 instead\n`);
-  await api(base, 'POST', `/approvals/${pending.id}/decision`, { status: 'approved', args: { ...pending.args, amount: 60 } });
-  const run = await until('the run to end', async () => {
-    const r = await api(base, 'GET', `/runs/${sent}`);
-    return ['succeeded', 'failed', 'cancelled'].includes(r.body?.status) ? r.body : undefined;
-  });
-  const scores = (await api<any[]>(base, 'GET', `/runs/${sent}/scores`)).body;
-  const steps = (await api<any[]>(base, 'GET', `/runs/${sent}/steps`)).body;
+  const pending = await until('the refund to wait for a reviewer', async () => (await client.approvals.list({ status: 'pending', runId: sent }))[0]);
+  const args = pending.args as Record<string, unknown>;
+  process.stdout.write(`the agent proposes ${pending.tool} ${JSON.stringify(args)} (risk ${pending.risk}): the reviewer approves 60 instead\n`);
+  await client.approvals.decide(pending.id, { status: 'approved', args: { ...args, amount: 60 } });
+  const run = await client.runs.wait(sent, { timeoutMs: 60_000 });
+  const scores = await client.runs.scores(sent);
+  const steps = await client.runs.steps(sent);
   process.stdout.write(`run ${run.status}: ${JSON.stringify(run.result)}\n`);
   process.stdout.write(`scores: ${scores.map((s) => `${s.name}=${JSON.stringify(s.value)}`).join(', ')}\n`);
   for (const s of steps.filter((x) => x.usage)) process.stdout.write(`model call ${s.name}: ${JSON.stringify(s.usage)}\n`);

@@ -59,6 +59,17 @@ export interface Step {
   [field: string]: unknown;
 }
 
+/** A run's log line (SPEC "Run log line"). */
+export interface LogLine {
+  seq: number;
+  ts: string;
+  level: 'debug' | 'info' | 'warn' | 'error';
+  message: string;
+  fields?: Record<string, unknown>;
+  scope: string;
+  attempt: number;
+}
+
 /** A frame of a run's timeline (SPEC "Timeline frame"). */
 export type TimelineFrame = { seq: number; ts: string; runId: string } & (
   | { kind: 'run_status'; status: RunStatus; currentStepName?: string; attempt?: number }
@@ -301,6 +312,10 @@ export function createClient(options: ClientOptions = {}) {
         return { runs: (await res.json()) as Run[], ...(cursor ? { nextCursor: cursor } : {}) };
       },
       steps: (runId: string) => read<Step[]>(`${id(runId)}/steps`),
+      /** Its log lines after seq `from`, oldest first (up to `limit`, 100 by default). */
+      logs: (runId: string, query: { from?: number; limit?: number } = {}) => read<LogLine[]>(`${id(runId)}/logs`, query),
+      /** Its scores (`step.score`, evals), each with its name and value. */
+      scores: (runId: string) => read<{ name: string; value: unknown; [field: string]: unknown }[]>(`${id(runId)}/scores`),
       cancel: (runId: string) => json<RunDetail>('POST', `${id(runId)}/cancel`, { retry: false }),
       pause: (runId: string) => json<RunDetail>('POST', `${id(runId)}/pause`, { retry: true }),
       resume: (runId: string) => json<RunDetail>('POST', `${id(runId)}/resume`, { retry: false }),

@@ -15,6 +15,7 @@ export {
   type ApprovalDecisionInput,
   type Client,
   type ClientOptions,
+  type LogLine,
   type Run,
   type RunDetail,
   type RunListQuery,
