@@ -46,8 +46,8 @@ export function ensureBuilt(): void {
 }
 
 /** Run a TypeScript entry point through tsx (examples, runners) with its own env. */
-export function startTs(name: string, entry: string, env: Record<string, string>): Proc {
-  return startNode(name, [...nodeFlagsOf(entry), '--import', tsxLoader, path.join(ROOT, entry)], env);
+export function startTs(name: string, entry: string, env: Record<string, string>, args: string[] = []): Proc {
+  return startNode(name, [...nodeFlagsOf(entry), '--import', tsxLoader, path.join(ROOT, entry), ...args], env);
 }
 
 /**

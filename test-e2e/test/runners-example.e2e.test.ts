@@ -65,4 +65,22 @@ describe.each(modes)('examples/quickstart against %s', (mode) => {
     });
     expect((await finished(signup.runId)).result).toEqual({ to: 'ada@example.com', template: 'welcome' });
   }, 120_000);
+
+  it('places an order from code with src/order.ts (the SDK client): it prints each step as the run goes, then the result', async () => {
+    const env = { SERVICE_URL: `${dep.base}/v1`, SERVICE_API_KEY: dep.secretKey };
+    for (const [orderId, printed] of [
+      ['o-client', 'succeeded: {'],
+      ['o-client', 'order o-client was placed before'],
+    ] as const) {
+      const order = startTs('order', 'examples/quickstart/src/order.ts', env, [orderId]);
+      // 'close': the process exited and its output was all read.
+      const exit = await new Promise<number | null>((resolve) => order.child.once('close', resolve));
+      const out = order.output();
+      expect({ exit, printed: out.includes(printed) }).toEqual({ exit: 0, printed: true });
+      if (printed.startsWith('succeeded')) {
+        expect(out).toMatch(/step price succeeded[\s\S]*log info order paid .*"cardToken":"\[REDACTED\]"[\s\S]*run succeeded/);
+        expect(out).toContain('"total":9');
+      }
+    }
+  }, 120_000);
 });
