@@ -284,6 +284,7 @@ d('gateway API', () => {
       const doc = (await http(g.base, 'GET', '/v1/openapi.json')).body;
       expect(doc.paths['/runs/{id}/replay'].post.parameters).toContainEqual(expect.objectContaining({ name: 'Idempotency-Key', in: 'header' }));
       expect(doc.paths['/runs/{id}/replay'].post.responses['422']).toBeDefined();
+      expect(Object.keys(doc.paths['/runs/{id}/retry-from-step'].post.responses['201'].headers)).toEqual(['Idempotent-Replayed']);
       expect(doc.paths['/runs/{id}/cancel'].post.parameters).not.toContainEqual(expect.objectContaining({ name: 'Idempotency-Key' }));
     });
 

@@ -69,6 +69,7 @@ export interface RouteSpec {
 const fwd = (service: string, op: string): Target => ({ kind: 'forward', service, op });
 const local = (name: LocalHandler): Target => ({ kind: 'local', name });
 const NEXT_CURSOR = { 'X-Next-Cursor': 'Opaque cursor of the next page; absent on the last page.' };
+const REPLAYED = { 'Idempotent-Replayed': '`true` when the Idempotency-Key was seen: the run is the one the first call made.' };
 
 /**
  * Every public route, its schemas and its owner. The router mounts exactly
@@ -94,8 +95,8 @@ export const ROUTES: RouteSpec[] = [
   { method: 'post', path: '/runs/:id/cancel', summary: 'Cancel a run', tag: 'control', access: 'write', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.cancel') },
   { method: 'post', path: '/runs/:id/pause', summary: 'Pause a run at the next step boundary', tag: 'control', access: 'write', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.pause') },
   { method: 'post', path: '/runs/:id/resume', summary: 'Resume a paused run', tag: 'control', access: 'write', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.resume') },
-  { method: 'post', path: '/runs/:id/replay', summary: 'Replay a finished run as a new run', tag: 'control', access: 'write', namesRun: true, startsRuns: true, idempotencyKey: true, params: s.IdParams, body: { schema: s.ReplayBody, required: false }, ok: { status: 201, schema: s.NewRun }, errors: [403, 409, 422], target: fwd('scheduler', 'runs.replay') },
-  { method: 'post', path: '/runs/:id/retry-from-step', summary: 'Fork a finished run, resuming at a step', tag: 'control', access: 'write', namesRun: true, startsRuns: true, idempotencyKey: true, params: s.IdParams, body: { schema: s.RetryFromStepBody, required: true }, ok: { status: 201, schema: s.NewRun }, errors: [403, 409, 422], target: fwd('scheduler', 'runs.retryFromStep') },
+  { method: 'post', path: '/runs/:id/replay', summary: 'Replay a finished run as a new run', tag: 'control', access: 'write', namesRun: true, startsRuns: true, idempotencyKey: true, params: s.IdParams, body: { schema: s.ReplayBody, required: false }, ok: { status: 201, schema: s.NewRun, headers: REPLAYED }, errors: [403, 409, 422], target: fwd('scheduler', 'runs.replay') },
+  { method: 'post', path: '/runs/:id/retry-from-step', summary: 'Fork a finished run, resuming at a step', tag: 'control', access: 'write', namesRun: true, startsRuns: true, idempotencyKey: true, params: s.IdParams, body: { schema: s.RetryFromStepBody, required: true }, ok: { status: 201, schema: s.NewRun, headers: REPLAYED }, errors: [403, 409, 422], target: fwd('scheduler', 'runs.retryFromStep') },
   { method: 'get', path: '/control-actions', summary: 'Control audit entries, newest first', tag: 'control', access: 'read', query: s.ControlActionsQuery, ok: { status: 200, schema: s.ControlAction, array: true }, target: fwd('scheduler', 'control.list') },
 
   // Events (ingest). /events/stream before /events/:id.
