@@ -108,7 +108,7 @@ describe.each(modes)('tenancy on %s', (mode) => {
     expect(bulk.body).toMatchObject({ matched: 0, replayed: 0 });
   }, 60_000);
 
-  it("a replay retried with its Idempotency-Key is the run the first made, in its own workspace only", async () => {
+  it("a replay (or an event) retried with its Idempotency-Key is the run the first made (dropped), in its own workspace only", async () => {
     const key = `replay-${randomBytes(6).toString('hex')}`;
     const replay = (k: string) => api(dep.base, 'POST', `/v1/runs/${a.runId}/replay`, { key: k, headers: { 'idempotency-key': key } });
     const first = await replay(dep.secretKey);
@@ -125,6 +125,18 @@ describe.each(modes)('tenancy on %s', (mode) => {
     expect({ status: other.status, code: other.body.error?.code }).toEqual({ status: 422, code: 'idempotency_key_reused' });
     await eventually('the replay to succeed', async () => {
       const r = await api(dep.base, 'GET', `/v1/runs/${first.body.id}`, { key: dep.secretKey });
+      return runReached(r.body) ? true : undefined;
+    });
+
+    // POST /events takes it as the event's dedupeId: sent again, dropped; another workspace's is its own.
+    const send = (k: string) => api(dep.base, 'POST', '/v1/events', { key: k, body: { name: 'tenant.go', data: { n: 3 } }, headers: { 'idempotency-key': key } });
+    const once = await send(dep.secretKey);
+    expect(once.body).toMatchObject({ deduped: false, runId: expect.any(String) });
+    const twice = await send(dep.secretKey);
+    expect(twice.body).toMatchObject({ deduped: true, triggered: [] });
+    expect((await send(b.secretKey)).body).toMatchObject({ deduped: false });
+    await eventually('the event\'s run to succeed', async () => {
+      const r = await api(dep.base, 'GET', `/v1/runs/${once.body.runId}`, { key: dep.secretKey });
       return runReached(r.body) ? true : undefined;
     });
   }, 60_000);

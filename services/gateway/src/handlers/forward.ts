@@ -68,24 +68,25 @@ export function idempotencyKeyOf(req: IncomingMessage): string | undefined {
   return Array.isArray(v) ? v.join(', ') : v;
 }
 
-/** Visible ASCII, as the IETF draft's Idempotency-Key (a structured-field string) allows, and a bounded length. */
-const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+/**
+ * Visible ASCII, as the IETF draft's Idempotency-Key (a structured-field string) allows; at most
+ * 200 characters, so a batch event's `<key>:<i>` stays within SPEC's 256 for a dedupeId.
+ */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
 
 /**
  * The headers a route forwards: its `Idempotency-Key` when it keeps one. A
- * route that starts runs without keeping a key refuses it (400) rather than
- * leave a retry free to start them twice; any other route ignores it.
+ * route that starts runs without keeping a key (bulk replay) refuses it
+ * (400) rather than leave a retry free to start them twice; any other route
+ * ignores it.
  */
 function forwardedHeaders(r: RouteSpec, key: string | undefined): Record<string, string> {
   if (key === undefined) return {};
   if (!r.idempotencyKey) {
-    if (r.startsRuns || r.announcesRuns) {
-      const instead = r.announcesRuns ? 'give the event a dedupeId (a repeat within 24 h is dropped)' : 'a retry would act again';
-      throw invalid('idempotency_key_unsupported', `${r.method.toUpperCase()} ${r.path} does not keep an Idempotency-Key: ${instead}.`);
-    }
+    if (r.startsRuns) throw invalid('idempotency_key_unsupported', `${r.method.toUpperCase()} ${r.path} does not keep an Idempotency-Key: a retry would act again.`);
     return {};
   }
-  if (!IDEMPOTENCY_KEY.test(key)) throw invalid('invalid_idempotency_key', 'Idempotency-Key must be 1 to 255 visible ASCII characters.');
+  if (!IDEMPOTENCY_KEY.test(key)) throw invalid('invalid_idempotency_key', 'Idempotency-Key must be 1 to 200 visible ASCII characters.');
   return { 'idempotency-key': key };
 }
 

@@ -109,10 +109,8 @@ export function openApiDocument(routes: RouteSpec[], info: { version: string }):
         name: 'Idempotency-Key',
         in: 'header',
         required: false,
-        description:
-          'Up to 255 visible ASCII characters, unique per workspace for 24 h. A repeat of the call with the same key answers with the run the first created ' +
-          '(status and body as the first, header `Idempotent-Replayed: true`) instead of starting another.',
-        schema: { type: 'string', minLength: 1, maxLength: 255 },
+        description: `Up to 200 visible ASCII characters, of your choosing. ${r.idempotencyKey}`,
+        schema: { type: 'string', minLength: 1, maxLength: 200 },
       });
     }
     if (r.access === 'read' || r.access === 'write') {

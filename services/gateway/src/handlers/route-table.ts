@@ -55,10 +55,10 @@ export interface RouteSpec {
    */
   namesRun?: boolean;
   /**
-   * Takes an `Idempotency-Key` header: a repeat of the call with the same key (a client retrying
-   * after a lost answer) answers with the run the first created instead of making another.
+   * Takes an `Idempotency-Key` header, passed on to its service, so that a repeat of the call (a
+   * client retrying after a lost answer) starts nothing more: what the key does here, for the document.
    */
-  idempotencyKey?: boolean;
+  idempotencyKey?: string;
   /** Its 202 names the runs it started (`triggered[].runId`): the gateway follows them for the run streams that usually come next. */
   announcesRuns?: boolean;
   /** Forwarded in batches (ApiBatcher): the calls that arrive together go to the service in one bus request, each answered as alone. */
@@ -69,6 +69,9 @@ export interface RouteSpec {
 const fwd = (service: string, op: string): Target => ({ kind: 'forward', service, op });
 const local = (name: LocalHandler): Target => ({ kind: 'local', name });
 const NEXT_CURSOR = { 'X-Next-Cursor': 'Opaque cursor of the next page; absent on the last page.' };
+const FORK_KEY =
+  'A repeat of the call with the same key within 24 h answers with the run the first created (status and body as the first, header `Idempotent-Replayed: true`) ' +
+  'instead of starting another; the key sent with another call (another run, action or body) is 422 `idempotency_key_reused`.';
 const REPLAYED = { 'Idempotent-Replayed': '`true` when the Idempotency-Key was seen: the run is the one the first call made.' };
 
 /**
@@ -95,12 +98,12 @@ export const ROUTES: RouteSpec[] = [
   { method: 'post', path: '/runs/:id/cancel', summary: 'Cancel a run', tag: 'control', access: 'write', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.cancel') },
   { method: 'post', path: '/runs/:id/pause', summary: 'Pause a run at the next step boundary', tag: 'control', access: 'write', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.pause') },
   { method: 'post', path: '/runs/:id/resume', summary: 'Resume a paused run', tag: 'control', access: 'write', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, errors: [409], target: fwd('scheduler', 'runs.resume') },
-  { method: 'post', path: '/runs/:id/replay', summary: 'Replay a finished run as a new run', tag: 'control', access: 'write', namesRun: true, startsRuns: true, idempotencyKey: true, params: s.IdParams, body: { schema: s.ReplayBody, required: false }, ok: { status: 201, schema: s.NewRun, headers: REPLAYED }, errors: [403, 409, 422], target: fwd('scheduler', 'runs.replay') },
-  { method: 'post', path: '/runs/:id/retry-from-step', summary: 'Fork a finished run, resuming at a step', tag: 'control', access: 'write', namesRun: true, startsRuns: true, idempotencyKey: true, params: s.IdParams, body: { schema: s.RetryFromStepBody, required: true }, ok: { status: 201, schema: s.NewRun, headers: REPLAYED }, errors: [403, 409, 422], target: fwd('scheduler', 'runs.retryFromStep') },
+  { method: 'post', path: '/runs/:id/replay', summary: 'Replay a finished run as a new run', tag: 'control', access: 'write', namesRun: true, startsRuns: true, idempotencyKey: FORK_KEY, params: s.IdParams, body: { schema: s.ReplayBody, required: false }, ok: { status: 201, schema: s.NewRun, headers: REPLAYED }, errors: [403, 409, 422], target: fwd('scheduler', 'runs.replay') },
+  { method: 'post', path: '/runs/:id/retry-from-step', summary: 'Fork a finished run, resuming at a step', tag: 'control', access: 'write', namesRun: true, startsRuns: true, idempotencyKey: FORK_KEY, params: s.IdParams, body: { schema: s.RetryFromStepBody, required: true }, ok: { status: 201, schema: s.NewRun, headers: REPLAYED }, errors: [403, 409, 422], target: fwd('scheduler', 'runs.retryFromStep') },
   { method: 'get', path: '/control-actions', summary: 'Control audit entries, newest first', tag: 'control', access: 'read', query: s.ControlActionsQuery, ok: { status: 200, schema: s.ControlAction, array: true }, target: fwd('scheduler', 'control.list') },
 
   // Events (ingest). /events/stream before /events/:id.
-  { method: 'post', path: '/events', summary: 'Ingest one event or a batch of up to 100', tag: 'events', access: 'write', body: { schema: s.EventBody, required: true, errorCode: 'invalid_event' }, ok: { status: 202, schema: s.IngestResult }, announcesRuns: true, batched: true, target: fwd('ingest', 'events.ingest') },
+  { method: 'post', path: '/events', summary: 'Ingest one event or a batch of up to 100', tag: 'events', access: 'write', body: { schema: s.EventBody, required: true, errorCode: 'invalid_event' }, ok: { status: 202, schema: s.IngestResult }, announcesRuns: true, batched: true, idempotencyKey: "The event's dedupeId (a batch's i-th event's `<key>:<i>`): the POST sent again within 24 h is dropped as a repeat (`deduped: true`). An event with a dedupeId of its own beside it is a 400.", target: fwd('ingest', 'events.ingest') },
   { method: 'get', path: '/usage', summary: "The workspace's model usage since a time, in total and per model", tag: 'runs', access: 'read', query: s.UsageQuery, ok: { status: 200, schema: s.UsageReport }, target: fwd('scheduler', 'usage.get') },
   { method: 'get', path: '/sessions', summary: 'Sessions, most recently active first, with run counts, usage and scores', tag: 'events', access: 'read', query: s.SessionsQuery, ok: { status: 200, schema: s.Session, array: true }, target: fwd('scheduler', 'sessions.list') },
   { method: 'get', path: '/events', summary: 'Event log, newest first', tag: 'events', access: 'read', query: s.ListEventsQuery, ok: { status: 200, schema: s.EventRecord, array: true }, target: fwd('ingest', 'events.list') },

@@ -5,10 +5,10 @@ import { RecordedUnsettled, type Incoming, type IngestResult, type Ingestor } fr
 
 /** An ingestor that records each call and answers every event with its name as its id (or fails as told). */
 function recording(fail?: (items: Incoming[]) => Error | undefined) {
-  const calls: { caller: Caller; names: string[] }[] = [];
+  const calls: { caller: Caller; names: string[]; dedupeIds: (string | undefined)[] }[] = [];
   const ingestor = {
     async ingest(caller: Caller, items: Incoming[]): Promise<IngestResult[]> {
-      calls.push({ caller, names: items.map((i) => i.ev.name) });
+      calls.push({ caller, names: items.map((i) => i.ev.name), dedupeIds: items.map((i) => i.ev.dedupeId) });
       const err = fail?.(items);
       if (err) throw err;
       return items.map((i) => ({ id: i.ev.name, woke: 0, triggered: [], skipped: false, dropped: false, debounced: false, batched: false, deduped: false, suspended: false }));
@@ -18,7 +18,7 @@ function recording(fail?: (items: Incoming[]) => Error | undefined) {
 }
 
 const caller = (extra: Partial<Caller> = {}): Caller => ({ workspaceId: 'ws_1', actor: 'key_1', keyKind: 'secret', requestId: 'r', via: 'api', ...extra });
-const post = (body: unknown, c: Partial<Caller> = {}): ApiCall => ({ caller: caller(c), params: {}, query: {}, body, headers: {} });
+const post = (body: unknown, c: Partial<Caller> = {}, headers: Record<string, string> = {}): ApiCall => ({ caller: caller(c), params: {}, query: {}, body, headers });
 const value = (r: PromiseSettledResult<unknown>) => (r as PromiseFulfilledResult<{ status: number; body: unknown }>).value;
 const reason = (r: PromiseSettledResult<unknown>) => (r as PromiseRejectedResult).reason as { status?: number; code?: string };
 
@@ -47,6 +47,20 @@ describe('POST /events calls of one batch, taken together', () => {
     ]);
     expect(calls.map((c) => c.names.join('')).sort()).toEqual(['af', 'b', 'c', 'd', 'e', 'g']);
     expect(calls.find((c) => c.names[0] === 'c')!.caller.suspended).toBe(true);
+  });
+
+  it("takes a POST's Idempotency-Key as its events' dedupeId (a batch's i-th `<key>:<i>`), and refuses an event naming its own beside it", async () => {
+    const { calls, together } = recording();
+    const key = { 'idempotency-key': 'k1' };
+    const out = await together([
+      post({ name: 'a' }, {}, key),
+      post([{ name: 'b' }, { name: 'c', dedupeId: 'own' }, { name: 'd' }], {}, key),
+      post({ name: 'e', dedupeId: 'own' }, {}, key),
+      post({ name: 'f', dedupeId: 'own' }),
+    ]);
+    expect(calls.map((c) => c.dedupeIds)).toEqual([['k1', 'k1:0', 'k1:2', 'own']]);
+    expect(value(out[1]!)).toMatchObject({ body: { results: [{ id: 'b' }, { error: { code: 'invalid_event', message: expect.stringMatching(/dedupeId/) } }, { id: 'd' }] } });
+    expect([reason(out[2]!).status, reason(out[2]!).code]).toEqual([400, 'invalid_event']);
   });
 
   it('takes at most a transaction of events per call', async () => {

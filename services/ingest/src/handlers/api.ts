@@ -25,11 +25,20 @@ interface ParsedPost {
   parsed: ({ ok: true; ev: EventInput } | { ok: false; error: { code: string; message: string } })[];
 }
 
-function parsePost(body: unknown): ParsedPost {
+/**
+ * The body of a POST, with its Idempotency-Key (`key`) as its events'
+ * dedupeId: the event's, or a batch's i-th event's `<key>:<i>`, so the POST
+ * sent again is dropped as a repeat (SPEC dedupeId). An event that names a
+ * dedupeId of its own beside the key is refused: which one would hold?
+ */
+function parsePost(body: unknown, key?: string): ParsedPost {
   const { batch, items } = parseEventBody(body);
-  const parsed = items.map((item) => {
+  const parsed = items.map((item, i) => {
     try {
-      return { ok: true as const, ev: parseEvent(item) };
+      const ev = parseEvent(item);
+      if (key === undefined) return { ok: true as const, ev };
+      if (ev.dedupeId !== undefined) throw invalid('invalid_event', 'An event with a dedupeId takes no Idempotency-Key: the key is its dedupeId. Send one or the other.');
+      return { ok: true as const, ev: { ...ev, dedupeId: batch ? `${key}:${i}` : key } };
     } catch (err) {
       if (!batch || !isServiceError(err)) throw err;
       return { ok: false as const, error: { code: err.code, message: err.message } };
@@ -66,7 +75,7 @@ async function ingestTogether(ingestor: Ingestor, calls: ApiCall[]): Promise<Pro
   calls.forEach((c, at) => {
     let post: ParsedPost;
     try {
-      post = parsePost(c.body);
+      post = parsePost(c.body, c.headers['idempotency-key']);
     } catch (reason) {
       out[at] = { status: 'rejected', reason };
       return;
@@ -120,8 +129,8 @@ export function ingestApi(deps: { db: Database; ingestor: Ingestor }): Record<st
   const { db, ingestor } = deps;
   return {
     /** POST /events: one event or an array of up to 100; each gets its own result. */
-    async 'events.ingest'({ caller, body }) {
-      const post = parsePost(body);
+    async 'events.ingest'({ caller, body, headers }) {
+      const post = parsePost(body, headers['idempotency-key']);
       return answered(post, await ingestor.ingest(caller, accepted(post)));
     },
 
