@@ -77,6 +77,9 @@ describe.each(modes)('the SDK client on %s', (mode) => {
     } while (cursor);
     expect(new Set(seen).size).toBe(seen.length);
     expect(seen).toEqual(expect.arrayContaining(ids));
+    const all: string[] = [];
+    for await (const r of client.runs.all({ workflow: 'client-flow', limit: 2 })) all.push(r.id);
+    expect(all).toEqual(seen);
   }, 60_000);
 
   it('pauses, resumes and cancels a run, replays it once per key, and throws what the API refuses as ApiError', async () => {

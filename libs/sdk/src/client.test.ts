@@ -64,6 +64,14 @@ describe('createClient', () => {
     expect(seen[0]!.headers.authorization).toBe('Bearer sk_test');
   });
 
+  it('reads every page of runs with `all`, following the cursor', async () => {
+    answers = [ok([{ id: 'run_3' }, { id: 'run_2' }], 200, { 'x-next-cursor': 'c1' }), ok([{ id: 'run_1' }])];
+    const ids: string[] = [];
+    for await (const r of client.runs.all({ workflow: 'w', limit: 2 })) ids.push(r.id);
+    expect(ids).toEqual(['run_3', 'run_2', 'run_1']);
+    expect(seen.map((s) => s.url)).toEqual(['/v1/runs?workflow=w&limit=2', '/v1/runs?workflow=w&limit=2&cursor=c1']);
+  });
+
   it('throws the error body as ApiError, at once for a 4xx', async () => {
     answers = [(_req, res) => json(res, 404, { error: { code: 'run_not_found', message: 'No such run.' } })];
     const err = await client.runs.get('run_x').catch((e: unknown) => e);

@@ -295,6 +295,15 @@ export function createClient(options: ClientOptions = {}) {
     }
   }
 
+  /** A page of runs, newest first by default; `nextCursor` asks for the next. */
+  const list = async (query: RunListQuery = {}): Promise<{ runs: Run[]; nextCursor?: string }> => {
+    const { since, until, ...rest } = query;
+    const iso = (t: string | Date | undefined) => (t instanceof Date ? t.toISOString() : t);
+    const res = await request('GET', 'runs', { query: { ...rest, since: iso(since), until: iso(until) }, retry: true });
+    const cursor = res.headers.get('x-next-cursor');
+    return { runs: (await res.json()) as Run[], ...(cursor ? { nextCursor: cursor } : {}) };
+  };
+
   return {
     /** POST /events: one event. */
     send: (event: SendEvent) => json<SendResult>('POST', 'events', { body: event, retry: !!event.dedupeId }),
@@ -303,13 +312,14 @@ export function createClient(options: ClientOptions = {}) {
       (await json<{ results: (SendResult | { error: { code: string; message: string } })[] }>('POST', 'events', { body: events, retry: events.every((e) => !!e.dedupeId) })).results,
     runs: {
       get: <Result = unknown>(runId: string) => read<RunDetail<Result>>(id(runId)),
-      /** A page, newest first by default; `nextCursor` asks for the next. */
-      list: async (query: RunListQuery = {}): Promise<{ runs: Run[]; nextCursor?: string }> => {
-        const { since, until, ...rest } = query;
-        const iso = (t: string | Date | undefined) => (t instanceof Date ? t.toISOString() : t);
-        const res = await request('GET', 'runs', { query: { ...rest, since: iso(since), until: iso(until) }, retry: true });
-        const cursor = res.headers.get('x-next-cursor');
-        return { runs: (await res.json()) as Run[], ...(cursor ? { nextCursor: cursor } : {}) };
+      list,
+      /** Every run matching `query`, page after page (`limit` a page), newest first by default. */
+      all: async function* (query: Omit<RunListQuery, 'cursor'> = {}): AsyncGenerator<Run> {
+        for (let cursor: string | undefined; ; ) {
+          const page = await list({ ...query, cursor });
+          yield* page.runs;
+          if (!(cursor = page.nextCursor)) return;
+        }
       },
       steps: (runId: string) => read<Step[]>(`${id(runId)}/steps`),
       /** Its log lines after seq `from`, oldest first (up to `limit`, 100 by default). */
