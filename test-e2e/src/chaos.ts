@@ -395,6 +395,7 @@ async function drive(
   let replaysRetried = 0;
   const loadErrors: string[] = [];
   let postRetries = 0;
+  let posts = 0;
   let seq = 0;
   const t0 = Date.now();
   const loadEnd = t0 + opts.loadMs;
@@ -427,9 +428,12 @@ async function drive(
   /** POST /v1/events until it is answered; a retry reuses the dedupeId, so it never starts a second run. */
   const send = async (s: StartedKey | CoalescedEvent, name: string, data: Record<string, unknown>): Promise<string | undefined> => {
     const key = 'key' in s ? s.key : `${s.group}.${s.n}`;
-    const body = { name, app: CHAOS_APP, data: { ...data, key }, dedupeId: `chaos-${key}` };
+    // Retried under one dedupe id: in the body, or for every other event as the POST's Idempotency-Key (which ingest takes as it).
+    const byHeader = ++posts % 2 === 0;
+    const body = { name, app: CHAOS_APP, data: { ...data, key }, ...(!byHeader && { dedupeId: `chaos-${key}` }) };
+    const headers = byHeader ? { 'idempotency-key': `chaos-${key}` } : undefined;
     for (let attempt = 0; ; attempt++) {
-      const res = await call('POST', '/v1/events', body).catch(() => undefined);
+      const res = await call('POST', '/v1/events', body, headers).catch(() => undefined);
       if (res?.status === 202) {
         const b = res.body as { runId?: string; deduped?: boolean; triggered?: unknown[] };
         // A debounced, batched or idempotent event starts a run later, now or not at all: checked at the end, by group.
