@@ -61,12 +61,18 @@ describe.each(modes)('the SDK client on %s', (mode) => {
     expect((await client.runs.list({ eventId: sent.id })).runs.map((r) => r.id)).toEqual([sent.runId]);
   }, 60_000);
 
-  it('sends a batch, and pages through its runs with the cursor', async () => {
+  it('sends a batch, and under an idempotency key (sent again: deduped), and pages through the runs with the cursor', async () => {
     const results = await client.sendMany([{ name: 'client.go', data: { n: 1 } }, { name: '' }, { name: 'client.go', data: { n: 2 } }, { name: 'client.go', data: { n: 3 } }]);
     expect(results[1]).toMatchObject({ error: { code: 'invalid_event' } });
     const ids = results.flatMap((r) => ('runId' in r && r.runId ? [r.runId] : []));
     expect(ids).toHaveLength(3);
     for (const id of ids) expect((await client.runs.wait(id, { timeoutMs: 30_000 })).status).toBe('succeeded');
+    const key = `client-batch-${mode}-${Date.now()}`;
+    const keyed = await client.sendMany([{ name: 'client.go', data: { n: 4 } }], { idempotencyKey: key });
+    expect(keyed[0]).toMatchObject({ deduped: false, runId: expect.any(String) });
+    expect((await client.sendMany([{ name: 'client.go', data: { n: 4 } }], { idempotencyKey: key }))[0]).toMatchObject({ deduped: true });
+    expect((await client.send({ name: 'client.go', data: { n: 5 } }, { idempotencyKey: key })).deduped).toBe(false);
+    expect((await client.send({ name: 'client.go', data: { n: 5 } }, { idempotencyKey: key })).deduped).toBe(true);
     const seen: string[] = [];
     let cursor: string | undefined;
     do {

@@ -116,12 +116,15 @@ describe('createClient', () => {
     expect(seen).toHaveLength(1);
   });
 
-  it('retries a send only when every event has a dedupeId', async () => {
+  it('retries a send only when every event has a dedupeId, or it has an Idempotency-Key', async () => {
     answers = [unavailable];
     await expect(client.send({ name: 'a' })).rejects.toMatchObject({ status: 503 });
     expect(seen).toHaveLength(1);
     answers = [reset, ok({ id: 'evt_1', runId: 'run_1' }, 202)];
     expect((await client.send({ name: 'a', dedupeId: 'd1' })).runId).toBe('run_1');
+    answers = [unavailable, ok({ id: 'evt_3' }, 202)];
+    expect((await client.send({ name: 'a' }, { idempotencyKey: 'order-1' })).id).toBe('evt_3');
+    expect(seen.slice(-2).map((s) => s.headers['idempotency-key'])).toEqual(['order-1', 'order-1']);
     answers = [ok({ results: [{ id: 'evt_2' }, { error: { code: 'invalid_event', message: 'name' } }] }, 202)];
     expect(await client.sendMany([{ name: 'a' }, { name: '' }])).toEqual([{ id: 'evt_2' }, { error: { code: 'invalid_event', message: 'name' } }]);
     expect(JSON.parse(seen.at(-1)!.body)).toEqual([{ name: 'a' }, { name: '' }]);

@@ -198,7 +198,8 @@ export type Client = ReturnType<typeof createClient>;
  * backoff, after a connection failure, a timeout or 502/503/504: every read;
  * `pause` (idempotent); `replay` and `retryFromStep`, which send an
  * `Idempotency-Key` (yours, or one drawn per call) so a retry is the same
- * run; `send` when every event has a `dedupeId`. Not `cancel`, `resume` or
+ * run; `send` when every event has a `dedupeId` or the call an
+ * `idempotencyKey`. Not `cancel`, `resume` or
  * `approvals.decide`: repeated after a lost success they answer 409. Any
  * other 4xx or 5xx throws `ApiError` at once.
  */
@@ -268,6 +269,8 @@ export function createClient(options: ClientOptions = {}) {
   const read = <T>(path: string, query?: Call['query']) => json<T>('GET', path, { query, retry: true });
   const id = (runId: string) => `runs/${encodeURIComponent(runId)}`;
   const keyed = (key: string | undefined) => ({ 'idempotency-key': key ?? randomUUID() });
+  /** A POST /events' Idempotency-Key, taken by the service as its events' dedupeIds (a batch's i-th `<key>:<i>`). */
+  const eventKey = (key: string | undefined) => (key === undefined ? {} : { headers: { 'idempotency-key': key } });
 
   /**
    * A run's timeline from after `from`, live until the run ends. A dropped
@@ -305,11 +308,18 @@ export function createClient(options: ClientOptions = {}) {
   };
 
   return {
-    /** POST /events: one event. */
-    send: (event: SendEvent) => json<SendResult>('POST', 'events', { body: event, retry: !!event.dedupeId }),
+    /** POST /events: one event; with `idempotencyKey` (its dedupeId, sent as the header) retried as one with a dedupeId is. */
+    send: (event: SendEvent, opts: { idempotencyKey?: string } = {}) =>
+      json<SendResult>('POST', 'events', { body: event, ...eventKey(opts.idempotencyKey), retry: !!(event.dedupeId ?? opts.idempotencyKey) }),
     /** POST /events with up to 100 events, answered in order; an invalid one as `{ error }`, the rest ingested. */
-    sendMany: async (events: SendEvent[]) =>
-      (await json<{ results: (SendResult | { error: { code: string; message: string } })[] }>('POST', 'events', { body: events, retry: events.every((e) => !!e.dedupeId) })).results,
+    sendMany: async (events: SendEvent[], opts: { idempotencyKey?: string } = {}) =>
+      (
+        await json<{ results: (SendResult | { error: { code: string; message: string } })[] }>('POST', 'events', {
+          body: events,
+          ...eventKey(opts.idempotencyKey),
+          retry: opts.idempotencyKey !== undefined || events.every((e) => !!e.dedupeId),
+        })
+      ).results,
     runs: {
       get: <Result = unknown>(runId: string) => read<RunDetail<Result>>(id(runId)),
       list,
