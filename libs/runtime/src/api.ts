@@ -196,7 +196,7 @@ export const API_SILENCE_MS = 5000;
 function requestOf(op: string, caller: Caller, payload: ApiPayload): ApiRequest {
   const json =
     `{"params":${JSON.stringify(payload.params ?? {})},"query":${JSON.stringify(payload.query ?? {})}` +
-    (payload.headers && Object.keys(payload.headers).length > 0 ? `,"headers":${JSON.stringify(payload.headers)}` : '') +
+    (payload.headers !== undefined ? `,"headers":${JSON.stringify(payload.headers)}` : '') +
     (payload.rawBody !== undefined && payload.rawBody.length > 0 ? `,"body":${payload.rawBody}}` : '}');
   return create(ApiRequestSchema, {
     workspaceId: caller.workspaceId,

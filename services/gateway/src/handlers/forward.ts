@@ -31,8 +31,8 @@ export interface ValidInput {
   body: unknown;
   /** The request bytes of a body that passed its schema; forwarded as they came (no re-serialising). */
   rawBody: string | undefined;
-  /** The headers the owning service reads (`idempotency-key` on a route that keeps it). */
-  headers: Record<string, string>;
+  /** The headers the owning service reads (`idempotency-key` on a route that keeps it); undefined when none. */
+  headers?: Record<string, string>;
 }
 
 /** Bus trouble is ours, not the caller's: 503 with the error body; the cause is logged by the error middleware. */
@@ -80,11 +80,11 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
  * (400) rather than leave a retry free to start them twice; any other route
  * ignores it.
  */
-function forwardedHeaders(r: RouteSpec, key: string | undefined): Record<string, string> {
-  if (key === undefined) return {};
+function forwardedHeaders(r: RouteSpec, key: string | undefined): Record<string, string> | undefined {
+  if (key === undefined) return undefined;
   if (!r.idempotencyKey) {
     if (r.startsRuns) throw invalid('idempotency_key_unsupported', `${r.method.toUpperCase()} ${r.path} does not keep an Idempotency-Key: a retry would act again.`);
-    return {};
+    return undefined;
   }
   if (!IDEMPOTENCY_KEY.test(key)) throw invalid('invalid_idempotency_key', 'Idempotency-Key must be 1 to 200 visible ASCII characters.');
   return { 'idempotency-key': key };

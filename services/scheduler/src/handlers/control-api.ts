@@ -231,16 +231,16 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
     asked: unknown[],
     make: (tx: Database, run: ControlRun) => Promise<Forked>,
   ): Promise<ForkOutcome> => {
-    const fingerprint = key && createHash('sha256').update(JSON.stringify([id, ...asked])).digest('base64url');
+    const fingerprint = key === undefined ? undefined : createHash('sha256').update(JSON.stringify([id, ...asked])).digest('base64url');
     return withTxRetry(db, async (tx): Promise<ForkOutcome> => {
       const run = await mustLock(tx, caller, id);
-      const kept = key ? await forkKeyOf(tx, caller.workspaceId, key) : undefined;
+      const kept = key === undefined ? undefined : await forkKeyOf(tx, caller.workspaceId, key);
       if (kept) {
         if (kept.fingerprint !== fingerprint) throw keyReused();
         return { again: kept.newRunId };
       }
       const forked = await make(tx, run);
-      if (key && fingerprint && !(await keepForkKey(tx, caller.workspaceId, key, { fingerprint, newRunId: forked.id }))) throw keyReused();
+      if (key !== undefined && !(await keepForkKey(tx, caller.workspaceId, key, { fingerprint: fingerprint!, newRunId: forked.id }))) throw keyReused();
       return { forked };
     });
   };
