@@ -1,12 +1,12 @@
 /** The fields of an event posted to POST /events (SPEC): any other is refused, never ignored. */
-export const EVENT_FIELDS = ['name', 'app', 'data', 'dedupeId', 'runner', 'targetApp', 'session'] as const;
+export const EVENT_FIELDS = ['name', 'app', 'data', 'dedupeId', 'runner', 'targetApp', 'session', 'delay'] as const;
 
 const KNOWN = new Set<string>(EVENT_FIELDS);
 
 /** What a field another service's events carry means here. */
 const POINTERS: Record<string, string> = {
   id: 'for an idempotent send (Inngest\'s event id) use dedupeId: a repeat within 24 h is dropped',
-  ts: 'the service stamps receivedAt when the event arrives',
+  ts: 'the service stamps receivedAt when the event arrives; to take it in later (Inngest\'s ts in the future) use delay',
 };
 
 /**

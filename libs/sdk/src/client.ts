@@ -89,6 +89,12 @@ export interface SendEvent {
   runner?: string;
   targetApp?: string;
   session?: string;
+  /**
+   * Take the event in later: ms, text like "30s", "2h", "1d", or a Date (at
+   * most a year ahead). Until then it wakes nothing and starts nothing, and
+   * `events.cancel(id)` drops it; then it is taken in as though sent then.
+   */
+  delay?: number | string | Date;
 }
 
 /** What POST /events answered for one event. */
@@ -104,6 +110,9 @@ export interface SendResult {
   batched: boolean;
   deduped: boolean;
   suspended: boolean;
+  /** Sent with a `delay`: stored until `scheduledFor`, nothing woken or started yet. */
+  scheduled?: boolean;
+  scheduledFor?: string;
 }
 
 export interface RunListQuery {
@@ -355,6 +364,10 @@ export function createClient(options: ClientOptions = {}) {
     events: {
       get: (eventId: string) => read<Record<string, unknown>>(`events/${encodeURIComponent(eventId)}`),
       list: (query: { app?: string; name?: string; limit?: number } = {}) => read<Record<string, unknown>[]>('events', query),
+      /** Events sent with a `delay` and not yet taken in, soonest first (each with its `scheduledFor`). */
+      scheduled: (query: { app?: string; name?: string; limit?: number } = {}) => read<Record<string, unknown>[]>('events/scheduled', query),
+      /** Drop an event sent with a `delay` before it is taken in (409 `event_not_scheduled` once it is). */
+      cancel: (eventId: string) => json<Record<string, unknown>>('POST', `events/${encodeURIComponent(eventId)}/cancel`, { retry: false }),
     },
     approvals: {
       list: (query: { status?: string; runId?: string; limit?: number } = {}) => read<Approval[]>('approvals', query),

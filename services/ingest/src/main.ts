@@ -6,6 +6,7 @@ import { Admission } from './handlers/admission.js';
 import { ingestApi, ingestTogetherApi } from './handlers/api.js';
 import { consumeEmits } from './handlers/emits.js';
 import { Ingestor } from './handlers/ingestor.js';
+import { ScheduledEvents } from './handlers/scheduled-events.js';
 import { Wakes } from './handlers/wakes.js';
 import { receiverApi } from './handlers/receivers.js';
 import { Timers, type TimersOptions } from './handlers/timers.js';
@@ -16,7 +17,7 @@ const MIGRATIONS = fileURLToPath(new URL('./store/migrations', import.meta.url))
 
 export type IngestOptions = TimersOptions;
 
-/** Composition root of ingest: the event log, the workflows projection, admission, cron and the due-time buffers. */
+/** Composition root of ingest: the event log, the workflows projection, admission, cron, the due-time buffers and delayed events. */
 export async function startIngest(cfg: Config, infra: Infra, opts: IngestOptions = {}): Promise<ServiceHandle> {
   const log = infra.log.child({ service: 'ingest' });
   const { db, bus } = infra;
@@ -29,13 +30,14 @@ export async function startIngest(cfg: Config, infra: Infra, opts: IngestOptions
   const outbox = new Outbox({ db, bus, schema: 'ingest', log, direct: { [subjects.startRun]: subjects.startRunNow } });
   outbox.start();
   const admission = new Admission({ db, bus, log });
-  const timers = new Timers({ db, log, outbox, admission }, opts);
-  timers.start();
   const armed = () => timers.kick();
+  const scheduled = new ScheduledEvents({ db, log, onArmed: armed });
   const index = new WorkflowIndex(db, log);
+  const ingestor = new Ingestor({ db, bus, log, outbox, index, admission, wakes: new Wakes({ bus, log }), scheduled, onArmed: armed });
+  const timers = new Timers({ db, log, outbox, admission, takeInDelayed: () => scheduled.takeInDue((caller, items) => ingestor.ingest(caller, items)) }, opts);
+  timers.start();
   const facts = await index.follow(bus, armed);
   const workspaces = await index.followWorkspaces(bus);
-  const ingestor = new Ingestor({ db, bus, log, outbox, index, admission, wakes: new Wakes({ bus, log }), onArmed: armed });
   const emits = await consumeEmits(bus, ingestor);
   // Events and receiver deliveries past each workspace's window go, in small batches, on every replica (docs/retention.md).
   const retentionFacts = await followRetention({ bus, db, schema: 'ingest', durable: 'ingest-retention' });

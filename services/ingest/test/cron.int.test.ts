@@ -21,7 +21,7 @@ describe.each(modes())('cron (%s)', (mode) => {
     // First in the file: no schedule, debounce or batch exists yet.
     const { db, calls } = recordingDb(h.db);
     // Nothing is due, so neither the outbox nor admission is reached.
-    const timers = new Timers({ db, log: createLogger({ level: 'silent' }), outbox: {} as Outbox, admission: {} as Admission });
+    const timers = new Timers({ db, log: createLogger({ level: 'silent' }), outbox: {} as Outbox, admission: {} as Admission, takeInDelayed: async () => 0 });
     await timers.poll(); // the first poll also prunes old gate and tick rows
     calls.length = 0;
     expect(await timers.poll()).toBe(0);

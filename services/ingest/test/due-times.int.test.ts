@@ -19,7 +19,7 @@ describe.each(modes())('ingest timers between due times (%s)', (mode) => {
 
   it('with nothing armed, looks once and then sleeps', async () => {
     const { db, calls } = recordingDb(h.db);
-    const timers = new Timers({ db, log: createLogger({ level: 'silent' }), outbox: {} as Outbox, admission: {} as Admission }); // the default longest sleep
+    const timers = new Timers({ db, log: createLogger({ level: 'silent' }), outbox: {} as Outbox, admission: {} as Admission, takeInDelayed: async () => 0 }); // the default longest sleep
     timers.start();
     try {
       await sleep(300); // the first round (it also prunes) is over

@@ -5,6 +5,7 @@ import { ApiBatcher, ids, Outbox, streams, subjects, type ApiHandler } from '@dw
 import { uniqueName } from '@dws/testing';
 import { Admission } from '../src/handlers/admission.js';
 import { Ingestor } from '../src/handlers/ingestor.js';
+import { ScheduledEvents } from '../src/handlers/scheduled-events.js';
 import { Wakes } from '../src/handlers/wakes.js';
 import { WorkflowIndex } from '../src/handlers/workflow-index.js';
 import { modes, startHarness, startsStored, until, type Harness } from './harness.js';
@@ -335,7 +336,7 @@ describe.each(modes())('ingest events (%s)', (mode) => {
     const log = createLogger({ level: 'silent' });
     const outbox = new Outbox({ db: h.db, bus: h.bus, schema: 'ingest', log });
     const index = new WorkflowIndex(h.db, log);
-    const ingestor = new Ingestor({ db: h.db, bus: h.bus, log, outbox, index, admission: new Admission({ db: h.db, bus: h.bus, log }), wakes: new Wakes({ bus: h.bus, log }) });
+    const ingestor = new Ingestor({ db: h.db, bus: h.bus, log, outbox, index, admission: new Admission({ db: h.db, bus: h.bus, log }), wakes: new Wakes({ bus: h.bus, log }), scheduled: new ScheduledEvents({ db: h.db, log, onArmed: () => {} }) });
     const again = ids.event();
     const ev = { name: 'implicit', app: undefined, scope: undefined, dataJson: '{}', data: {}, dedupeId: undefined, runner: undefined, targetApp: undefined, session: undefined };
     const caller = { workspaceId: h.ws, actor: 'run:x', keyKind: 'internal', requestId: '' };

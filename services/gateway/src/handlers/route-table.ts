@@ -108,7 +108,9 @@ export const ROUTES: RouteSpec[] = [
   { method: 'get', path: '/sessions', summary: 'Sessions, most recently active first, with run counts, usage and scores', tag: 'events', access: 'read', query: s.SessionsQuery, ok: { status: 200, schema: s.Session, array: true }, target: fwd('scheduler', 'sessions.list') },
   { method: 'get', path: '/events', summary: 'Event log, newest first', tag: 'events', access: 'read', query: s.ListEventsQuery, ok: { status: 200, schema: s.EventRecord, array: true }, target: fwd('ingest', 'events.list') },
   { method: 'get', path: '/events/stream', summary: 'SSE: live tail of ingested events (best-effort)', tag: 'events', access: 'read', ok: { status: 200, sse: s.EventRecord }, target: local('eventsStream') },
-  { method: 'get', path: '/events/:id', summary: 'One event record', tag: 'events', access: 'read', params: s.IdParams, ok: { status: 200, schema: s.EventRecord }, target: fwd('ingest', 'events.get') },
+  { method: 'get', path: '/events/scheduled', summary: 'Events posted with a delay and not yet taken in, soonest first', tag: 'events', access: 'read', query: s.ListEventsQuery, ok: { status: 200, schema: s.EventRecord, array: true }, target: fwd('ingest', 'events.scheduled') },
+  { method: 'get', path: '/events/:id', summary: 'One event record (an event posted with a delay and not yet taken in has `scheduledFor`)', tag: 'events', access: 'read', params: s.IdParams, ok: { status: 200, schema: s.EventRecord }, target: fwd('ingest', 'events.get') },
+  { method: 'post', path: '/events/:id/cancel', summary: 'Cancel an event posted with a delay, before it is taken in (409 once it is)', tag: 'events', access: 'write', params: s.IdParams, ok: { status: 200, schema: s.CancelledEvent }, errors: [409], target: fwd('ingest', 'events.cancel') },
 
   // Approvals (approvals service). A decision needs a secret or console key; the decider is the caller, never the body.
   { method: 'get', path: '/approvals', summary: 'Approvals, newest first', tag: 'approvals', access: 'read', query: s.ListApprovalsQuery, ok: { status: 200, schema: s.Approval, array: true }, target: fwd('approvals', 'approvals.list') },

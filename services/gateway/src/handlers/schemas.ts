@@ -298,9 +298,15 @@ export const EventRecord = component(
     source: z.enum(['api', 'emit']),
     data: json('Payload.'),
     receivedAt: timestamp(),
+    scheduledFor: timestamp('Posted with a delay and not yet taken in: when it will be. Until then it has woken nothing and started nothing.').optional(),
     woke: z.number().int(),
     triggered: z.array(z.object({ workflow: z.string(), app: z.string(), runId: z.string() })),
   }),
+);
+export const CancelledEvent = component(
+  'CancelledEvent',
+  EventRecord.extend({ cancelled: z.literal(true) }),
+  'The delayed event as it was stored: it will not be taken in.',
 );
 export const IngestResult = component(
   'IngestResult',
@@ -314,6 +320,8 @@ export const IngestResult = component(
     batched: z.boolean(),
     deduped: z.boolean(),
     suspended: z.boolean(),
+    scheduled: z.boolean().optional().meta({ description: 'Posted with a delay: stored, to be taken in at scheduledFor (nothing woken or started yet).' }),
+    scheduledFor: timestamp('When the delayed event will be taken in.').optional(),
   }),
 );
 export const Runner = component(
@@ -509,6 +517,15 @@ const EventIn = z.strictObject(
     runner: str().max(256).optional(),
     targetApp: str().max(256).optional(),
     session: str().max(256).optional().meta({ description: 'Session the runs this event starts join (GET /sessions groups them).' }),
+    delay: z
+      .union([z.number().int().min(0), str().max(64)])
+      .optional()
+      .meta({
+        description:
+          'Take the event in later: a duration (ms, or text like "30s", "2h", "1d") or an RFC 3339 timestamp, at most a year ahead. ' +
+          'Until then it is stored (GET /events/scheduled), wakes nothing and starts nothing, and can be cancelled (POST /events/{id}/cancel); ' +
+          'then its waiters wake and its triggers start runs as though it were posted then. A time already past takes it in now.',
+      }),
   },
   // Any other field (Inngest's id or ts, say) is refused rather than silently ignored.
   { error: (iss) => (iss.code === 'unrecognized_keys' ? unknownEventFields(iss.keys) : undefined) },

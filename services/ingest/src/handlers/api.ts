@@ -1,8 +1,10 @@
 import type { Database } from '@dws/db';
-import { invalid, isServiceError, notFound } from '@dws/protocol';
+import { conflict, invalid, isServiceError, notFound } from '@dws/protocol';
 import type { ApiBatchHandler, ApiCall, ApiHandler, ApiResult } from '@dws/runtime';
 import { parseEvent, parseEventBody, type EventInput } from '../domain/event-input.js';
 import { eventById, listEvents, type EventRow } from '../store/events.js';
+import { cancelScheduled, listScheduled, scheduledById } from '../store/scheduled-events.js';
+import { scheduledRecord } from './scheduled-events.js';
 import { RecordedUnsettled, type Incoming, type IngestResult, type Ingestor } from './ingestor.js';
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
@@ -17,6 +19,13 @@ function eventRecord(r: EventRow) {
     woke: r.woke,
     triggered: r.triggered.map((t) => ({ workflow: t.workflow, app: t.app, runId: t.runId })),
   };
+}
+
+/** GET /events and GET /events/scheduled: app, name, limit (1-1000, 100 by default). */
+function listFilter(query: Record<string, unknown>): { app?: string; name?: string; limit: number } {
+  const limitRaw = query.limit === undefined ? 100 : Number(query.limit);
+  if (!Number.isInteger(limitRaw) || limitRaw < 1) throw invalid('invalid_limit', 'limit must be an integer from 1 to 1000.');
+  return { app: str(query.app), name: str(query.name), limit: Math.min(1000, limitRaw) };
 }
 
 /** A POST /events body taken apart: each item parsed, or its error (a batch's bad item is its own result; a single bad event fails the call). */
@@ -134,17 +143,35 @@ export function ingestApi(deps: { db: Database; ingestor: Ingestor }): Record<st
       return answered(post, await ingestor.ingest(caller, accepted(post)));
     },
 
+    /** One event: taken in, or posted with a delay and not yet taken in (with its `scheduledFor`). */
     async 'events.get'({ caller, params }) {
-      const row = params.id ? await eventById(db, caller.workspaceId, params.id) : undefined;
-      if (!row) throw notFound('event');
-      return { body: eventRecord(row) };
+      const id = params.id ?? '';
+      const row = await eventById(db, caller.workspaceId, id);
+      if (row) return { body: eventRecord(row) };
+      const delayed = await scheduledById(db, caller.workspaceId, id);
+      if (!delayed) throw notFound('event');
+      return { body: scheduledRecord(delayed) };
     },
 
     async 'events.list'({ caller, query }) {
-      const limitRaw = query.limit === undefined ? 100 : Number(query.limit);
-      if (!Number.isInteger(limitRaw) || limitRaw < 1) throw invalid('invalid_limit', 'limit must be an integer from 1 to 1000.');
-      const rows = await listEvents(db, caller.workspaceId, { app: str(query.app), name: str(query.name), limit: Math.min(1000, limitRaw) });
+      const rows = await listEvents(db, caller.workspaceId, listFilter(query));
       return { body: rows.map(eventRecord) };
+    },
+
+    /** GET /events/scheduled: the events posted with a delay and not yet taken in, soonest first. */
+    async 'events.scheduled'({ caller, query }) {
+      const rows = await listScheduled(db, caller.workspaceId, listFilter(query));
+      return { body: rows.map(scheduledRecord) };
+    },
+
+    /** POST /events/{id}/cancel: a delayed event is dropped before it is taken in; one taken in (or being taken in) is a 409. */
+    async 'events.cancel'({ caller, params }) {
+      const id = params.id ?? '';
+      const cancelled = await cancelScheduled(db, caller.workspaceId, id);
+      if (cancelled === 'taking_in') throw conflict('event_not_scheduled', 'The event is being taken in now: its time has come.');
+      if (cancelled) return { body: { ...scheduledRecord(cancelled), cancelled: true } };
+      if (await eventById(db, caller.workspaceId, id)) throw conflict('event_not_scheduled', 'The event was already taken in: only an event posted with a delay can be cancelled, before its time.');
+      throw notFound('event');
     },
   };
 }

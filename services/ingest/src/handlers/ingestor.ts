@@ -9,10 +9,11 @@ import type { EventInput } from '../domain/event-input.js';
 import { matchCancels, matchTriggers, type CancelMatch } from '../domain/matching.js';
 import { insertEvents, recordEvents, seenDedupeId, setOutcomes, type EventOutboxRow, type NewEvent } from '../store/events.js';
 import type { BufferedEvent } from '../store/buffers.js';
-import { lockAll, type GateScope } from '../store/gates.js';
+import { dedupeLock, lockAll, type GateScope } from '../store/gates.js';
 import { nowMs, tracer } from '@dws/telemetry';
 import { Admission, singletonId, type SingletonCheck } from './admission.js';
 import { startedRuns, traceIngest } from './ingest-trace.js';
+import type { ScheduledEvents } from './scheduled-events.js';
 import type { Wakes, WakeOutcome } from './wakes.js';
 import { policyId, type IndexView, type WorkflowIndex, type WorkspaceIndex } from './workflow-index.js';
 
@@ -29,13 +30,16 @@ export interface IngestResult {
   batched: boolean;
   deduped: boolean;
   suspended: boolean;
+  /** Posted with a delay: stored, to be taken in at `scheduledFor` (nothing woken or started yet). */
+  scheduled?: boolean;
+  scheduledFor?: string;
 }
 
-const emptyResult = (): IngestResult => ({
+export const emptyResult = (): IngestResult => ({
   woke: 0, triggered: [], skipped: false, dropped: false, debounced: false, batched: false, deduped: false, suspended: false,
 });
 
-/** An event to take in: validated input plus where it came from. `id` is given for emits (exactly-once). */
+/** An event to take in: validated input plus where it came from. `id` is given for emits (exactly-once) and for delayed events now due. */
 export interface Incoming {
   ev: EventInput;
   source: 'api' | 'emit';
@@ -113,13 +117,14 @@ export class Ingestor {
 
   constructor(
     private readonly d: {
-      db: Database; bus: Bus; log: Logger; outbox: Outbox; index: WorkflowIndex; admission: Admission; wakes: Wakes;
+      db: Database; bus: Bus; log: Logger; outbox: Outbox; index: WorkflowIndex; admission: Admission; wakes: Wakes; scheduled: ScheduledEvents;
       /** A committed call debounced or batched an event: its timeout is armed (the timers sleep until it). */
       onArmed?: () => void;
     },
   ) {}
 
   async ingest(caller: Caller, items: Incoming[]): Promise<IngestResult[]> {
+    if (items.some((i) => i.ev.dueAtMs !== undefined)) return this.withDelayed(caller, items);
     const t = tracer();
     const startMs = t ? nowMs() : 0;
     // Reads and bus calls happen before the transaction: on PGlite (one connection) they would wait for it.
@@ -149,6 +154,16 @@ export class Ingestor {
       this.d.bus.emit(subjects.workspaceEvents(caller.workspaceId), enc.encode(`${head.slice(0, -1)},"data":${ev.dataJson}}`));
     });
     return results;
+  }
+
+  /** A call with delayed events: those are stored until due (ScheduledEvents), the rest taken in now; the results in the call's order. */
+  private async withDelayed(caller: Caller, items: Incoming[]): Promise<IngestResult[]> {
+    const delayed = items.filter((i) => i.ev.dueAtMs !== undefined);
+    const now = items.filter((i) => i.ev.dueAtMs === undefined);
+    const [stored, taken] = await Promise.all([this.d.scheduled.schedule(caller, delayed), now.length > 0 ? this.ingest(caller, now) : []]);
+    let d = 0;
+    let n = 0;
+    return items.map((i) => (i.ev.dueAtMs !== undefined ? stored[d++]! : taken[n++]!));
   }
 
   /** Match the events on `view` and settle what the write needs; a non-plain job is matched on a fresh read (it has no check). */
@@ -242,7 +257,7 @@ export class Ingestor {
     const { ev } = item;
     const { id, tsMs } = started;
     // SPEC: dedupeId is per app (ev.app); which triggers the event may start is ev.scope's business, not the dedupe's.
-    const repeat = ev.dedupeId !== undefined && (await seenDedupeId(this.d.db, caller.workspaceId, ev.app, ev.dedupeId));
+    const repeat = ev.dedupeId !== undefined && (await seenDedupeId(this.d.db, caller.workspaceId, ev.app, ev.dedupeId, id));
     return {
       item,
       id,
@@ -299,7 +314,7 @@ export class Ingestor {
         const { ev, source } = p.item;
         if (ev.dedupeId) {
           const k = dedupeLock(j.caller.workspaceId, ev.app, ev.dedupeId);
-          if (p.repeat || dedupeSeen.has(k) || (await seenDedupeId(tx, j.caller.workspaceId, ev.app, ev.dedupeId))) {
+          if (p.repeat || dedupeSeen.has(k) || (await seenDedupeId(tx, j.caller.workspaceId, ev.app, ev.dedupeId, p.id))) {
             results[gi]![pi]!.deduped = true;
             continue;
           }
@@ -531,8 +546,6 @@ const isPlain = (prepared: Prepared[], ix: WorkspaceIndex, suspended: boolean): 
   prepared.every(
     (p) => !p.item.ev.dedupeId && !p.item.record && (suspended || p.matched.every((m) => Admission.passesNoGate(ix.policies.get(policyId(m.app, m.workflow))))),
   );
-
-const dedupeLock = (workspaceId: string, app: string | undefined, dedupeId: string) => ['dedupe', workspaceId, app ?? '', dedupeId].join('\u001f');
 
 /** The event record's `triggered` (SPEC Event record): the runs it produced or joined. */
 const logged = (t: TriggeredEntry[]) => t.flatMap((e) => (e.runId ? [{ workflow: e.workflow, app: e.app, runId: e.runId }] : []));

@@ -29,17 +29,23 @@ export interface TimersOptions {
 
 /**
  * The due-time work of ingest, on every replica: cron ticks, debounce
- * buffers whose quiet period passed, batches whose timeout passed. Each
- * kind is claimed with FOR UPDATE SKIP LOCKED in a transaction that also
- * writes the StartRun to the outbox, so a due item fires once across
- * replicas, and a crash before commit leaves it due for the next poll.
+ * buffers whose quiet period passed, batches whose timeout passed, delayed
+ * events whose time came. Each kind is claimed with FOR UPDATE SKIP LOCKED
+ * in a transaction that also writes the StartRun to the outbox (a delayed
+ * event: its row is deleted by the transaction that takes it in), so a due
+ * item fires once across replicas, and a crash before commit leaves it due
+ * for the next poll.
  */
 export class Timers {
   private readonly loop: PollLoop;
   private lastPrune = 0;
 
   constructor(
-    private readonly d: { db: Database; log: Logger; outbox: Outbox; admission: Admission },
+    private readonly d: {
+      db: Database; log: Logger; outbox: Outbox; admission: Admission;
+      /** Take in the delayed events that are due (ScheduledEvents.takeInDue through the ingestor). */
+      takeInDelayed: () => Promise<number>;
+    },
     opts: TimersOptions = {},
   ) {
     this.loop = new PollLoop(() => this.poll(), {
@@ -70,6 +76,7 @@ export class Timers {
     if (due.cron) n += await this.fire((tx, out) => this.cron(tx, out));
     if (due.debounces) n += await this.fire((tx, out) => this.debounces(tx, out));
     if (due.batches) n += await this.fire((tx, out) => this.batches(tx, out));
+    if (due.scheduled) n += await this.d.takeInDelayed();
     if (Date.now() - this.lastPrune > PRUNE_EVERY_MS) {
       this.lastPrune = Date.now();
       await pruneGates(this.d.db);

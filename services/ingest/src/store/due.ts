@@ -6,32 +6,36 @@ export interface DueKinds {
   cron: boolean;
   debounces: boolean;
   batches: boolean;
+  /** Delayed events (scheduled_events), due or claimed by a replica that let its lease lapse. */
+  scheduled: boolean;
 }
 
 /**
  * One statement, outside any transaction and without locks: what a poll that
  * finds nothing due costs (it used to be a transaction per kind, three
  * round trips each, four times a second on every replica). Each condition is
- * its claim's own (dueSchedules, takeDueDebounces, dueBatches), so whatever
+ * its claim's own (dueSchedules, takeDueDebounces, dueBatches, claimDueScheduled), so whatever
  * they would take is seen here.
  */
 export async function dueKinds(db: Database): Promise<DueKinds> {
   const rows = await db.query<DueKinds>(
     `select exists (select 1 from ingest.cron_schedules where next_at <= now()) as cron,
             exists (select 1 from ingest.debounces where due_at <= now()) as debounces,
-            exists (select 1 from ingest.batches where due_at <= now()) as batches`,
+            exists (select 1 from ingest.batches where due_at <= now()) as batches,
+            exists (select 1 from ingest.scheduled_events where due_at <= now()) as scheduled`,
   );
-  return rows[0] ?? { cron: false, debounces: false, batches: false };
+  return rows[0] ?? { cron: false, debounces: false, batches: false, scheduled: false };
 }
 
 /**
- * Milliseconds until the earliest cron tick, debounce or batch timeout (0 or
+ * Milliseconds until the earliest cron tick, debounce or batch timeout, or delayed event (0 or
  * less: one is due), undefined when none is armed: what an idle replica asks
  * before it sleeps until then.
  */
 export function nextDueInMs(db: Database): Promise<number | undefined> {
   return msUntil(
     db,
-    `select least((select min(next_at) from ingest.cron_schedules), (select min(due_at) from ingest.debounces), (select min(due_at) from ingest.batches))`,
+    `select least((select min(next_at) from ingest.cron_schedules), (select min(due_at) from ingest.debounces), (select min(due_at) from ingest.batches),
+            (select min(due_at) from ingest.scheduled_events))`,
   );
 }

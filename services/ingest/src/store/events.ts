@@ -127,15 +127,21 @@ export async function setOutcomes(tx: Database, entries: { id: string; triggered
 }
 
 /**
- * SPEC: a repeat dedupeId (per app) within 24 h is dropped entirely. Inside
- * the transaction, the caller holds the dedupe id's advisory lock (lockAll)
- * so two concurrent repeats see each other.
+ * SPEC: a repeat dedupeId (per app) within 24 h is dropped entirely: of an
+ * event taken in, or of one posted with a delay and not taken in yet (other
+ * than `selfId`, the delayed event now being taken in). Inside the
+ * transaction, the caller holds the dedupe id's advisory lock (lockAll) so
+ * two concurrent repeats see each other.
  */
-export async function seenDedupeId(db: Database, workspaceId: string, app: string | undefined, dedupeId: string): Promise<boolean> {
+export async function seenDedupeId(db: Database, workspaceId: string, app: string | undefined, dedupeId: string, selfId?: string): Promise<boolean> {
   const rows = await db.query(
     `select 1 from ingest.events where workspace_id = $1 and app is not distinct from $2 and dedupe_id = $3
-        and received_at > now() - interval '24 hours' limit 1`,
-    [workspaceId, app ?? null, dedupeId],
+        and received_at > now() - interval '24 hours'
+     union all
+     select 1 from ingest.scheduled_events where workspace_id = $1 and app is not distinct from $2 and dedupe_id = $3
+        and created_at > now() - interval '24 hours' and id is distinct from $4
+     limit 1`,
+    [workspaceId, app ?? null, dedupeId, selfId ?? null],
   );
   return rows.length > 0;
 }

@@ -115,3 +115,6 @@ export async function lockAll(tx: Database, names: string[]): Promise<void> {
 
 /** The advisory lock name of one gate row. */
 export const lockName = (kind: string, s: GateScope) => [kind, s.workspaceId, s.app, s.workflow, s.key].join('\u001f');
+
+/** The advisory lock of an event's dedupe id (per app), held while it is checked and recorded. */
+export const dedupeLock = (workspaceId: string, app: string | undefined, dedupeId: string) => ['dedupe', workspaceId, app ?? '', dedupeId].join('\u001f');

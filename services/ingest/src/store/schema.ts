@@ -28,6 +28,42 @@ export const events = ingest.table(
 );
 
 /**
+ * Events posted with a `delay`: stored as they came until `scheduled_for`,
+ * then taken in (woken waiters, started runs, flow control) as though
+ * posted then, under their id; until then they can be cancelled. The
+ * timers claim a due row by moving `due_at` a lease ahead, and the event's
+ * own ingest transaction deletes it, so it is taken in once.
+ */
+export const scheduledEvents = ingest.table(
+  'scheduled_events',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull(),
+    name: text('name').notNull(),
+    app: text('app'),
+    /** Raw JSON text of the payload. */
+    data: text('data').notNull(),
+    dedupeId: text('dedupe_id'),
+    runner: text('runner'),
+    targetApp: text('target_app'),
+    session: text('session'),
+    /** Who posted it: the caller it is taken in as (audit actor, key kind). */
+    actor: text('actor').notNull(),
+    keyKind: text('key_kind').notNull(),
+    via: text('via').notNull(),
+    scheduledFor: timestamp('scheduled_for', { withTimezone: true }).notNull(),
+    /** scheduled_for until claimed; then the claim's lease, past which a crashed claim is taken over. */
+    dueAt: timestamp('due_at', { withTimezone: true }).notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    index('scheduled_events_due').on(t.dueAt),
+    index('scheduled_events_ws').on(t.workspaceId, t.scheduledFor, t.id),
+    index('scheduled_events_dedupe').on(t.workspaceId, t.app, t.dedupeId),
+  ],
+);
+
+/**
  * Registered workflows (projection of `invoker.fact.workflows`): the object
  * as the runner sent it. Triggers, cron schedules and flow control are
  * parsed from it (@dws/cel parseWorkflowPolicy) when the index loads.
