@@ -164,7 +164,11 @@ export const MCP_TOOLS: McpTool[] = [
       data: z.unknown().optional().describe('Payload (any JSON).'),
       app: z.string().min(1).optional().describe('App of the event.'),
       dedupeId: z.string().min(1).optional().describe('Idempotency key: a repeat is not ingested twice.'),
+      delay: z
+        .union([z.number().int().min(0), z.string().min(1)])
+        .optional()
+        .describe('Take the event in later: ms, text like "30s" or "2h", or an RFC 3339 timestamp (at most a year ahead).'),
     },
-    run: (a, call) => call('post', '/events', { json: defined({ name: a.name, data: a.data, app: a.app, dedupeId: a.dedupeId }) }),
+    run: (a, call) => call('post', '/events', { json: defined({ name: a.name, data: a.data, app: a.app, dedupeId: a.dedupeId, delay: a.delay }) }),
   },
 ];
