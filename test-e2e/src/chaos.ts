@@ -93,6 +93,8 @@ export interface ChaosReport extends InvariantReport {
   replays: number;
   /** Replays whose first try got no answer (or a 5xx) and were sent again with the same Idempotency-Key. */
   replaysRetried: number;
+  /** Events sent with a `delay`: each must start its one run once taken in, whatever was killed meanwhile. */
+  delayed: number;
   /** Paused runs that were not paused, or began more than the step in flight, and cancelled runs that began more. */
   controlMismatches: string[];
   /** Rolling mode: how each SIGTERMed service went (a forced or failed exit is a violation). */
@@ -393,6 +395,7 @@ async function drive(
   let slowestPauseMs = 0;
   let replays = 0;
   let replaysRetried = 0;
+  let delayed = 0;
   const loadErrors: string[] = [];
   let postRetries = 0;
   let posts = 0;
@@ -425,17 +428,20 @@ async function drive(
     return ev?.triggered?.[0]?.runId;
   };
 
-  /** POST /v1/events until it is answered; a retry reuses the dedupeId, so it never starts a second run. */
-  const send = async (s: StartedKey | CoalescedEvent, name: string, data: Record<string, unknown>): Promise<string | undefined> => {
+  /**
+   * POST /v1/events until it is answered; a retry reuses the dedupeId, so it never starts a second run.
+   * With `delayMs` the event is taken in that much later: its run is found in the event log then.
+   */
+  const send = async (s: StartedKey | CoalescedEvent, name: string, data: Record<string, unknown>, delayMs?: number): Promise<string | undefined> => {
     const key = 'key' in s ? s.key : `${s.group}.${s.n}`;
     // Retried under one dedupe id: in the body, or for every other event as the POST's Idempotency-Key (which ingest takes as it).
     const byHeader = ++posts % 2 === 0;
-    const body = { name, app: CHAOS_APP, data: { ...data, key }, ...(!byHeader && { dedupeId: `chaos-${key}` }) };
+    const body = { name, app: CHAOS_APP, data: { ...data, key }, ...(!byHeader && { dedupeId: `chaos-${key}` }), ...(delayMs !== undefined && { delay: delayMs }) };
     const headers = byHeader ? { 'idempotency-key': `chaos-${key}` } : undefined;
     for (let attempt = 0; ; attempt++) {
       const res = await call('POST', '/v1/events', body, headers).catch(() => undefined);
       if (res?.status === 202) {
-        const b = res.body as { runId?: string; deduped?: boolean; triggered?: unknown[] };
+        const b = res.body as { runId?: string; deduped?: boolean; scheduled?: boolean; triggered?: unknown[] };
         // A debounced, batched or idempotent event starts a run later, now or not at all: checked at the end, by group.
         // (`deduped` here is this event again, a retry whose first 202 was lost, or the group's idempotency key seen.)
         if (!('key' in s)) {
@@ -444,6 +450,13 @@ async function drive(
         }
         started.push(s);
         if (b.runId) return b.runId;
+        if (b.scheduled) delayed++;
+        if (delayMs !== undefined && (b.scheduled || b.deduped)) {
+          // Its run is started once it is taken in (a retry's repeat may come before that too).
+          let runId: string | undefined;
+          await until(async () => (runId = await runOfEvent(name, key)) !== undefined, WATCH_CAP_MS, true);
+          return runId;
+        }
         if (b.deduped) return runOfEvent(name, key);
         loadErrors.push(`${at()} ${name} ${key}: 202 that started no run: ${JSON.stringify(b)}`);
         return undefined;
@@ -563,7 +576,9 @@ async function drive(
       const pick = rng();
       const key = `k${++seq}`;
       if (pick < 0.15) {
-        const id = await send({ key, kind: 'ten' }, 'chaos.ten', {});
+        // Some taken in later: stored across whatever is killed meanwhile, then started once.
+        const delayMs = rng() < 0.3 ? 300 + Math.floor(rng() * 2000) : undefined;
+        const id = await send({ key, kind: 'ten' }, 'chaos.ten', {}, delayMs);
         if (id) await until(terminal(id), WATCH_CAP_MS);
       } else if (pick < 0.2) {
         const s: StartedKey = { key, kind: 'paced' };
@@ -719,6 +734,7 @@ async function drive(
     slowestPauseMs,
     replays,
     replaysRetried,
+    delayed,
     controlMismatches,
   };
 }
@@ -754,6 +770,7 @@ export function summaryLine(r: ChaosReport): string {
     `paused=${r.paused} (slowest ${r.slowestPauseMs}ms)`,
     `cancelled=${r.cancelled}`,
     `replays=${r.replays} (retried ${r.replaysRetried})`,
+    `delayed events=${r.delayed}`,
     `control mismatched=${r.controlMismatches.length}`,
     `coalesced groups=${r.coalescedGroups}`,
     `coalesced mismatched=${r.coalescedMismatches.length}`,

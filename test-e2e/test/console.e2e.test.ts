@@ -556,6 +556,30 @@ suite(`web console in Chromium on ${mode}`, () => {
     await shot('25-events');
   }, 90_000);
 
+  it('schedules a test event for later from the Events page, lists it, and cancels it before its time', async () => {
+    await open('/events');
+    await page.getByRole('button', { name: 'Send test event' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Send a test event' });
+    await dialog.getByLabel('Event name').fill('user.reminded');
+    await dialog.getByLabel(/^Delay/).fill('1h');
+    await dialog.getByRole('button', { name: 'Send event' }).click();
+    await dialog.getByTestId('send-result').getByText(/It is stored until/).waitFor();
+    await dialog.getByRole('button', { name: 'Done' }).click();
+
+    const scheduled = page.getByTestId('scheduled-events');
+    const row = scheduled.locator('tr[data-event]').filter({ hasText: 'user.reminded' });
+    await row.getByText(/^in \d+m$/).waitFor();
+    const id = await row.getAttribute('data-event');
+    const listed = await api(dep.base, 'GET', '/v1/events/scheduled', { key: ws.secretKey });
+    expect((listed.body as { id: string; scheduledFor: string }[]).map((e) => e.id)).toEqual([id]);
+    await shot('34-events-scheduled');
+
+    await row.getByRole('button', { name: 'Cancel' }).click();
+    await scheduled.waitFor({ state: 'detached' });
+    expect((await api(dep.base, 'GET', '/v1/events/scheduled', { key: ws.secretKey })).body).toEqual([]);
+    expect((await api(dep.base, 'GET', `/v1/events/${id}`, { key: ws.secretKey })).status).toBe(404);
+  }, 90_000);
+
   it('renders the remaining pages: runners, workflows, receivers, inbound posts, an unknown page, and dark mode', async () => {
     await open('/runners');
     const runnerRow = page.getByRole('row').filter({ hasText: APP });

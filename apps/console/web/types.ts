@@ -128,6 +128,8 @@ export interface EventRecord {
   source: 'api' | 'emit';
   data?: unknown;
   receivedAt: string;
+  /** Sent with a delay and not yet taken in: when it will be. */
+  scheduledFor?: string;
   woke: number;
   triggered: { workflow: string; app: string; runId: string }[];
 }

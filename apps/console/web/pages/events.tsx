@@ -16,12 +16,15 @@ interface IngestResult {
   batched?: boolean;
   deduped?: boolean;
   suspended?: boolean;
+  scheduled?: boolean;
+  scheduledFor?: string;
 }
 
 /**
  * The event log (newest first) with each event's fan-out (runs it started,
- * waiters it woke), a live tail from GET /v1/events/stream, and a form that
- * sends a test event and links the runs it started.
+ * waiters it woke), a live tail from GET /v1/events/stream, the events sent
+ * with a delay that wait for their time (cancellable), and a form that
+ * sends a test event (now or later) and links the runs it started.
  */
 export function EventsPage(): JSX.Element {
   const loc = useLocation();
@@ -29,6 +32,7 @@ export function EventsPage(): JSX.Element {
   const app = loc.query.get('app') ?? undefined;
   const sendName = loc.query.get('send') ?? undefined;
   const list = useAsync(() => get<EventRecord[]>('/events' + qs({ name, app, limit: 200 })), [name, app]);
+  const scheduled = useAsync(() => get<EventRecord[]>('/events/scheduled' + qs({ name, app, limit: 200 })), [name, app]);
   const [tail, setTail] = useState<EventRecord[]>([]);
   const [live, setLive] = useState(false);
   const [following, setFollowing] = useState(true);
@@ -85,6 +89,7 @@ export function EventsPage(): JSX.Element {
           )}
         </div>
       </form>
+      {(scheduled.data?.length ?? 0) > 0 && <Scheduled events={scheduled.data!} onChange={() => (scheduled.reload(), list.reload())} />}
       <div class="card table-card">
         {list.error && <ErrorBox error={list.error} retry={list.reload} />}
         {!list.data && !list.error && <Spinner label="Loading events" />}
@@ -130,8 +135,63 @@ export function EventsPage(): JSX.Element {
           </table>
         )}
       </div>
-      {sending && <SendEvent initialName={sendName} onClose={() => (setSending(false), sendName && setQuery({ name, app }))} onSent={list.reload} />}
+      {sending && <SendEvent initialName={sendName} onClose={() => (setSending(false), sendName && setQuery({ name, app }))} onSent={() => (list.reload(), scheduled.reload())} />}
     </div>
+  );
+}
+
+/** Events sent with a delay, soonest first: each is taken in at its time, or dropped by Cancel before it. */
+function Scheduled({ events, onChange }: { events: EventRecord[]; onChange: () => void }): JSX.Element {
+  const [busy, setBusy] = useState<string>();
+  const cancel = async (id: string) => {
+    setBusy(id);
+    try {
+      await send('POST', `/events/${encodeURIComponent(id)}/cancel`);
+      toast('Scheduled event cancelled: it will not be taken in');
+    } catch (err) {
+      toast(errorText(err));
+    } finally {
+      setBusy(undefined);
+      onChange();
+    }
+  };
+  return (
+    <section data-testid="scheduled-events">
+      <h2 class="section-title">Scheduled</h2>
+      <div class="card table-card">
+        <table class="table">
+          <thead>
+            <tr>
+              <th>Event</th>
+              <th>App</th>
+              <th>Taken in</th>
+              <th>Sent</th>
+              <th />
+            </tr>
+          </thead>
+          <tbody>
+            {events.map((e) => (
+              <tr key={e.id} data-event={e.id}>
+                <td>
+                  <span class="strong">{e.name}</span>
+                  <div class="mono small muted">{e.id}</div>
+                </td>
+                <td>{e.app ?? <span class="muted">all</span>}</td>
+                <td><Time at={e.scheduledFor} /></td>
+                <td><Time at={e.receivedAt} /></td>
+                <td>
+                  {session()?.canWrite && (
+                    <button class="btn btn-sm btn-danger-outline" disabled={busy === e.id} onClick={() => void cancel(e.id)}>
+                      Cancel
+                    </button>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </section>
   );
 }
 
@@ -157,6 +217,7 @@ function FanOut({ e }: { e: EventRecord }): JSX.Element {
 function SendEvent({ initialName, onClose, onSent }: { initialName?: string; onClose: () => void; onSent: () => void }): JSX.Element {
   const [name, setName] = useState(initialName ?? '');
   const [app, setApp] = useState('');
+  const [delay, setDelay] = useState('');
   const [draft, setDraft] = useState<JsonDraft>(jsonDraft({}));
   const [busy, setBusy] = useState(false);
   const [result, setResult] = useState<IngestResult>();
@@ -167,10 +228,15 @@ function SendEvent({ initialName, onClose, onSent }: { initialName?: string; onC
     setBusy(true);
     setError(undefined);
     try {
-      const r = await send<IngestResult>('POST', '/events', { name: name.trim(), ...(app.trim() ? { app: app.trim() } : {}), data: draft.value });
+      const r = await send<IngestResult>('POST', '/events', {
+        name: name.trim(),
+        ...(app.trim() ? { app: app.trim() } : {}),
+        ...(delay.trim() ? { delay: /^\d+$/.test(delay.trim()) ? Number(delay.trim()) : delay.trim() } : {}),
+        data: draft.value,
+      });
       setResult(r);
       const n = r?.triggered.length ?? 0;
-      toast(n === 0 ? 'Event sent: it started no run' : `Event sent: it started ${n} ${n === 1 ? 'run' : 'runs'}`);
+      toast(r?.scheduled ? 'Event scheduled' : n === 0 ? 'Event sent: it started no run' : `Event sent: it started ${n} ${n === 1 ? 'run' : 'runs'}`);
       onSent();
     } catch (err) {
       setError(errorText(err));
@@ -185,7 +251,9 @@ function SendEvent({ initialName, onClose, onSent }: { initialName?: string; onC
           <p>
             <strong>Accepted</strong>
             {result.id && <> as <span class="mono">{result.id}</span></>}.{' '}
-            {result.triggered.length === 0
+            {result.scheduled
+              ? <>It is stored until <Time at={result.scheduledFor} /> ({new Date(result.scheduledFor!).toLocaleString()}), then taken in: its runs start then.</>
+              : result.triggered.length === 0
               ? 'It started no run: no workflow trigger matches its name.'
               : `It started ${result.triggered.length === 1 ? 'this run' : `these ${result.triggered.length} runs`}:`}
             {result.woke > 0 && ` It also woke ${result.woke} waiting ${result.woke === 1 ? 'run' : 'runs'}.`}
@@ -217,6 +285,10 @@ function SendEvent({ initialName, onClose, onSent }: { initialName?: string; onC
               <label for="ev-app">App <span class="muted">(optional: all apps)</span></label>
               <input id="ev-app" value={app} maxLength={256} onInput={(e) => setApp((e.target as HTMLInputElement).value)} />
             </div>
+          </div>
+          <div class="field">
+            <label for="ev-delay">Delay <span class="muted">(optional: ms, "30s", "2h", "1d" or a timestamp; empty: now)</span></label>
+            <input id="ev-delay" value={delay} maxLength={64} placeholder="now" onInput={(e) => setDelay((e.target as HTMLInputElement).value)} />
           </div>
           <JsonEditor id="ev-data" label="Data" draft={draft} onChange={setDraft} rows={10} />
           {error && <div class="field-error" role="alert">{error}</div>}
