@@ -25,6 +25,9 @@ describe.each(modes)('delayed events on %s', (mode) => {
         const at = await step.run('at', () => Date.now());
         return { n: event.data.n, at };
       });
+      r.workflow('delayed-emitter', { triggers: [{ event: 'delayed.emit' }] }, async ({ step }) =>
+        step.emit('later', { name: 'delayed.go', data: { n: 9 }, delay: '1500ms' }),
+      );
       r.workflow('delayed-waiter', { triggers: [{ event: 'delayed.wait' }] }, async ({ step }) => {
         const ack = await step.waitForEvent<{ by: string }>('ack', { event: 'delayed.ack', timeout: '2m' });
         return { by: ack?.data.by ?? null };
@@ -96,5 +99,22 @@ describe.each(modes)('delayed events on %s', (mode) => {
     expect(done).toMatchObject({ status: 'succeeded', result: { by: 'ada' } });
     expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(ack.scheduledFor!));
     expect(await client.events.get(ack.id)).toMatchObject({ woke: 1 });
+  }, 60_000);
+
+  it('emits from a workflow for later: the emitting run ends now, the event starts its run at its time', async () => {
+    const started = await client.send({ name: 'delayed.emit' });
+    const emitter = await client.runs.wait<{ id: string; scheduledFor: string }>(started.runId!, { timeoutMs: 30_000 });
+    expect(emitter.status).toBe('succeeded');
+    const { id, scheduledFor } = emitter.result!;
+    expect(Date.now()).toBeLessThan(Date.parse(scheduledFor));
+    expect(await client.events.get(id)).toMatchObject({ id, name: 'delayed.go', source: 'emit', scheduledFor, triggered: [] });
+    expect(await runsOf(id)).toEqual([]);
+    const [run] = await eventually('the run of the delayed emit', async () => {
+      const runs = await runsOf(id);
+      return runs.length > 0 ? runs : undefined;
+    }, 30_000);
+    const done = await client.runs.wait<{ n: number; at: number }>(run!.id, { timeoutMs: 30_000 });
+    expect(done).toMatchObject({ status: 'succeeded', workflow: 'delayed-flow', input: { n: 9 } });
+    expect(done.result!.at).toBeGreaterThanOrEqual(Date.parse(scheduledFor));
   }, 60_000);
 });

@@ -152,6 +152,12 @@ export interface EmitOpcode extends OpcodeBase {
   dedupeId?: string;
   /** Narrows the emit to one app's triggers; omitted broadcasts project-wide. */
   targetApp?: string;
+  /**
+   * An extension of SPEC: take the event in later (ms, duration text like
+   * "2h", or an RFC 3339 timestamp; at most a year ahead), resolved once when
+   * the service stores the step. A runner that omits it emits at once.
+   */
+  delay?: number | string;
 }
 
 export interface WebhookOpcode extends OpcodeBase {

@@ -146,6 +146,17 @@ describe('step opcodes', () => {
     expect(after).toEqual([]);
   });
 
+  it('carries an emit\'s delay as given, a Date as its ISO time', async () => {
+    const at = new Date(Date.UTC(2030, 0, 1, 9));
+    const ops = opsOf(
+      await executePass(
+        ({ step }) => Promise.all([step.emit('a', { name: 'n', delay: '3d' }), step.emit('b', { name: 'n', delay: 1500 }), step.emit('c', { name: 'n', delay: at })]),
+        input(),
+      ),
+    );
+    expect(ops.map((o) => (o as { delay?: unknown }).delay)).toEqual(['3d', 1500, '2030-01-01T09:00:00.000Z']);
+  });
+
   it.each<[string, WorkflowHandler, RegExp]>([
     ['a bad duration', ({ step }) => step.sleep('s', 'soon'), /step\.sleep\("s"\) "soon" is not a duration/],
     ['a negative duration', ({ step }) => step.sleep('s', -5), /non-negative/],
@@ -156,6 +167,7 @@ describe('step opcodes', () => {
     ['an unknown approval decision', ({ step }) => step.approval('g', { tool: 't', allow: ['maybe' as never] }), /allow\[0\] must be one of approve, edit, reject, respond/],
     ['a score without value', ({ step }) => step.score('s', { name: 'n' } as never), /needs a value/],
     ['an emit of a bigint', ({ step }) => step.emit('e', { name: 'n', data: 1n }), /not JSON-serialisable/],
+    ['an emit with a negative delay', ({ step }) => step.emit('e', { name: 'n', delay: -1 }), /\.delay must be ms, a duration like "2h", or a Date/],
     ['a missing id', ({ step }) => step.sleep('', 1), /needs a non-empty string id/],
   ])('fails the run (400) on %s', async (_what, handler, message) => {
     const r = await executePass(handler, input());

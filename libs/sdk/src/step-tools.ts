@@ -54,6 +54,14 @@ function untilMs(until: Date | number | string, what: string): number {
   return Math.round(ms);
 }
 
+/** step.emit's delay as the Emit opcode carries it (the service validates it and resolves it once). */
+function emitDelay(delay: unknown, what: string): number | string {
+  if (delay instanceof Date) return new Date(untilMs(delay, `${what}.delay`)).toISOString();
+  if (typeof delay === 'number' && Number.isFinite(delay) && delay >= 0) return Math.round(delay);
+  if (typeof delay === 'string' && delay.trim() !== '') return delay.trim();
+  throw new TypeError(`${what}.delay must be ms, a duration like "2h", or a Date`);
+}
+
 function optionalFields<T extends object>(target: T, source: Record<string, unknown>, keys: string[], what: string, max?: number): T {
   for (const k of keys) {
     const v = source[k];
@@ -145,6 +153,7 @@ export function createStepTools(core: StepCore): { step: StepTools; webhook: Wor
           eventName: str(options.name, `${what}.name`, NAME_MAX),
           data: json(options.data ?? {}, `data of ${what}`),
         };
+        if (options.delay !== undefined) op.delay = emitDelay(options.delay, what);
         return optionalFields(op, options as unknown as Record<string, unknown>, ['dedupeId', 'targetApp'], what, NAME_MAX);
       }),
 

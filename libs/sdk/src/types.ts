@@ -44,6 +44,13 @@ export interface EmitOptions {
   dedupeId?: string;
   /** Only this app's triggers; omitted broadcasts workspace-wide. */
   targetApp?: string;
+  /**
+   * Take the event in later (ms, text like "30s", "2h", "3d", or a Date; at
+   * most a year ahead): the step completes now with `{ id, scheduledFor }`,
+   * the event wakes and starts runs then, and `client.events.cancel(id)`
+   * drops it before its time. An extension of SPEC's Emit opcode.
+   */
+  delay?: number | string | Date;
 }
 
 export interface WebhookSendOptions {

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { create, EmitEventSchema, toBinary } from '@dws/proto';
+import { ids, streams, subjects } from '@dws/runtime';
 import { uniqueName } from '@dws/testing';
 import { claimDueScheduled } from '../src/store/scheduled-events.js';
 import { modes, sleep, startHarness, type Harness } from './harness.js';
@@ -147,5 +149,34 @@ describe.each(modes())('delayed events (%s)', (mode) => {
     expect(later.body).toMatchObject({ scheduled: true, dropped: false });
     await h.waitStarts(() => startsOf(app).length === 2, 10_000, 'the delayed run');
     expect(startsOf(app).map((s) => s.input)).toEqual([{ i: 1 }, { i: 3 }]);
+  });
+
+  it("takes a delayed emit in once at its time, under the step's id, however often its command comes", async () => {
+    const app = await setup();
+    const other = uniqueName('app');
+    await h.bus.ensureStream(streams.ingestCmds);
+    const eventId = ids.event();
+    const dueAtMs = Date.now() + 800;
+    const cmd = toBinary(
+      EmitEventSchema,
+      create(EmitEventSchema, { workspaceId: h.ws, eventId, name: 'go', app: other, data: new TextEncoder().encode('{"n":7}'), sourceRunId: 'run_src', dueAtMs: BigInt(dueAtMs) }),
+    );
+    const handled = h.handled('ingest-emits');
+    await Promise.all(Array.from({ length: 5 }, (_, i) => h.bus.publish(subjects.emitEvent, cmd, { msgId: `delayed-${eventId}-${i}` })));
+    await h.waitStarts(() => h.handled('ingest-emits') >= handled + 5, 10_000, 'five deliveries handled');
+    // Stored as an emit (it broadcasts: the emitting run's app is not its scope), nothing started yet.
+    expect((await h.call('events.get', { params: { id: eventId } })).body).toMatchObject({ id: eventId, source: 'emit', scheduledFor: new Date(dueAtMs).toISOString() });
+    expect(startsOf(app)).toHaveLength(0);
+    await h.waitStarts(() => startsOf(app).length === 1, 10_000, 'the delayed emit run');
+    expect(Date.now()).toBeGreaterThanOrEqual(dueAtMs);
+    expect(startsOf(app)[0]!.cmd.eventId).toBe(eventId);
+    // Delivered again after it was taken in: nothing more.
+    await h.bus.publish(subjects.emitEvent, cmd, { msgId: `delayed-${eventId}-late` });
+    await h.waitStarts(() => h.handled('ingest-emits') >= handled + 6, 10_000, 'the late delivery handled');
+    await sleep(1500);
+    expect(startsOf(app)).toHaveLength(1);
+    // It broadcasts: every app of the workspace with a trigger on `go` (the earlier tests' too).
+    const rec = await h.call('events.get', { params: { id: eventId } });
+    expect(rec.body).toMatchObject({ source: 'emit', triggered: expect.arrayContaining([expect.objectContaining({ workflow: 'wf', app })]) });
   });
 });

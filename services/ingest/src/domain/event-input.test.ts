@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { MAX_DELAY_MS, parseDelay, parseEvent } from './event-input.js';
+import { MAX_DELAY_MS, parseDelay } from '@dws/cel';
+import { parseEvent } from './event-input.js';
 
 describe('event input', () => {
   it('scopes triggers to targetApp over app, and to nothing without either; dedupe stays under app', () => {
@@ -18,15 +19,19 @@ describe('event input', () => {
 
   it('takes a delay as a duration or a timestamp, due when it is in the future', () => {
     const now = Date.parse('2026-12-01T00:00:00Z');
-    expect(parseDelay(undefined, now)).toBeUndefined();
-    expect(parseDelay(1500, now)).toBe(now + 1500);
-    expect(parseDelay('1h30m', now)).toBe(now + 5_400_000);
-    expect(parseDelay('2026-12-24T09:00:00Z', now)).toBe(Date.parse('2026-12-24T09:00:00Z'));
-    expect(parseDelay('2026-12-24T10:00:00+01:00', now)).toBe(Date.parse('2026-12-24T09:00:00Z'));
+    const due = (v: unknown) => {
+      const d = parseDelay(v, now);
+      return d.ok ? d.dueAtMs : d.error;
+    };
+    expect(due(undefined)).toBeUndefined();
+    expect(due(1500)).toBe(now + 1500);
+    expect(due('1h30m')).toBe(now + 5_400_000);
+    expect(due('2026-12-24T09:00:00Z')).toBe(Date.parse('2026-12-24T09:00:00Z'));
+    expect(due('2026-12-24T10:00:00+01:00')).toBe(Date.parse('2026-12-24T09:00:00Z'));
     // Nothing to wait for: taken in now.
-    expect(parseDelay(0, now)).toBeUndefined();
-    expect(parseDelay('2026-11-30T23:59:00Z', now)).toBeUndefined();
-    expect(parseDelay(MAX_DELAY_MS, now)).toBe(now + MAX_DELAY_MS);
+    expect(due(0)).toBeUndefined();
+    expect(due('2026-11-30T23:59:00Z')).toBeUndefined();
+    expect(due(MAX_DELAY_MS)).toBe(now + MAX_DELAY_MS);
     expect(parseEvent({ name: 'a', delay: '5m' }, now)).toMatchObject({ dueAtMs: now + 300_000 });
     expect(parseEvent({ name: 'a' }, now)).not.toHaveProperty('dueAtMs');
   });

@@ -1,4 +1,4 @@
-import { parseDuration } from '@dws/cel';
+import { parseDelay } from '@dws/cel';
 import { invalid, unknownEventFields } from '@dws/protocol';
 
 /** SPEC Limits: name, app, runner, targetApp, dedupeId and session are capped at 256 characters. */
@@ -34,39 +34,6 @@ export interface EventInput {
   dueAtMs?: number;
 }
 
-/** How far ahead an event may be delayed: a year, as far as a sleep or a run's timeout reaches. */
-export const MAX_DELAY_MS = 365 * 86_400_000;
-/** An absolute time: an RFC 3339 timestamp with its zone. */
-const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/i;
-
-/** Date.parse rolls Feb 31 over into March: the day must exist in its month. */
-function realDate(ts: string): boolean {
-  const [y, m, d] = ts.slice(0, 10).split('-').map(Number) as [number, number, number];
-  return new Date(Date.UTC(y, m - 1, d)).getUTCDate() === d;
-}
-
-/**
- * `delay` (Trigger.dev's name): a duration (ms, or text like "30s", "2h",
- * "1d") or an RFC 3339 timestamp. A time already past, or no delay, is now.
- * @returns the due time when it is in the future
- */
-export function parseDelay(v: unknown, nowMs: number): number | undefined {
-  if (v === undefined || v === null) return undefined;
-  let at: number | undefined;
-  if (typeof v === 'string' && TIMESTAMP.test(v.trim())) {
-    at = Date.parse(v.trim());
-    if (Number.isNaN(at) || !realDate(v.trim())) throw invalid('invalid_event', `delay "${v}" is not a valid timestamp.`);
-  } else {
-    const ms = parseDuration(v);
-    if (ms === undefined) {
-      throw invalid('invalid_event', 'delay must be a duration (ms, or text like "30s", "2h", "1d") or an RFC 3339 timestamp with its zone ("2026-12-24T09:00:00Z").');
-    }
-    at = nowMs + ms;
-  }
-  if (at - nowMs > MAX_DELAY_MS) throw invalid('invalid_event', 'delay is more than a year ahead (365 days at most).');
-  return at > nowMs ? at : undefined;
-}
-
 function optional(o: Record<string, unknown>, field: string): string | undefined {
   const v = o[field];
   if (v === undefined || v === null) return undefined;
@@ -97,11 +64,16 @@ export function parseEvent(raw: unknown, nowMs = Date.now()): EventInput {
     runner: optional(o, 'runner'),
     targetApp,
     session: optional(o, 'session'),
-    ...withDue(parseDelay(o.delay, nowMs)),
+    ...dueOf(o.delay, nowMs),
   };
 }
 
-const withDue = (dueAtMs: number | undefined) => (dueAtMs === undefined ? {} : { dueAtMs });
+function dueOf(delay: unknown, nowMs: number): { dueAtMs?: number } {
+  if (delay === undefined) return {};
+  const d = parseDelay(delay, nowMs);
+  if (!d.ok) throw invalid('invalid_event', d.error);
+  return d.dueAtMs === undefined ? {} : { dueAtMs: d.dueAtMs };
+}
 
 /** A POST /events body: one event, or an array of up to 100. */
 export function parseEventBody(body: unknown): { batch: boolean; items: unknown[] } {

@@ -10,7 +10,8 @@ const dec = new TextDecoder();
  * step.emit: events a workflow emits, recorded with source `emit` under the
  * id the scheduler drew for the step, so a redelivered command records and
  * fans out nothing the second time. A dedupeId dedupes per app: the app of
- * the run that emitted it.
+ * the run that emitted it. One with a delay is stored until then
+ * (ScheduledEvents), under the same id.
  */
 export function consumeEmits(bus: Bus, ingestor: Ingestor): Promise<Subscription> {
   return bus.consume({ stream: streams.ingestCmds.name, durable: 'ingest-emits', filterSubject: subjects.emitEvent, concurrency: 16, ackWaitMs: COMMAND_ACK_WAIT_MS }, async (msg) => {
@@ -34,6 +35,8 @@ export function consumeEmits(bus: Bus, ingestor: Ingestor): Promise<Subscription
           dedupeId: e.dedupeId || undefined,
           runner: undefined,
           session: undefined,
+          // step.emit's delay: stored until then (a redelivery once it has passed is taken in at once, under its id: nothing twice).
+          ...(Number(e.dueAtMs) > Date.now() ? { dueAtMs: Number(e.dueAtMs) } : {}),
         },
       },
     ]);

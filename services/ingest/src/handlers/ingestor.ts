@@ -93,7 +93,7 @@ interface Job {
  */
 export class RecordedUnsettled extends Error {
   constructor(cause: unknown) {
-    super('the events were recorded but their wakes could not be settled', { cause });
+    super('some of the events were recorded but the rest, or their wakes, could not be settled', { cause });
     this.name = 'RecordedUnsettled';
   }
 }
@@ -156,11 +156,22 @@ export class Ingestor {
     return results;
   }
 
-  /** A call with delayed events: those are stored until due (ScheduledEvents), the rest taken in now; the results in the call's order. */
+  /**
+   * A call with delayed events: those are stored until due (ScheduledEvents),
+   * then the rest taken in now; the results in the call's order. Once the
+   * delayed ones are stored, a failure of the rest fails the call as
+   * recorded: trying its events again alone would store them twice.
+   */
   private async withDelayed(caller: Caller, items: Incoming[]): Promise<IngestResult[]> {
     const delayed = items.filter((i) => i.ev.dueAtMs !== undefined);
     const now = items.filter((i) => i.ev.dueAtMs === undefined);
-    const [stored, taken] = await Promise.all([this.d.scheduled.schedule(caller, delayed), now.length > 0 ? this.ingest(caller, now) : []]);
+    const stored = await this.d.scheduled.schedule(caller, delayed);
+    let taken: IngestResult[] = [];
+    try {
+      if (now.length > 0) taken = await this.ingest(caller, now);
+    } catch (err) {
+      throw err instanceof RecordedUnsettled ? err : new RecordedUnsettled(err);
+    }
     let d = 0;
     let n = 0;
     return items.map((i) => (i.ev.dueAtMs !== undefined ? stored[d++]! : taken[n++]!));

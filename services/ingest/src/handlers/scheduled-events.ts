@@ -24,14 +24,18 @@ const iso = (v: Date | string) => (v instanceof Date ? v : new Date(v)).toISOStr
 export class ScheduledEvents {
   constructor(private readonly d: { db: Database; log: Logger; onArmed: () => void }) {}
 
-  /** Store `items` (each with `ev.dueAtMs`) until due; a repeat dedupe id stores nothing. */
+  /**
+   * Store `items` (each with `ev.dueAtMs`) until due; a repeat dedupe id
+   * stores nothing, nor does an emit's id stored or taken in already (its
+   * command redelivered).
+   */
   async schedule(caller: Caller, items: Incoming[]): Promise<IngestResult[]> {
     const results = await withTxRetry(this.d.db, async (tx) => {
       await lockAll(tx, items.flatMap(({ ev }) => (ev.dedupeId ? [dedupeLock(caller.workspaceId, ev.app, ev.dedupeId)] : [])));
       const seen = new Set<string>();
       const rows: NewScheduled[] = [];
       const out: IngestResult[] = [];
-      for (const { ev } of items) {
+      for (const { ev, source, id: given } of items) {
         const result: IngestResult = { ...emptyResult(), suspended: caller.suspended === true };
         out.push(result);
         if (ev.dedupeId) {
@@ -42,16 +46,16 @@ export class ScheduledEvents {
           }
           seen.add(k);
         }
-        const id = ids.event();
+        const id = given ?? ids.event();
         rows.push({
           id, workspace_id: caller.workspaceId, name: ev.name, app: ev.app ?? null, data: ev.dataJson, dedupe_id: ev.dedupeId ?? null,
-          runner: ev.runner ?? null, target_app: ev.targetApp ?? null, session: ev.session ?? null,
+          runner: ev.runner ?? null, target_app: ev.targetApp ?? null, session: ev.session ?? null, source,
           actor: caller.actor, key_kind: caller.keyKind, via: caller.via ?? 'api', scheduledForMs: ev.dueAtMs!,
         });
         Object.assign(result, { id, scheduled: true, scheduledFor: new Date(ev.dueAtMs!).toISOString() });
       }
-      await insertScheduled(tx, rows);
-      return out;
+      const stored = await insertScheduled(tx, rows);
+      return out.map((r) => (r.id === undefined || stored.has(r.id) ? r : { ...emptyResult(), deduped: true }));
     });
     this.d.onArmed();
     return results;
@@ -91,7 +95,8 @@ function incomingOf(r: ScheduledRow): Incoming {
   const ev: EventInput = {
     name: r.name,
     app: r.app ?? undefined,
-    scope: r.target_app ?? r.app ?? undefined,
+    // An emit broadcasts unless it names a targetApp (SPEC Emit), whatever app emitted it; a POST is scoped to its app.
+    scope: r.target_app ?? (r.source === 'emit' ? undefined : r.app) ?? undefined,
     dataJson: r.data,
     data: JSON.parse(r.data) as unknown,
     dedupeId: r.dedupe_id ?? undefined,
@@ -99,7 +104,7 @@ function incomingOf(r: ScheduledRow): Incoming {
     targetApp: r.target_app ?? undefined,
     session: r.session ?? undefined,
   };
-  return { ev, source: 'api', id: r.id, record: (tx) => deleteScheduled(tx, r.id) };
+  return { ev, source: r.source, id: r.id, record: (tx) => deleteScheduled(tx, r.id) };
 }
 
 /** A delayed event not yet taken in, as the event reads show it (SPEC Event record, with its `scheduledFor`). */
@@ -107,7 +112,7 @@ export const scheduledRecord = (r: ScheduledRow) => ({
   id: r.id,
   name: r.name,
   app: r.app ?? undefined,
-  source: 'api' as const,
+  source: r.source,
   data: JSON.parse(r.data) as unknown,
   receivedAt: iso(r.created_at),
   scheduledFor: iso(r.scheduled_for),

@@ -47,6 +47,8 @@ export const scheduledEvents = ingest.table(
     runner: text('runner'),
     targetApp: text('target_app'),
     session: text('session'),
+    /** api (POST /events) or emit (step.emit with a delay, under the id the scheduler drew for the step). */
+    source: text('source').notNull().default('api'),
     /** Who posted it: the caller it is taken in as (audit actor, key kind). */
     actor: text('actor').notNull(),
     keyKind: text('key_kind').notNull(),

@@ -29,6 +29,7 @@ export function handoffMessage(run: { id: string; workspaceId: string; app: stri
             dedupeId: h.dedupeId ?? '',
             targetApp: h.targetApp ?? '',
             sourceRunId: run.id,
+            dueAtMs: BigInt(h.dueAtMs ?? 0),
           }),
         ),
       };

@@ -120,6 +120,23 @@ describe('decide', () => {
     });
   });
 
+  it("resolves an emit's delay once, into the step and its handoff, and fails the step on a bad one", () => {
+    const emit = (delay: unknown) =>
+      decide(run(), reply(206, { opcodes: [{ op: 'Emit', id: hashStepId('e'), name: 'e', eventName: 'x.y', data: {}, delay }], logs: [] }), NOW, ids);
+    const at = new Date(NOW + 7_200_000).toISOString();
+    expect(emit('2h')).toMatchObject({
+      type: 'continue',
+      steps: [{ status: 'succeeded', dataJson: JSON.stringify({ id: 'evt_1', scheduledFor: at }), handoff: { kind: 'emit', eventId: 'evt_1', dueAtMs: NOW + 7_200_000 } }],
+    });
+    expect(emit(at)).toMatchObject({ steps: [{ handoff: { dueAtMs: NOW + 7_200_000 } }] });
+    // Already past: at once, as without one.
+    const now = emit(new Date(NOW - 1000).toISOString());
+    expect(now).toMatchObject({ steps: [{ dataJson: '{"id":"evt_1"}' }] });
+    expect((now as { steps: { handoff: object }[] }).steps[0]!.handoff).not.toHaveProperty('dueAtMs');
+    expect(emit('whenever')).toMatchObject({ steps: [{ status: 'failed', error: { message: expect.stringMatching(/^Emit: delay must be a duration/) } }] });
+    expect(emit('400d')).toMatchObject({ steps: [{ status: 'failed', error: { message: 'Emit: delay is more than a year ahead (365 days at most).' } }] });
+  });
+
   it('backs off exponentially with jitter, capped', () => {
     expect(backoffMs(1, () => 0)).toBe(500);
     expect(backoffMs(1, () => 1)).toBe(1000);

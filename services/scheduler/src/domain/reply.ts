@@ -1,3 +1,4 @@
+import { parseDelay } from '@dws/cel';
 import { DEFAULT_RETRY_BACKOFF, retryDelayMs, type RetryBackoff, type StepError } from '@dws/protocol';
 import { capabilityGap } from './capabilities.js';
 import { spendCeilingReached, workspaceCeilingReached, type AiSpendView, type Spend, type WorkspaceModelView } from './ai-spend.js';
@@ -42,7 +43,7 @@ export type StepStatus = 'succeeded' | 'failed' | 'retrying' | 'sleeping' | 'wai
 
 /** Work a step hands to another service, published through the outbox after commit. */
 export type Handoff =
-  | { kind: 'emit'; eventId: string; name: string; dataJson: string; dedupeId?: string; targetApp?: string }
+  | { kind: 'emit'; eventId: string; name: string; dataJson: string; dedupeId?: string; targetApp?: string; /** Its delay: taken in at this time. */ dueAtMs?: number }
   | { kind: 'webhook'; deliveryId: string; url: string; bodyJson: string }
   | { kind: 'approval'; requestJson: string }
   | { kind: 'infer'; requestJson: string }
@@ -265,6 +266,8 @@ interface RawOpcode {
   childRunner?: unknown;
   dedupeId?: unknown;
   targetApp?: unknown;
+  /** Emit (an extension of SPEC): take the event in later. */
+  delay?: unknown;
   webhookUrl?: unknown;
   [k: string]: unknown;
 }
@@ -371,14 +374,21 @@ function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, 
     case 'Emit': {
       const eventName = optStr(raw.eventName) ?? (typeof (raw.data as { name?: unknown })?.name === 'string' ? ((raw.data as { name: string }).name) : undefined);
       if (!eventName) return failStep('Emit needs eventName.');
+      // An extension of SPEC's Emit: `delay` stores the event to be taken in later, its time resolved once, here.
+      const delay = parseDelay(raw.delay, nowMs);
+      if (!delay.ok) return failStep(`Emit: ${delay.error}`);
+      const { dueAtMs } = delay;
       const eventId = newIds.event();
       return {
         step: {
           ...base,
           status: 'succeeded',
           memo: true,
-          dataJson: JSON.stringify({ id: eventId }),
-          handoff: { kind: 'emit', eventId, name: eventName, dataJson: JSON.stringify(raw.data ?? null), dedupeId: optStr(raw.dedupeId), targetApp: optStr(raw.targetApp) },
+          dataJson: JSON.stringify(dueAtMs === undefined ? { id: eventId } : { id: eventId, scheduledFor: new Date(dueAtMs).toISOString() }),
+          handoff: {
+            kind: 'emit', eventId, name: eventName, dataJson: JSON.stringify(raw.data ?? null), dedupeId: optStr(raw.dedupeId), targetApp: optStr(raw.targetApp),
+            ...(dueAtMs === undefined ? {} : { dueAtMs }),
+          },
         },
       };
     }

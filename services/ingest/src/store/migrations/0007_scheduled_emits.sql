@@ -1,0 +1,1 @@
+ALTER TABLE "ingest"."scheduled_events" ADD COLUMN "source" text DEFAULT 'api' NOT NULL;
