@@ -73,7 +73,9 @@ export class ScheduledEvents {
     const byCaller = new Map<string, ScheduledRow[]>();
     for (const r of due) {
       const k = [r.workspace_id, r.actor, r.key_kind, r.via].join('\u001f');
-      byCaller.set(k, [...(byCaller.get(k) ?? []), r]);
+      const rows = byCaller.get(k);
+      if (rows) rows.push(r);
+      else byCaller.set(k, [r]);
     }
     await Promise.all(
       [...byCaller.values()].map(async (rows) => {
