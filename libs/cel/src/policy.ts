@@ -38,6 +38,8 @@ export interface WorkflowPolicy {
   timeouts?: { startMs?: number; finishMs?: number };
   /** Events that cancel the workflow's active runs (an event matching one of them cancels the runs its `if` selects). */
   cancelOn?: CancelOnSpec[];
+  /** Paused by an operator (the invoker sets it in the config it announces): its events and cron ticks start no run. */
+  paused?: { at: string; by: string };
 }
 
 export interface ConcurrencySpec {
@@ -165,6 +167,7 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
 export function parseWorkflowPolicy(config: Obj): { policy: WorkflowPolicy; problems: string[] } {
   const problems: string[] = [];
   const policy: WorkflowPolicy = { events: undefined, crons: [] };
+  if (isObj(config.paused)) policy.paused = { at: String(config.paused.at ?? ''), by: String(config.paused.by ?? '') };
 
   const cel = (field: string, v: unknown, type?: 'bool' | 'int', vars = EVENT_VARS): string | undefined => {
     if (v === undefined || v === null || v === '') return undefined;

@@ -115,6 +115,19 @@ export interface SendResult {
   scheduledFor?: string;
 }
 
+/** A registered workflow (GET /workflows). */
+export interface WorkflowRecord {
+  name: string;
+  app: string;
+  triggers: Record<string, unknown>[];
+  retry: unknown;
+  scheduled: boolean;
+  schedules: string[];
+  /** Paused by an operator: when, and by whom. */
+  paused?: { at: string; by: string };
+  [field: string]: unknown;
+}
+
 export interface RunListQuery {
   app?: string;
   workflow?: string;
@@ -368,6 +381,14 @@ export function createClient(options: ClientOptions = {}) {
       scheduled: (query: { app?: string; name?: string; limit?: number } = {}) => read<Record<string, unknown>[]>('events/scheduled', query),
       /** Drop an event sent with a `delay` before it is taken in (409 `event_not_scheduled` once it is). */
       cancel: (eventId: string) => json<Record<string, unknown>>('POST', `events/${encodeURIComponent(eventId)}/cancel`, { retry: false }),
+    },
+    workflows: {
+      /** The registered workflows (of one app), each with its triggers, schedules and `paused` when it is. */
+      list: (query: { app?: string } = {}) => read<WorkflowRecord[]>('workflows', query),
+      /** Its events and cron ticks start no run until resumed; runs under way go on. */
+      pause: (ref: { app: string; workflow: string }) => json<WorkflowRecord>('POST', 'workflows/pause', { body: ref, retry: true }),
+      /** Its events start runs again (those sent while it was paused started none). */
+      resume: (ref: { app: string; workflow: string }) => json<WorkflowRecord>('POST', 'workflows/resume', { body: ref, retry: true }),
     },
     approvals: {
       list: (query: { status?: string; runId?: string; limit?: number } = {}) => read<Approval[]>('approvals', query),

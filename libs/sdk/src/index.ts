@@ -24,6 +24,7 @@ export {
   type SendResult,
   type Step,
   type TimelineFrame,
+  type WorkflowRecord,
 } from './client.js';
 export {
   NonRetriableError,

@@ -179,6 +179,8 @@ export const ROUTES: RouteSpec[] = [
   { method: 'get', path: '/runners', summary: 'Registered runners', tag: 'runners', access: 'read', query: s.AppQuery, ok: { status: 200, schema: s.Runner, array: true }, target: fwd('invoker', 'runners.list') },
   { method: 'get', path: '/connect', summary: 'WebSocket upgrade for the Connect transport (subprotocol service.connect.v0); a plain GET answers 426, a malformed handshake 400/405/426 with the error body', tag: 'runners', access: 'write', ok: { status: 101 }, errors: [405, 426], target: local('connectInfo') },
   { method: 'get', path: '/workflows', summary: 'Registered workflow definitions', tag: 'runners', access: 'read', query: s.AppQuery, ok: { status: 200, schema: s.Workflow, array: true }, target: fwd('invoker', 'workflows.list') },
+  { method: 'post', path: '/workflows/pause', summary: 'Pause a workflow: its events and cron ticks start no run until resumed (runs under way go on)', tag: 'runners', access: 'write', body: { schema: s.WorkflowRef, required: true }, ok: { status: 200, schema: s.Workflow }, target: fwd('invoker', 'workflows.pause') },
+  { method: 'post', path: '/workflows/resume', summary: 'Resume a paused workflow: its events start runs again', tag: 'runners', access: 'write', body: { schema: s.WorkflowRef, required: true }, ok: { status: 200, schema: s.Workflow }, target: fwd('invoker', 'workflows.resume') },
 
   // Admin API (CONTRACT.md), bearer SERVICE_ADMIN_TOKEN.
   { method: 'post', path: '/admin/workspaces', summary: 'Create a workspace with its keys', tag: 'admin', access: 'admin', body: { schema: s.CreateWorkspaceBody, required: true }, ok: { status: 201, schema: s.CreatedWorkspace }, target: local('admin.createWorkspace') },

@@ -313,7 +313,14 @@ export const IngestResult = component(
   z.looseObject({
     runId: z.string().optional(),
     woke: z.number().int(),
-    triggered: z.array(z.looseObject({ workflow: z.string(), app: z.string(), runId: z.string() })),
+    triggered: z.array(
+      z.looseObject({
+        workflow: z.string(),
+        app: z.string(),
+        runId: z.string().optional().meta({ description: 'Absent when no run starts for it: dropped, skipped, deduped, suspended or paused.' }),
+        paused: z.literal(true).optional().meta({ description: 'The workflow is paused (POST /workflows/pause): the event starts no run of it.' }),
+      }),
+    ),
     skipped: z.boolean(),
     dropped: z.boolean(),
     debounced: z.boolean(),
@@ -330,7 +337,21 @@ export const Runner = component(
 );
 export const Workflow = component(
   'Workflow',
-  z.looseObject({ name: z.string(), app: z.string(), retry: json('Retry policy.'), scheduled: z.boolean(), schedules: z.array(z.string()) }),
+  z.looseObject({
+    name: z.string(),
+    app: z.string(),
+    retry: json('Retry policy.'),
+    scheduled: z.boolean(),
+    schedules: z.array(z.string()),
+    paused: z
+      .object({ at: timestamp(), by: z.string() })
+      .optional()
+      .meta({ description: 'Paused by an operator (when, and the key or person): its events and cron ticks start no run until resumed.' }),
+  }),
+);
+export const WorkflowRef = component(
+  'WorkflowRef',
+  z.strictObject({ app: name('The app the workflow is registered under.'), workflow: name('The workflow name.') }),
 );
 export const Workspace = component(
   'Workspace',

@@ -25,13 +25,15 @@ export function gcraParams(g: { limit: number; periodMs: number; burst?: number 
 export interface TriggeredEntry {
   workflow: string;
   app: string;
-  /** Absent when no run starts for it (dropped, skipped, deduped, suspended). */
+  /** Absent when no run starts for it (dropped, skipped, deduped, suspended, paused). */
   runId?: string;
   skipped: boolean;
   dropped: boolean;
   debounced: boolean;
   batched: boolean;
   deduped: boolean;
+  /** The workflow is paused: the event starts no run of it. Present only then. */
+  paused?: true;
 }
 
 export const entry = (app: string, workflow: string, over: Partial<TriggeredEntry> = {}): TriggeredEntry => ({

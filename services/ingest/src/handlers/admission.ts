@@ -101,7 +101,7 @@ export class Admission {
 
   /** The singleton keys a set of matches needs checked, each once. */
   singletonScopes(workspaceId: string, policy: WorkflowPolicy | undefined, app: string, workflow: string, vars: EventVars): GateScope | undefined {
-    if (policy?.singleton?.mode !== 'skip' || policy.debounce || policy.batchEvents) return undefined;
+    if (policy?.singleton?.mode !== 'skip' || policy.debounce || policy.batchEvents || policy.paused) return undefined;
     return { workspaceId, app, workflow, key: gateKey(policy.singleton.key, vars) };
   }
 
@@ -130,9 +130,10 @@ export class Admission {
   }
 
   /**
-   * Admit one (event, workflow) match inside `tx`: the gates in order
-   * idempotency, rateLimit, singleton skip, then debounce or batch or a
-   * StartRun (with throttle's not-before) appended to `out`.
+   * Admit one (event, workflow) match inside `tx`: none while the workflow
+   * is paused, else the gates in order idempotency, rateLimit, singleton
+   * skip, then debounce or batch or a StartRun (with throttle's not-before)
+   * appended to `out`.
    */
   async admit(
     tx: Database,
@@ -141,6 +142,8 @@ export class Admission {
     out: OutboxMessage[],
   ): Promise<TriggeredEntry> {
     const { workspaceId, app, workflow, policy, ev, vars } = a;
+    // Paused by an operator: no gate is touched, no run starts (those under way go on).
+    if (policy?.paused) return entry(app, workflow, { paused: true });
     const scope = (key: string): GateScope => ({ workspaceId, app, workflow, key });
     const runId = ids.run();
 

@@ -112,7 +112,8 @@ export class Timers {
    * Cron: one run per due schedule, for the tick it was due at, then the
    * schedule moves to its first tick after now. Ticks missed while no
    * replica ran collapse into that one run (not one per missed tick).
-   * SPEC Errors: a suspended workspace's tick is refused (recorded, no run).
+   * SPEC Errors: a suspended workspace's tick is refused (recorded, no run);
+   * so is a paused workflow's.
    */
   private async cron(tx: Database, out: OutboxMessage[]): Promise<number> {
     const due = await dueSchedules(tx, BATCH);
@@ -120,12 +121,14 @@ export class Timers {
     for (const s of due) {
       const tick = new Date(s.next_at);
       const now = new Date(s.db_now);
-      const suspended = await isSuspended(tx, s.workspace_id);
-      const runId = suspended ? '' : ids.run();
-      if ((await claimTick(tx, s, tick, runId)) && !suspended) {
+      const policy = await policyOf(tx, s.workspace_id, s.app, s.workflow);
+      // A suspended workspace's tick, or a paused workflow's, is recorded with no run.
+      const skip = policy?.paused !== undefined || (await isSuspended(tx, s.workspace_id));
+      const runId = skip ? '' : ids.run();
+      if ((await claimTick(tx, s, tick, runId)) && !skip) {
         const input = { cron: s.cron, scheduledAt: tick.toISOString() };
         starts.push({
-          policy: await policyOf(tx, s.workspace_id, s.app, s.workflow),
+          policy,
           run: {
             workspaceId: s.workspace_id, app: s.app, workflow: s.workflow, runId, runner: '', eventId: '', eventName: '',
             inputJson: JSON.stringify(input), vars: { event: { id: '', name: '', data: input, ts: tick.getTime() } }, triggerKind: 'cron',

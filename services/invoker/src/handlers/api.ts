@@ -1,10 +1,10 @@
 import type { Bus } from '@dws/bus';
 import type { Database } from '@dws/db';
-import type { ApiHandler, Outbox } from '@dws/runtime';
-import { keyFingerprint } from '@dws/protocol';
+import type { ApiHandler, Caller, Outbox } from '@dws/runtime';
+import { invalid, keyFingerprint, notFound } from '@dws/protocol';
 import { parseRegistration } from '../domain/registration.js';
-import { LIVENESS_TTL_MS, listRunners, listWorkflows } from '../store/runners.js';
-import { registerRunner } from './register.js';
+import { LIVENESS_TTL_MS, listRunners, listWorkflows, setWorkflowPaused, type WorkflowRow } from '../store/runners.js';
+import { declareAndApply, registerRunner } from './register.js';
 import type { RunnerDirectory } from './runner-directory.js';
 
 const iso = (d: Date | string) => (d instanceof Date ? d : new Date(d)).toISOString();
@@ -54,26 +54,52 @@ export function invokerApi(deps: { db: Database; bus: Bus; outbox: Outbox; direc
     /** GET /workflows?app= */
     async 'workflows.list'({ caller, query }) {
       const rows = await listWorkflows(db, caller.workspaceId, str(query.app));
-      return {
-        body: rows.map((r) => {
-          const cfg = r.config;
-          const triggers = Array.isArray(cfg.triggers) ? (cfg.triggers as Record<string, unknown>[]) : [];
-          const schedules = triggers.filter((t) => typeof t.cron === 'string').map((t) => t.cron as string);
-          return {
-            name: r.name,
-            app: r.app,
-            triggers: triggers.length ? triggers : [{ event: r.name }],
-            retry: cfg.retry ?? { maxAttempts: 1 },
-            onFailure: cfg.onFailure === true,
-            concurrency: cfg.concurrency ?? undefined,
-            singleton: cfg.singleton ?? undefined,
-            scheduled: schedules.length > 0,
-            schedules,
-            steps: Array.isArray(cfg.steps) ? cfg.steps : undefined,
-            updatedAt: iso(r.updated_at),
-          };
-        }),
-      };
+      return { body: rows.map(workflowRecord) };
     },
+
+    /** POST /workflows/pause { app, workflow }: its events and cron ticks start no run until resumed; runs under way go on. */
+    'workflows.pause': ({ caller, body }) => setPaused(caller, body, caller.actor || 'a user'),
+    /** POST /workflows/resume { app, workflow }: its events start runs again (those sent while it was paused started none). */
+    'workflows.resume': ({ caller, body }) => setPaused(caller, body, undefined),
   };
+
+  async function setPaused(caller: Caller, body: unknown, by: string | undefined) {
+    const { app, workflow } = workflowRef(body);
+    const found = await declareAndApply({ db, bus, outbox }, caller.workspaceId, app, { runnerId: '', url: '', what: by ? 'pause' : 'resume' }, (tx) =>
+      setWorkflowPaused(tx, caller.workspaceId, app, workflow, by),
+    );
+    if (!found) throw notFound('workflow');
+    const [row] = await listWorkflows(db, caller.workspaceId, app, workflow);
+    return { body: workflowRecord(row!) };
+  }
+}
+
+/** A workflow as GET /workflows lists it. */
+function workflowRecord(r: WorkflowRow) {
+  const cfg = r.config;
+  const triggers = Array.isArray(cfg.triggers) ? (cfg.triggers as Record<string, unknown>[]) : [];
+  const schedules = triggers.filter((t) => typeof t.cron === 'string').map((t) => t.cron as string);
+  return {
+    name: r.name,
+    app: r.app,
+    triggers: triggers.length ? triggers : [{ event: r.name }],
+    retry: cfg.retry ?? { maxAttempts: 1 },
+    onFailure: cfg.onFailure === true,
+    concurrency: cfg.concurrency ?? undefined,
+    singleton: cfg.singleton ?? undefined,
+    scheduled: schedules.length > 0,
+    schedules,
+    steps: Array.isArray(cfg.steps) ? cfg.steps : undefined,
+    paused: r.paused_at === null ? undefined : { at: iso(r.paused_at), by: r.paused_by ?? '' },
+    updatedAt: iso(r.updated_at),
+  };
+}
+
+/** The body of a pause or resume: which workflow, of which app. */
+function workflowRef(body: unknown): { app: string; workflow: string } {
+  const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+  const app = str(b.app);
+  const workflow = str(b.workflow);
+  if (!app || !workflow) throw invalid('invalid_body', 'app and workflow are required: the workflow to pause or resume, and its app.');
+  return { app, workflow };
 }

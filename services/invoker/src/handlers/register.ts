@@ -33,24 +33,43 @@ export async function registerRunner(
   transport: Transport,
   hold?: SocketHold,
 ): Promise<void> {
-  const { pending, payload } = await deps.db.tx(async (tx) => {
-    await saveRegistration(tx, workspaceId, reg, transport, hold);
-    const declared = await declareAppWorkflows(tx, workspaceId, reg.app);
+  await declareAndApply(deps, workspaceId, reg.app, { runnerId: reg.runnerId, url: reg.url, what: 'registration' }, (tx) =>
+    saveRegistration(tx, workspaceId, reg, transport, hold),
+  );
+}
+
+/**
+ * In one transaction, `change` (a registration, a pause) and the app's
+ * declared workflows settled after it, the WorkflowsRegistered fact queued
+ * when the set changed; once committed, answered only when both
+ * projections have applied it (see registerRunner).
+ * @returns what `change` returned
+ */
+export async function declareAndApply<T>(
+  deps: { db: Database; bus: Bus; outbox: Outbox },
+  workspaceId: string,
+  app: string,
+  origin: { runnerId: string; url: string; what: string },
+  change: (tx: Database) => Promise<T>,
+): Promise<T> {
+  const { pending, payload, out } = await deps.db.tx(async (tx) => {
+    const out = await change(tx);
+    const declared = await declareAppWorkflows(tx, workspaceId, app);
     const fact = create(WorkflowsRegisteredSchema, {
       workspaceId,
-      app: reg.app,
-      runnerId: reg.runnerId,
-      url: reg.url,
+      app,
+      runnerId: origin.runnerId,
+      url: origin.url,
       registeredAtMs: BigInt(Date.now()),
       version: BigInt(declared.version),
       workflows: declared.workflows.map((w) => ({ name: w.name, config: enc.encode(w.configJson) })),
     });
     const bytes = toBinary(WorkflowsRegisteredSchema, fact);
-    const facts = declared.changed ? [{ subject: subjects.workflowsRegistered, msgId: `wf-${workspaceId}-${reg.app}-${declared.version}`, payload: bytes }] : [];
-    return { pending: await deps.outbox.enqueue(tx, facts), payload: bytes };
+    const facts = declared.changed ? [{ subject: subjects.workflowsRegistered, msgId: `wf-${workspaceId}-${app}-${declared.version}`, payload: bytes }] : [];
+    return { pending: await deps.outbox.enqueue(tx, facts), payload: bytes, out };
   });
   await deps.outbox.afterCommit(pending);
-  // Sent even when nothing changed: an earlier registration may have failed to confirm.
+  // Sent even when nothing changed: an earlier call may have failed to confirm.
   try {
     await Promise.all([
       deps.bus.request(subjects.applyWorkflowsIngest, payload, { timeoutMs: APPLY_TIMEOUT_MS }),
@@ -59,7 +78,8 @@ export async function registerRunner(
   } catch (err) {
     throw unavailable(
       'registration_not_applied',
-      `The registration is stored, but event matching could not confirm it (${(err as Error).message}); register again.`,
+      `The ${origin.what} is stored, but event matching could not confirm it (${(err as Error).message}); send it again.`,
     );
   }
+  return out;
 }

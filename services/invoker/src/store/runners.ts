@@ -157,12 +157,42 @@ export async function listRunners(db: Database, workspaceId: string, app: string
   );
 }
 
-export async function listWorkflows(db: Database, workspaceId: string, app: string | undefined) {
-  return db.query<{ app: string; name: string; config: Record<string, unknown>; updated_at: Date | string }>(
-    `select app, name, config, updated_at from invoker.workflows
-      where workspace_id = $1 and ($2::text is null or app = $2) order by app, name`,
-    [workspaceId, app ?? null],
+export interface WorkflowRow {
+  app: string;
+  name: string;
+  config: Record<string, unknown>;
+  updated_at: Date | string;
+  paused_at: Date | string | null;
+  paused_by: string | null;
+}
+
+export async function listWorkflows(db: Database, workspaceId: string, app: string | undefined, name?: string): Promise<WorkflowRow[]> {
+  return db.query<WorkflowRow>(
+    `select w.app, w.name, w.config, w.updated_at, p.paused_at, p.paused_by from invoker.workflows w
+       left join invoker.workflow_pauses p on p.workspace_id = w.workspace_id and p.app = w.app and p.workflow = w.name
+      where w.workspace_id = $1 and ($2::text is null or w.app = $2) and ($3::text is null or w.name = $3) order by w.app, w.name`,
+    [workspaceId, app ?? null, name ?? null],
   );
+}
+
+/**
+ * Pause a registered workflow (`by`: who), or resume it; a workflow paused
+ * already stays paused as it was. Inside the transaction that then declares
+ * the app's workflows again (the pause is part of what it declares).
+ * @returns false when the app registers no such workflow
+ */
+export async function setWorkflowPaused(tx: Database, workspaceId: string, app: string, workflow: string, by: string | undefined): Promise<boolean> {
+  const [found] = await tx.query('select 1 from invoker.workflows where workspace_id = $1 and app = $2 and name = $3', [workspaceId, app, workflow]);
+  if (!found) return false;
+  if (by === undefined) {
+    await tx.query('delete from invoker.workflow_pauses where workspace_id = $1 and app = $2 and workflow = $3', [workspaceId, app, workflow]);
+  } else {
+    await tx.query(
+      `insert into invoker.workflow_pauses (workspace_id, app, workflow, paused_by) values ($1, $2, $3, $4) on conflict do nothing`,
+      [workspaceId, app, workflow, by],
+    );
+  }
+  return true;
 }
 
 /** An app's declared workflow set as of one registration. */
@@ -196,8 +226,14 @@ export async function declareAppWorkflows(tx: Database, workspaceId: string, app
         and not exists (select 1 from invoker.runners r where r.workspace_id = $1 and r.app = $2 and w.name = any(r.workflows))`,
     [workspaceId, app],
   );
+  // An operator's pause rides in the config as `paused` (a runner cannot set it: its own is dropped).
   const rows = await tx.query<{ name: string; config: string }>(
-    `select name, config::text as config from invoker.workflows where workspace_id = $1 and app = $2 order by name`,
+    `select w.name,
+            (case when p.workflow is null then w.config - 'paused'
+                  else w.config || jsonb_build_object('paused', jsonb_build_object('at', p.paused_at, 'by', p.paused_by)) end)::text as config
+       from invoker.workflows w
+       left join invoker.workflow_pauses p on p.workspace_id = w.workspace_id and p.app = w.app and p.workflow = w.name
+      where w.workspace_id = $1 and w.app = $2 order by w.name`,
     [workspaceId, app],
   );
   const digest = createHash('sha256')

@@ -52,6 +52,24 @@ export const workflows = invoker.table(
 );
 
 /**
+ * Workflows an operator paused (POST /v1/workflows/pause): their events and
+ * cron ticks start no run until resumed. Kept apart from the registered
+ * config, which every registration rewrites, and merged into the config the
+ * WorkflowsRegistered fact carries (`paused`), so ingest's projection sees it.
+ */
+export const workflowPauses = invoker.table(
+  'workflow_pauses',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    workflow: text('workflow').notNull(),
+    pausedBy: text('paused_by').notNull(),
+    pausedAt: timestamp('paused_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.workspaceId, t.app, t.workflow] })],
+);
+
+/**
  * Per app: the version of its declared workflow set, bumped in the
  * registering transaction when the set changes (the row lock orders
  * concurrent registrations of one app, so versions follow commit order).
