@@ -595,6 +595,18 @@ suite(`web console in Chromium on ${mode}`, () => {
     await page.getByRole('article', { name: 'quick-quote' }).getByText('One run at a time, from start to end: the others wait their turn').waitFor();
     await shot('27-workflows');
 
+    // Paused and resumed from its card.
+    const report = page.getByRole('article', { name: 'nightly-report' });
+    await report.getByRole('button', { name: 'Pause' }).click();
+    await report.locator('[data-status="paused"]').waitFor();
+    await report.getByText(/^Paused by /).waitFor();
+    const listed = async () => ((await api(dep.base, 'GET', '/v1/workflows', { key: ws.publicKey })).body as { name: string; paused?: unknown }[]).find((w) => w.name === 'nightly-report')!;
+    expect((await listed()).paused).toMatchObject({ by: expect.any(String) });
+    await shot('35-workflow-paused');
+    await report.getByRole('button', { name: 'Resume' }).click();
+    await report.getByRole('button', { name: 'Pause' }).waitFor();
+    expect((await listed()).paused).toBeUndefined();
+
     // A refused partner post, so the inbound log has something to show.
     const receivers = await api(dep.base, 'GET', '/v1/webhook-receivers', { key: ws.publicKey });
     const slug = (receivers.body as { slug: string }[])[0]!.slug;

@@ -216,5 +216,7 @@ export interface Workflow {
   schedules: string[];
   triggers?: { event?: string; if?: string; cron?: string }[];
   steps?: { name: string; description?: string; hidden?: boolean }[];
+  /** Paused by an operator: its events and cron ticks start no run. */
+  paused?: { at: string; by: string };
   [k: string]: unknown;
 }

@@ -1,8 +1,9 @@
 import type { JSX } from 'preact';
-import { get } from '../api';
+import { useState } from 'preact/hooks';
+import { get, send, session } from '../api';
 import { Link } from '../router';
 import type { Runner, Workflow } from '../types';
-import { Badge, Empty, ErrorBox, JsonView, PageHead, Spinner, Time, useAsync } from '../ui';
+import { Badge, Empty, ErrorBox, JsonView, PageHead, Spinner, Time, errorText, toast, useAsync } from '../ui';
 
 /** Connected runners: liveness, whether their signing key matches, runtime and version, last heartbeat. */
 export function RunnersPage(): JSX.Element {
@@ -49,9 +50,23 @@ export function RunnersPage(): JSX.Element {
   );
 }
 
-/** Registered workflows: triggers, cron schedules, retry policy and the declared step manifest. */
+/** Registered workflows: triggers, cron schedules, retry policy and the declared step manifest; each can be paused and resumed. */
 export function WorkflowsPage(): JSX.Element {
   const list = useAsync(() => get<Workflow[]>('/workflows'), []);
+  const [busy, setBusy] = useState<string>();
+  const toggle = async (w: Workflow) => {
+    const action = w.paused ? 'resume' : 'pause';
+    setBusy(`${w.app}/${w.name}`);
+    try {
+      await send('POST', `/workflows/${action}`, { app: w.app, workflow: w.name });
+      toast(w.paused ? `${w.name} resumed: its events start runs again` : `${w.name} paused: its events start no run until resumed`);
+    } catch (err) {
+      toast(errorText(err), 'error');
+    } finally {
+      setBusy(undefined);
+      list.reload();
+    }
+  };
   return (
     <div class="page">
       <PageHead title="Workflows" sub="What your runners registered: triggers, schedules, retry policy and steps." />
@@ -67,11 +82,25 @@ export function WorkflowsPage(): JSX.Element {
           <article key={`${w.app}/${w.name}`} class="card wf-card" aria-label={w.name}>
             <header class="wf-card-head">
               <div>
-                <h3>{w.name}</h3>
+                <h3>
+                  {w.name} {w.paused && <Badge status="paused" />}
+                </h3>
                 <div class="muted small">app {w.app}</div>
               </div>
-              <Link class="btn btn-sm" href={`/runs?workflow=${encodeURIComponent(w.name)}${w.app ? `&app=${encodeURIComponent(w.app)}` : ''}`}>Runs →</Link>
+              <div class="row-actions">
+                {session()?.canWrite && (
+                  <button class="btn btn-sm" disabled={busy === `${w.app}/${w.name}`} onClick={() => void toggle(w)}>
+                    {w.paused ? 'Resume' : 'Pause'}
+                  </button>
+                )}
+                <Link class="btn btn-sm" href={`/runs?workflow=${encodeURIComponent(w.name)}${w.app ? `&app=${encodeURIComponent(w.app)}` : ''}`}>Runs →</Link>
+              </div>
             </header>
+            {w.paused && (
+              <p class="small muted">
+                Paused by {w.paused.by} <Time at={w.paused.at} />: its events and cron ticks start no run until it is resumed; runs under way go on.
+              </p>
+            )}
             <div class="kv">
               <div>Triggers</div>
               <div>

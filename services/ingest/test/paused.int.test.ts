@@ -1,0 +1,50 @@
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { uniqueName } from '@dws/testing';
+import { modes, sleep, startHarness, type Harness } from './harness.js';
+
+jest.setTimeout(60_000);
+
+// A workflow an operator paused: the invoker announces it with `paused` in its config.
+describe.each(modes())('a paused workflow (%s)', (mode) => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness(mode);
+  }, 60_000);
+  afterAll(() => h?.close());
+
+  const paused = { at: new Date().toISOString(), by: 'ops' };
+  const startsOf = (app: string, workflow = 'wf') => h.startsOf(workflow).filter((s) => s.cmd.app === app);
+
+  it('starts no run from its events, through no gate, while the other matches start theirs; resumed, it starts them again', async () => {
+    const app = uniqueName('app');
+    const wf = { name: 'wf', triggers: [{ event: 'go' }], rateLimit: { limit: 1, period: '1h' } };
+    await h.register(app, [{ name: 'other', triggers: [{ event: 'go' }] }, { ...wf, paused }]);
+    const res = await h.send({ name: 'go', app, data: { n: 1 } });
+    expect(res.body.triggered).toEqual(
+      expect.arrayContaining([
+        { workflow: 'wf', app, paused: true, skipped: false, dropped: false, debounced: false, batched: false, deduped: false },
+        expect.objectContaining({ workflow: 'other', runId: expect.any(String) }),
+      ]),
+    );
+    expect(res.body.runId).toBeUndefined();
+    await h.waitStarts(() => startsOf(app, 'other').length === 1, 10_000, 'the other run');
+    expect(startsOf(app)).toHaveLength(0);
+    expect((await h.call('events.get', { params: { id: res.body.id } })).body.triggered.map((t: { workflow: string }) => t.workflow)).toEqual(['other']);
+
+    // Resumed: its events start runs again, and its rate limit was not spent while it was paused.
+    await h.register(app, [{ name: 'other', triggers: [{ event: 'go' }] }, wf]); // (the harness waits for the last one)
+    const again = await h.send({ name: 'go', app, data: { n: 2 } });
+    expect(again.body.triggered).toEqual(expect.arrayContaining([expect.objectContaining({ workflow: 'wf', runId: expect.any(String), dropped: false })]));
+    await h.waitStarts(() => startsOf(app).length === 1, 10_000, 'its run once resumed');
+    expect(startsOf(app)[0]!.input).toEqual({ n: 2 });
+  });
+
+  it('lets its cron ticks pass with no run', async () => {
+    const app = uniqueName('cron');
+    await h.register(app, [{ name: 'wf', triggers: [{ cron: '* * * * * *' }], paused }]);
+    await sleep(2500);
+    expect(startsOf(app)).toHaveLength(0);
+    await h.register(app, [{ name: 'wf', triggers: [{ cron: '* * * * * *' }] }]);
+    await h.waitStarts(() => startsOf(app).length >= 1, 10_000, 'a tick once resumed');
+  });
+});

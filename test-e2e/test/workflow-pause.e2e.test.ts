@@ -1,0 +1,82 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createClient, isApiError, type Client } from '@dws/sdk';
+import { eventually } from '../src/api.js';
+import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
+import { realInfra } from '../src/infra.js';
+import { startRunner, type TestRunner } from '../src/runner.js';
+
+const modes: Mode[] = realInfra() ? ['embedded', 'fleet'] : ['embedded'];
+
+/**
+ * Pausing a workflow through the public API with the SDK's client: its
+ * events start no run while paused, a run under way goes on to its end,
+ * other workflows are untouched, and once resumed its events start runs.
+ */
+describe.each(modes)('workflow pause on %s', (mode) => {
+  let dep: Deployment;
+  let runner: TestRunner;
+  let client: Client;
+  const ref = { app: 'default', workflow: 'pausable' };
+
+  beforeAll(async () => {
+    dep = await startDeployment(mode);
+    runner = await startRunner(dep, (r) => {
+      r.workflow<{ n: number }>('pausable', { triggers: [{ event: 'pause.go' }] }, async ({ event, step }) => {
+        await step.run('first', () => event.data.n);
+        await step.sleep('nap', '1500ms');
+        return step.run('second', () => event.data.n * 2);
+      });
+      r.workflow('bystander', { triggers: [{ event: 'pause.go' }] }, async ({ step }) => step.run('only', () => 'ok'));
+    });
+    client = createClient({ url: `${dep.base}/v1`, apiKey: dep.secretKey, env: {} });
+    await eventually('the workflows registered', async () => ((await client.workflows.list()).some((w) => w.name === 'pausable') ? true : undefined));
+  }, 180_000);
+
+  afterAll(async () => {
+    await runner?.close();
+    await dep?.stop();
+  }, 60_000);
+
+  const runOf = async (eventId: string, workflow: string) => (await client.runs.list({ eventId, workflow })).runs[0];
+
+  it('starts no run of a paused workflow, lets its run under way finish, and starts runs again once resumed', async () => {
+    const before = await client.send({ name: 'pause.go', data: { n: 1 } });
+    const underWay = before.triggered.find((t) => t.workflow === 'pausable')!.runId;
+    await eventually('the run under way asleep', async () => ((await client.runs.get(underWay)).status === 'waiting' ? true : undefined), 30_000);
+
+    const paused = await client.workflows.pause(ref);
+    expect(paused).toMatchObject({ name: 'pausable', paused: { at: expect.any(String), by: expect.any(String) } });
+    expect((await client.workflows.list()).find((w) => w.name === 'pausable')!.paused).toEqual(paused.paused);
+    expect((await client.workflows.list()).find((w) => w.name === 'bystander')!.paused).toBeUndefined();
+
+    const during = await client.send({ name: 'pause.go', data: { n: 2 } });
+    expect(during.triggered).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ workflow: 'pausable', paused: true }),
+        expect.objectContaining({ workflow: 'bystander', runId: expect.any(String) }),
+      ]),
+    );
+    expect(during.triggered.find((t) => t.workflow === 'pausable')!.runId).toBeUndefined();
+    expect((await client.runs.wait(during.triggered.find((t) => t.workflow === 'bystander')!.runId, { timeoutMs: 30_000 })).status).toBe('succeeded');
+    // The run under way wakes from its sleep and ends while the workflow is paused.
+    expect(await client.runs.wait<number>(underWay, { timeoutMs: 30_000 })).toMatchObject({ status: 'succeeded', result: 2 });
+    await sleep(300);
+    expect(await runOf(during.id, 'pausable')).toBeUndefined();
+
+    const resumed = await client.workflows.resume(ref);
+    expect(resumed.paused).toBeUndefined();
+    const after = await client.send({ name: 'pause.go', data: { n: 3 } });
+    const again = after.triggered.find((t) => t.workflow === 'pausable')!.runId;
+    expect(again).toEqual(expect.any(String));
+    expect(await client.runs.wait<number>(again, { timeoutMs: 30_000 })).toMatchObject({ status: 'succeeded', result: 6 });
+  }, 90_000);
+
+  it('refuses an unknown workflow (404) and a public key (403)', async () => {
+    const unknown = await client.workflows.pause({ app: 'default', workflow: 'nope' }).catch((e: unknown) => e);
+    expect(isApiError(unknown) && unknown.status).toBe(404);
+    const reader = createClient({ url: `${dep.base}/v1`, apiKey: dep.publicKey, env: {} });
+    const refused = await reader.workflows.pause(ref).catch((e: unknown) => e);
+    expect(isApiError(refused) && refused.status).toBe(403);
+  }, 30_000);
+});
