@@ -213,8 +213,10 @@ d('gateway approvals and MCP', () => {
           'list_runs',
           'list_workflows',
           'pause_run',
+          'pause_workflow',
           'replay_run',
           'resume_run',
+          'resume_workflow',
           'send_event',
         ].sort(),
       );
@@ -260,6 +262,7 @@ d('gateway approvals and MCP', () => {
         ['cancel_run', { runId: 'run_1' }],
         ['replay_run', { runId: 'run_1' }],
         ['send_event', { name: 'x' }],
+        ['pause_workflow', { app: 'a', workflow: 'w' }],
       ] as const) {
         const r = (await client.callTool({ name, arguments: args })) as ToolResult;
         expect({ name, isError: r.isError, body: textOf(r) }).toEqual({

@@ -134,6 +134,19 @@ export const MCP_TOOLS: McpTool[] = [
   control('cancel', 'Cancel a run that has not finished.'),
   control('pause', 'Pause a run at its next step boundary.'),
   control('resume', 'Resume a paused run.'),
+  ...(['pause', 'resume'] as const).map(
+    (verb): McpTool => ({
+      name: `${verb}_workflow`,
+      title: `${verb === 'pause' ? 'Pause' : 'Resume'} a workflow`,
+      description:
+        verb === 'pause'
+          ? 'Stop a workflow\'s events and cron ticks from starting runs until it is resumed; its runs under way go on.'
+          : 'Let a paused workflow\'s events start runs again (those sent while it was paused started none).',
+      write: true,
+      input: { app: z.string().min(1).describe('The app the workflow is registered under.'), workflow: z.string().min(1).describe('The workflow name.') },
+      run: (a, call) => call('post', `/workflows/${verb}`, { json: { app: a.app, workflow: a.workflow } }),
+    }),
+  ),
   {
     name: 'replay_run',
     title: 'Replay a run',
