@@ -65,12 +65,14 @@ export function invokerApi(deps: { db: Database; bus: Bus; outbox: Outbox; direc
 
   async function setPaused(caller: Caller, body: unknown, by: string | undefined) {
     const { app, workflow } = workflowRef(body);
-    const found = await declareAndApply({ db, bus, outbox }, caller.workspaceId, app, { runnerId: '', url: '', what: by ? 'pause' : 'resume' }, (tx) =>
+    // Asked first, so a name that is no workflow of the app declares nothing (no app row, no fact).
+    if ((await listWorkflows(db, caller.workspaceId, app, workflow)).length === 0) throw notFound('workflow');
+    await declareAndApply({ db, bus, outbox }, caller.workspaceId, app, { runnerId: '', url: '', what: by ? 'pause' : 'resume' }, (tx) =>
       setWorkflowPaused(tx, caller.workspaceId, app, workflow, by),
     );
-    if (!found) throw notFound('workflow');
     const [row] = await listWorkflows(db, caller.workspaceId, app, workflow);
-    return { body: workflowRecord(row!) };
+    if (!row) throw notFound('workflow'); // no runner declares it any more
+    return { body: workflowRecord(row) };
   }
 }
 

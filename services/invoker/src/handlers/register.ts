@@ -43,17 +43,16 @@ export async function registerRunner(
  * declared workflows settled after it, the WorkflowsRegistered fact queued
  * when the set changed; once committed, answered only when both
  * projections have applied it (see registerRunner).
- * @returns what `change` returned
  */
-export async function declareAndApply<T>(
+export async function declareAndApply(
   deps: { db: Database; bus: Bus; outbox: Outbox },
   workspaceId: string,
   app: string,
   origin: { runnerId: string; url: string; what: string },
-  change: (tx: Database) => Promise<T>,
-): Promise<T> {
-  const { pending, payload, out } = await deps.db.tx(async (tx) => {
-    const out = await change(tx);
+  change: (tx: Database) => Promise<void>,
+): Promise<void> {
+  const { pending, payload } = await deps.db.tx(async (tx) => {
+    await change(tx);
     const declared = await declareAppWorkflows(tx, workspaceId, app);
     const fact = create(WorkflowsRegisteredSchema, {
       workspaceId,
@@ -66,7 +65,7 @@ export async function declareAndApply<T>(
     });
     const bytes = toBinary(WorkflowsRegisteredSchema, fact);
     const facts = declared.changed ? [{ subject: subjects.workflowsRegistered, msgId: `wf-${workspaceId}-${app}-${declared.version}`, payload: bytes }] : [];
-    return { pending: await deps.outbox.enqueue(tx, facts), payload: bytes, out };
+    return { pending: await deps.outbox.enqueue(tx, facts), payload: bytes };
   });
   await deps.outbox.afterCommit(pending);
   // Sent even when nothing changed: an earlier call may have failed to confirm.
@@ -81,5 +80,4 @@ export async function declareAndApply<T>(
       `The ${origin.what} is stored, but event matching could not confirm it (${(err as Error).message}); send it again.`,
     );
   }
-  return out;
 }

@@ -176,14 +176,11 @@ export async function listWorkflows(db: Database, workspaceId: string, app: stri
 }
 
 /**
- * Pause a registered workflow (`by`: who), or resume it; a workflow paused
- * already stays paused as it was. Inside the transaction that then declares
- * the app's workflows again (the pause is part of what it declares).
- * @returns false when the app registers no such workflow
+ * Pause a workflow (`by`: who), or resume it; a workflow paused already
+ * stays paused as it was. Inside the transaction that then declares the
+ * app's workflows again (the pause is part of what it declares).
  */
-export async function setWorkflowPaused(tx: Database, workspaceId: string, app: string, workflow: string, by: string | undefined): Promise<boolean> {
-  const [found] = await tx.query('select 1 from invoker.workflows where workspace_id = $1 and app = $2 and name = $3', [workspaceId, app, workflow]);
-  if (!found) return false;
+export async function setWorkflowPaused(tx: Database, workspaceId: string, app: string, workflow: string, by: string | undefined): Promise<void> {
   if (by === undefined) {
     await tx.query('delete from invoker.workflow_pauses where workspace_id = $1 and app = $2 and workflow = $3', [workspaceId, app, workflow]);
   } else {
@@ -192,7 +189,6 @@ export async function setWorkflowPaused(tx: Database, workspaceId: string, app: 
       [workspaceId, app, workflow, by],
     );
   }
-  return true;
 }
 
 /** An app's declared workflow set as of one registration. */
