@@ -115,6 +115,34 @@ export interface SendResult {
   scheduledFor?: string;
 }
 
+/** A schedule to make (POST /schedules). */
+export interface ScheduleInput {
+  app: string;
+  workflow: string;
+  /** Five fields, or six with seconds first ("0 9 * * *"); UTC unless `timezone`. */
+  cron: string;
+  timezone?: string;
+  data?: unknown;
+  /** Your id for it (a tenant, a user): making it again with this id replaces it (and makes `create` safe to retry). */
+  externalId?: string;
+}
+
+/** A schedule made through the API. */
+export interface ScheduleRecord {
+  id: string;
+  app: string;
+  workflow: string;
+  cron: string;
+  timezone: string;
+  data: unknown;
+  externalId?: string;
+  nextRunAt?: string;
+  lastRunAt?: string;
+  createdBy: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
 /** A registered workflow (GET /workflows). */
 export interface WorkflowRecord {
   name: string;
@@ -381,6 +409,17 @@ export function createClient(options: ClientOptions = {}) {
       scheduled: (query: { app?: string; name?: string; limit?: number } = {}) => read<Record<string, unknown>[]>('events/scheduled', query),
       /** Drop an event sent with a `delay` before it is taken in (409 `event_not_scheduled` once it is). */
       cancel: (eventId: string) => json<Record<string, unknown>>('POST', `events/${encodeURIComponent(eventId)}/cancel`, { retry: false }),
+    },
+    schedules: {
+      /**
+       * A cron pattern that starts runs of a registered workflow, each with `data` (as `event.data.data`);
+       * one made again with its `externalId` replaces it. Safe to retry.
+       */
+      create: (schedule: ScheduleInput) => json<ScheduleRecord>('POST', 'schedules', { body: schedule, retry: schedule.externalId !== undefined }),
+      list: (query: { app?: string; workflow?: string; limit?: number } = {}) => read<ScheduleRecord[]>('schedules', query),
+      get: (scheduleId: string) => read<ScheduleRecord>(`schedules/${encodeURIComponent(scheduleId)}`),
+      /** No later tick starts a run. */
+      delete: async (scheduleId: string) => void (await request('DELETE', `schedules/${encodeURIComponent(scheduleId)}`, { retry: false })),
     },
     workflows: {
       /** The registered workflows (of one app), each with its triggers, schedules and `paused` when it is. */

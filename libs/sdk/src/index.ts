@@ -20,6 +20,8 @@ export {
   type RunDetail,
   type RunListQuery,
   type RunStatus,
+  type ScheduleInput,
+  type ScheduleRecord,
   type SendEvent,
   type SendResult,
   type Step,

@@ -9,6 +9,7 @@ import { Ingestor } from './handlers/ingestor.js';
 import { ScheduledEvents } from './handlers/scheduled-events.js';
 import { Wakes } from './handlers/wakes.js';
 import { receiverApi } from './handlers/receivers.js';
+import { schedulesApi } from './handlers/schedules.js';
 import { Timers, type TimersOptions } from './handlers/timers.js';
 import { WorkflowIndex } from './handlers/workflow-index.js';
 import { ingestRetention } from './store/retention.js';
@@ -46,6 +47,7 @@ export async function startIngest(cfg: Config, infra: Infra, opts: IngestOptions
   const api = serveApi(bus, 'ingest', log, {
     ...ingestApi({ db, ingestor }),
     ...receiverApi({ db, ingestor, log, seal: sealKeyringFor(cfg) }),
+    ...schedulesApi({ db, onArmed: armed }),
   }, ingestTogetherApi({ ingestor }));
   return {
     name: 'ingest',

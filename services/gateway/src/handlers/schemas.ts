@@ -349,6 +349,39 @@ export const Workflow = component(
       .meta({ description: 'Paused by an operator (when, and the key or person): its events and cron ticks start no run until resumed.' }),
   }),
 );
+export const ScheduleBody = component(
+  'ScheduleBody',
+  z.strictObject({
+    app: name('The app the workflow is registered under.'),
+    workflow: name('The workflow each tick starts a run of.'),
+    cron: str().min(1).max(256).meta({ description: 'Five fields, or six with seconds first ("0 9 * * *"); a `TZ=Zone ` prefix or `timezone` sets the zone (UTC by default).' }),
+    timezone: str().max(64).optional().meta({ description: 'IANA zone of the pattern, e.g. "Europe/Paris".' }),
+    data: json('Handed to every run as event.data.data.').optional(),
+    externalId: name('Your id for it (a tenant, a user): making it again with this id replaces it.').optional(),
+  }),
+);
+export const Schedule = component(
+  'Schedule',
+  z.object({
+    id: z.string(),
+    app: z.string(),
+    workflow: z.string(),
+    cron: z.string(),
+    timezone: z.string(),
+    data: json('Handed to every run as event.data.data.'),
+    externalId: z.string().optional(),
+    nextRunAt: timestamp('The next tick; absent once the pattern never fires again.').optional(),
+    lastRunAt: timestamp('The last tick that fired.').optional(),
+    createdBy: z.string(),
+    createdAt: timestamp(),
+    updatedAt: timestamp(),
+  }),
+  'Each tick starts a run of the workflow (trigger kind cron) whose event.data is { cron, scheduledAt, scheduleId, externalId?, data }.',
+);
+export const SchedulesQuery = component(
+  'SchedulesQuery',
+  z.object({ app: name('Restrict to one app.').optional(), workflow: name('Restrict to one workflow.').optional(), limit: limit(100, 1000) }),
+);
 export const WorkflowRef = component(
   'WorkflowRef',
   z.strictObject({ app: name('The app the workflow is registered under.'), workflow: name('The workflow name.') }),

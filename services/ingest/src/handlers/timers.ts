@@ -6,6 +6,7 @@ import type { WorkflowPolicy } from '@dws/cel';
 import { closeBatch, dueBatches, firstBatchEvent, takeDueDebounces } from '../store/buffers.js';
 import { advanceSchedule, claimTick, dueSchedules, pruneTicks } from '../store/cron.js';
 import { dueKinds, nextDueInMs } from '../store/due.js';
+import { advanceApiSchedule, dueApiSchedules } from '../store/schedules.js';
 import { lockAll, pruneGates } from '../store/gates.js';
 import { isSuspended, policyOf } from '../store/workflows.js';
 import { nowMs, tracer } from '@dws/telemetry';
@@ -28,7 +29,8 @@ export interface TimersOptions {
 }
 
 /**
- * The due-time work of ingest, on every replica: cron ticks, debounce
+ * The due-time work of ingest, on every replica: cron ticks (of registered
+ * triggers and of schedules made through the API), debounce
  * buffers whose quiet period passed, batches whose timeout passed, delayed
  * events whose time came. Each kind is claimed with FOR UPDATE SKIP LOCKED
  * in a transaction that also writes the StartRun to the outbox (a delayed
@@ -77,6 +79,7 @@ export class Timers {
     if (due.debounces) n += await this.fire((tx, out) => this.debounces(tx, out));
     if (due.batches) n += await this.fire((tx, out) => this.batches(tx, out));
     if (due.scheduled) n += await this.d.takeInDelayed();
+    if (due.apiSchedules) n += await this.fire((tx, out) => this.apiSchedules(tx, out));
     if (Date.now() - this.lastPrune > PRUNE_EVERY_MS) {
       this.lastPrune = Date.now();
       await pruneGates(this.d.db);
@@ -136,6 +139,37 @@ export class Timers {
         });
       }
       await advanceSchedule(tx, s, nextCronTick(s, now > tick ? now : tick));
+    }
+    await this.startAll(tx, starts, out);
+    return due.length;
+  }
+
+  /**
+   * Schedules made through the API: one run per due schedule, for the tick
+   * it was due at (`event.data`: `{ cron, scheduledAt, scheduleId,
+   * externalId, data }`), then the schedule moves to its first tick after
+   * now; the row lock and its advance in this transaction fire each tick
+   * once. A tick of a workflow no longer registered, of a paused one, or of
+   * a suspended workspace passes with no run.
+   */
+  private async apiSchedules(tx: Database, out: OutboxMessage[]): Promise<number> {
+    const due = await dueApiSchedules(tx, BATCH);
+    const starts: { policy: WorkflowPolicy | undefined; run: NewRun }[] = [];
+    for (const s of due) {
+      const tick = new Date(s.next_at!);
+      const now = new Date(s.db_now);
+      const policy = await policyOf(tx, s.workspace_id, s.app, s.workflow);
+      if (policy && !policy.paused && !(await isSuspended(tx, s.workspace_id))) {
+        const input = { cron: s.cron, scheduledAt: tick.toISOString(), scheduleId: s.id, ...(s.external_id ? { externalId: s.external_id } : {}), data: JSON.parse(s.data) as unknown };
+        starts.push({
+          policy,
+          run: {
+            workspaceId: s.workspace_id, app: s.app, workflow: s.workflow, runId: ids.run(), runner: '', eventId: '', eventName: '',
+            inputJson: JSON.stringify(input), vars: { event: { id: '', name: '', data: input, ts: tick.getTime() } }, triggerKind: 'cron',
+          },
+        });
+      }
+      await advanceApiSchedule(tx, s.id, tick, nextCronTick(s, now > tick ? now : tick));
     }
     await this.startAll(tx, starts, out);
     return due.length;

@@ -8,13 +8,15 @@ export interface DueKinds {
   batches: boolean;
   /** Delayed events (scheduled_events), due or claimed by a replica that let its lease lapse. */
   scheduled: boolean;
+  /** Schedules made through the API. */
+  apiSchedules: boolean;
 }
 
 /**
  * One statement, outside any transaction and without locks: what a poll that
  * finds nothing due costs (it used to be a transaction per kind, three
  * round trips each, four times a second on every replica). Each condition is
- * its claim's own (dueSchedules, takeDueDebounces, dueBatches, claimDueScheduled), so whatever
+ * its claim's own (dueSchedules, takeDueDebounces, dueBatches, claimDueScheduled, dueApiSchedules), so whatever
  * they would take is seen here.
  */
 export async function dueKinds(db: Database): Promise<DueKinds> {
@@ -22,13 +24,14 @@ export async function dueKinds(db: Database): Promise<DueKinds> {
     `select exists (select 1 from ingest.cron_schedules where next_at <= now()) as cron,
             exists (select 1 from ingest.debounces where due_at <= now()) as debounces,
             exists (select 1 from ingest.batches where due_at <= now()) as batches,
-            exists (select 1 from ingest.scheduled_events where due_at <= now()) as scheduled`,
+            exists (select 1 from ingest.scheduled_events where due_at <= now()) as scheduled,
+            exists (select 1 from ingest.schedules where next_at <= now()) as "apiSchedules"`,
   );
-  return rows[0] ?? { cron: false, debounces: false, batches: false, scheduled: false };
+  return rows[0] ?? { cron: false, debounces: false, batches: false, scheduled: false, apiSchedules: false };
 }
 
 /**
- * Milliseconds until the earliest cron tick, debounce or batch timeout, or delayed event (0 or
+ * Milliseconds until the earliest cron tick (registered or made through the API), debounce or batch timeout, or delayed event (0 or
  * less: one is due), undefined when none is armed: what an idle replica asks
  * before it sleeps until then.
  */
@@ -36,6 +39,6 @@ export function nextDueInMs(db: Database): Promise<number | undefined> {
   return msUntil(
     db,
     `select least((select min(next_at) from ingest.cron_schedules), (select min(due_at) from ingest.debounces), (select min(due_at) from ingest.batches),
-            (select min(due_at) from ingest.scheduled_events))`,
+            (select min(due_at) from ingest.scheduled_events), (select min(next_at) from ingest.schedules))`,
   );
 }

@@ -233,6 +233,41 @@ export const cronSchedules = ingest.table(
 );
 
 /**
+ * Schedules made through the API (POST /v1/schedules), one per tenant say,
+ * beside the cron triggers a registration declares: each starts a run of
+ * its workflow at every tick, with its own `data`. A due row is claimed
+ * (SKIP LOCKED) and advanced in the transaction that writes its StartRun,
+ * so each tick fires once across replicas.
+ */
+export const schedules = ingest.table(
+  'schedules',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    workflow: text('workflow').notNull(),
+    /** As given, with its zone (`TZ=... ` or the `timezone` field). */
+    cron: text('cron').notNull(),
+    pattern: text('pattern').notNull(),
+    tz: text('tz').notNull(),
+    /** Raw JSON text handed to each run as `event.data.data`. */
+    data: text('data').notNull(),
+    /** The caller's own id for it (a tenant, a user): creating it again with this id replaces it. */
+    externalId: text('external_id'),
+    nextAt: timestamp('next_at', { withTimezone: true }),
+    lastAt: timestamp('last_at', { withTimezone: true }),
+    createdBy: text('created_by').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    index('schedules_next').on(t.nextAt),
+    index('schedules_ws').on(t.workspaceId, t.createdAt.desc(), t.id),
+    uniqueIndex('schedules_external').on(t.workspaceId, t.app, t.workflow, t.externalId),
+  ],
+);
+
+/**
  * Fired cron ticks. The key (workflow, tick) is claimed in the transaction
  * that writes the StartRun to the outbox: a tick fires once across replicas
  * and restarts, even if two schedules of the workflow share the instant.

@@ -1,0 +1,92 @@
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { uniqueName } from '@dws/testing';
+import { modes, sleep, startHarness, type Harness } from './harness.js';
+
+jest.setTimeout(60_000);
+
+// Schedules made through the API (POST /v1/schedules): a cron pattern starting runs of a registered workflow with its data.
+describe.each(modes())('schedules made through the API (%s)', (mode) => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness(mode);
+  }, 60_000);
+  afterAll(() => h?.close());
+
+  const setup = async (cfg: Record<string, unknown> = {}) => {
+    const app = uniqueName('app');
+    await h.register(app, [{ name: 'wf', ...cfg }]);
+    return app;
+  };
+  const startsOf = (app: string) => h.startsOf('wf').filter((s) => s.cmd.app === app);
+  const create = (body: unknown) => h.call('schedules.create', { rawBody: JSON.stringify(body) } as never);
+
+  it('refuses a bad schedule with a 400 naming what is wrong, and one of a workflow that is not registered with a 404', async () => {
+    const app = await setup();
+    const cases: [unknown, RegExp][] = [
+      [{ app, workflow: 'wf' }, /cron is required/],
+      [{ app, workflow: 'wf', cron: 'every day' }, /cron "every day" is not valid/],
+      [{ app, workflow: 'wf', cron: '0 9 * * *', timezone: 'Mars/Olympus' }, /not valid/],
+      [{ app, workflow: 'wf', cron: '0 9 * * *', every: 'day' }, /Unknown field "every"/],
+      [{ workflow: 'wf', cron: '0 9 * * *' }, /app is required/],
+      [{ app, workflow: 'wf', cron: '0 9 * * *', externalId: 'x'.repeat(257) }, /externalId is over 256/],
+    ];
+    for (const [body, message] of cases) {
+      const r = await create(body);
+      expect({ body, status: r.status, message: r.body.error?.message }).toEqual({ body, status: 400, message: expect.stringMatching(message) });
+      expect(r.body.error.code).toBe('invalid_schedule');
+    }
+    const missing = await create({ app, workflow: 'nope', cron: '0 9 * * *' });
+    expect([missing.status, missing.body.error.code]).toEqual([404, 'workflow_not_found']);
+  });
+
+  it('starts a run of its workflow at each tick with its data, is replaced by its externalId, and stops once deleted', async () => {
+    const app = await setup();
+    const made = await create({ app, workflow: 'wf', cron: '* * * * * *', data: { tenant: 'acme' }, externalId: 'acme' });
+    expect(made.status).toBe(201);
+    expect(made.body).toMatchObject({ app, workflow: 'wf', cron: '* * * * * *', timezone: 'UTC', data: { tenant: 'acme' }, externalId: 'acme', createdBy: 'tester' });
+    const id = made.body.id as string;
+    const [first] = await h.waitStarts(() => startsOf(app).length >= 1, 10_000, 'a tick');
+    expect(first).toBeDefined();
+    const s0 = startsOf(app)[0]!;
+    expect(s0.cmd.triggerKind).toBe('cron');
+    expect(s0.input).toEqual({ cron: '* * * * * *', scheduledAt: expect.any(String), scheduleId: id, externalId: 'acme', data: { tenant: 'acme' } });
+
+    // Made again under its externalId: the same schedule, with the new data.
+    const again = await create({ app, workflow: 'wf', cron: '* * * * * *', data: { tenant: 'acme', plan: 'pro' }, externalId: 'acme' });
+    expect([again.status, again.body.id]).toEqual([200, id]);
+    const n = startsOf(app).length;
+    await h.waitStarts(() => startsOf(app).length >= n + 1, 10_000, 'a tick with the new data');
+    expect(startsOf(app).at(-1)!.input.data).toEqual({ tenant: 'acme', plan: 'pro' });
+    const got = await h.call('schedules.get', { params: { id } });
+    expect(got.body).toMatchObject({ id, lastRunAt: expect.any(String), nextRunAt: expect.any(String) });
+    expect((await h.call('schedules.list', { query: { app } })).body.map((s: { id: string }) => s.id)).toEqual([id]);
+
+    expect((await h.call('schedules.delete', { params: { id } })).status).toBe(204);
+    expect((await h.call('schedules.get', { params: { id } })).status).toBe(404);
+    expect((await h.call('schedules.delete', { params: { id } })).status).toBe(404);
+    await sleep(300); // a tick in flight when it was deleted
+    const after = startsOf(app).length;
+    await sleep(2200);
+    expect(startsOf(app).length).toBe(after);
+  });
+
+  it("fires each tick once across replicas, and no run while its workflow is paused (the ticks pass)", async () => {
+    const app = await setup();
+    const other = await h.replica();
+    try {
+      const made = await create({ app, workflow: 'wf', cron: '* * * * * *' });
+      await h.waitStarts(() => startsOf(app).length >= 3, 15_000, 'three ticks');
+      const ticks = startsOf(app).map((s) => s.input.scheduledAt as string);
+      expect(new Set(ticks).size).toBe(ticks.length);
+      await h.register(app, [{ name: 'wf', paused: { at: new Date().toISOString(), by: 'ops' } }]);
+      await sleep(300);
+      const before = startsOf(app).length;
+      const last = (await h.call('schedules.get', { params: { id: made.body.id } })).body.lastRunAt as string;
+      await sleep(2200);
+      expect(startsOf(app).length).toBe(before);
+      expect(Date.parse((await h.call('schedules.get', { params: { id: made.body.id } })).body.lastRunAt)).toBeGreaterThan(Date.parse(last));
+    } finally {
+      await other.stop();
+    }
+  });
+});
