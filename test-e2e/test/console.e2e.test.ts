@@ -587,6 +587,11 @@ suite(`web console in Chromium on ${mode}`, () => {
     await runnerRow.getByText('matches').waitFor();
     await shot('26-runners');
 
+    const sched = await api(dep.base, 'POST', '/v1/schedules', {
+      key: ws.secretKey,
+      body: { app: APP, workflow: 'nightly-report', cron: '0 9 * * *', timezone: 'Europe/Paris', externalId: 'acme', data: { tenant: 'acme' } },
+    });
+    expect(sched.status).toBe(201);
     await open('/workflows');
     for (const w of ['fulfil-order', 'nightly-report', 'send-invoice', 'refund-agent', 'greet']) {
       await page.getByRole('article', { name: w }).waitFor();
@@ -606,6 +611,14 @@ suite(`web console in Chromium on ${mode}`, () => {
     await report.getByRole('button', { name: 'Resume' }).click();
     await report.getByRole('button', { name: 'Pause' }).waitFor();
     expect((await listed()).paused).toBeUndefined();
+
+    // Its schedule made through the API, deleted from the card.
+    const item = report.locator(`[data-schedule="${sched.body.id}"]`);
+    await item.getByText('Europe/Paris').waitFor();
+    await item.getByText('acme').waitFor();
+    await item.getByRole('button', { name: 'Delete schedule acme' }).click();
+    await item.waitFor({ state: 'detached' });
+    expect((await api(dep.base, 'GET', `/v1/schedules/${sched.body.id}`, { key: ws.publicKey })).status).toBe(404);
 
     // A refused partner post, so the inbound log has something to show.
     const receivers = await api(dep.base, 'GET', '/v1/webhook-receivers', { key: ws.publicKey });

@@ -220,3 +220,17 @@ export interface Workflow {
   paused?: { at: string; by: string };
   [k: string]: unknown;
 }
+
+/** A schedule made through the API (GET /v1/schedules). */
+export interface Schedule {
+  id: string;
+  app: string;
+  workflow: string;
+  cron: string;
+  timezone: string;
+  data?: unknown;
+  externalId?: string;
+  nextRunAt?: string;
+  lastRunAt?: string;
+  createdBy: string;
+}

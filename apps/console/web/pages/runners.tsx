@@ -2,7 +2,7 @@ import type { JSX } from 'preact';
 import { useState } from 'preact/hooks';
 import { get, send, session } from '../api';
 import { Link } from '../router';
-import type { Runner, Workflow } from '../types';
+import type { Runner, Schedule, Workflow } from '../types';
 import { Badge, Empty, ErrorBox, JsonView, PageHead, Spinner, Time, errorText, toast, useAsync } from '../ui';
 
 /** Connected runners: liveness, whether their signing key matches, runtime and version, last heartbeat. */
@@ -50,10 +50,24 @@ export function RunnersPage(): JSX.Element {
   );
 }
 
-/** Registered workflows: triggers, cron schedules, retry policy and the declared step manifest; each can be paused and resumed. */
+/** Registered workflows: triggers, cron schedules (registered and made through the API), retry policy and the declared step manifest; each can be paused and resumed. */
 export function WorkflowsPage(): JSX.Element {
   const list = useAsync(() => get<Workflow[]>('/workflows'), []);
+  const schedules = useAsync(() => get<Schedule[]>('/schedules?limit=1000'), []);
   const [busy, setBusy] = useState<string>();
+  const scheduleOf = (w: Workflow) => (schedules.data ?? []).filter((s) => s.app === w.app && s.workflow === w.name);
+  const remove = async (s: Schedule) => {
+    setBusy(s.id);
+    try {
+      await send('DELETE', `/schedules/${encodeURIComponent(s.id)}`);
+      toast('Schedule deleted: no later tick starts a run');
+    } catch (err) {
+      toast(errorText(err), 'error');
+    } finally {
+      setBusy(undefined);
+      schedules.reload();
+    }
+  };
   const toggle = async (w: Workflow) => {
     const action = w.paused ? 'resume' : 'pause';
     setBusy(`${w.app}/${w.name}`);
@@ -133,6 +147,26 @@ export function WorkflowsPage(): JSX.Element {
                 <>
                   <div>Singleton</div>
                   <div>{singletonText(w)}</div>
+                </>
+              )}
+              {scheduleOf(w).length > 0 && (
+                <>
+                  <div>API schedules</div>
+                  <ul class="plain" data-testid="api-schedules">
+                    {scheduleOf(w).map((sc) => (
+                      <li key={sc.id} data-schedule={sc.id}>
+                        <code>{sc.cron}</code>
+                        {sc.timezone !== 'UTC' && <span class="muted small"> {sc.timezone}</span>}
+                        {sc.externalId && <span class="tag">{sc.externalId}</span>}
+                        <span class="muted small"> next <Time at={sc.nextRunAt} /></span>
+                        {session()?.canWrite && (
+                          <button class="btn-icon" title="Delete this schedule" aria-label={`Delete schedule ${sc.externalId ?? sc.id}`} disabled={busy === sc.id} onClick={() => void remove(sc)}>
+                            ✕
+                          </button>
+                        )}
+                      </li>
+                    ))}
+                  </ul>
                 </>
               )}
               {typeof w.updatedAt === 'string' && (
