@@ -78,7 +78,7 @@ export class Timers {
     if (due.cron) n += await this.fire((tx, out) => this.cron(tx, out));
     if (due.debounces) n += await this.fire((tx, out) => this.debounces(tx, out));
     if (due.batches) n += await this.fire((tx, out) => this.batches(tx, out));
-    if (due.scheduled) n += await this.d.takeInDelayed();
+    if (due.delayed) n += await this.d.takeInDelayed();
     if (due.apiSchedules) n += await this.fire((tx, out) => this.apiSchedules(tx, out));
     if (Date.now() - this.lastPrune > PRUNE_EVERY_MS) {
       this.lastPrune = Date.now();

@@ -7,7 +7,7 @@ export interface DueKinds {
   debounces: boolean;
   batches: boolean;
   /** Delayed events (scheduled_events), due or claimed by a replica that let its lease lapse. */
-  scheduled: boolean;
+  delayed: boolean;
   /** Schedules made through the API. */
   apiSchedules: boolean;
 }
@@ -24,10 +24,10 @@ export async function dueKinds(db: Database): Promise<DueKinds> {
     `select exists (select 1 from ingest.cron_schedules where next_at <= now()) as cron,
             exists (select 1 from ingest.debounces where due_at <= now()) as debounces,
             exists (select 1 from ingest.batches where due_at <= now()) as batches,
-            exists (select 1 from ingest.scheduled_events where due_at <= now()) as scheduled,
+            exists (select 1 from ingest.scheduled_events where due_at <= now()) as delayed,
             exists (select 1 from ingest.schedules where next_at <= now()) as "apiSchedules"`,
   );
-  return rows[0] ?? { cron: false, debounces: false, batches: false, scheduled: false, apiSchedules: false };
+  return rows[0] ?? { cron: false, debounces: false, batches: false, delayed: false, apiSchedules: false };
 }
 
 /**
