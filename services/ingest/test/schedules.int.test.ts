@@ -35,6 +35,12 @@ describe.each(modes())('schedules made through the API (%s)', (mode) => {
       expect({ body, status: r.status, message: r.body.error?.message }).toEqual({ body, status: 400, message: expect.stringMatching(message) });
       expect(r.body.error.code).toBe('invalid_schedule');
     }
+    // A zone: the pattern kept as given, its ticks in that zone.
+    const paris = await create({ app, workflow: 'wf', cron: '0 9 * * *', timezone: 'Europe/Paris' });
+    expect(paris.body).toMatchObject({ cron: '0 9 * * *', timezone: 'Europe/Paris' });
+    const next = new Date(paris.body.nextRunAt as string);
+    expect(new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/Paris', hour: '2-digit', minute: '2-digit' }).format(next)).toBe('09:00');
+    expect((await h.call('schedules.delete', { params: { id: paris.body.id } })).status).toBe(204);
     const missing = await create({ app, workflow: 'nope', cron: '0 9 * * *' });
     expect([missing.status, missing.body.error.code]).toEqual([404, 'workflow_not_found']);
   });

@@ -156,7 +156,7 @@ export function WorkflowsPage(): JSX.Element {
                     {scheduleOf(w).map((sc) => (
                       <li key={sc.id} data-schedule={sc.id}>
                         <code>{sc.cron}</code>
-                        {sc.timezone !== 'UTC' && <span class="muted small"> {sc.timezone}</span>}
+                        {sc.timezone !== 'UTC' && !sc.cron.startsWith('TZ=') && <span class="muted small"> {sc.timezone}</span>}
                         {sc.externalId && <span class="tag">{sc.externalId}</span>}
                         <span class="muted small"> next <Time at={sc.nextRunAt} /></span>
                         {session()?.canWrite && (

@@ -8,6 +8,8 @@ const FIELDS = new Set(['app', 'workflow', 'cron', 'timezone', 'data', 'external
 export interface ScheduleInput {
   app: string;
   workflow: string;
+  /** The pattern as given (a `TZ=` prefix kept); `spec` holds it parsed, with its zone. */
+  cron: string;
   spec: CronSpec;
   /** Raw JSON text of `data` ('null' when omitted). */
   dataJson: string;
@@ -38,5 +40,5 @@ export function parseScheduleInput(body: unknown): ScheduleInput {
   const parsed = parseCron({ cron, timezone: o.timezone });
   if (!parsed.ok) throw invalid('invalid_schedule', `${parsed.error}.`);
   const externalId = name(o, 'externalId', false);
-  return { app, workflow, spec: parsed.spec, dataJson: JSON.stringify(o.data ?? null), ...(externalId ? { externalId } : {}) };
+  return { app, workflow, cron: cron.trim(), spec: parsed.spec, dataJson: JSON.stringify(o.data ?? null), ...(externalId ? { externalId } : {}) };
 }

@@ -44,7 +44,7 @@ export function schedulesApi(deps: { db: Database; onArmed: () => void }): Recor
         throw new ServiceError(404, 'workflow_not_found', `No workflow "${s.workflow}" is registered in app "${s.app}".`);
       }
       const { row, created } = await upsertSchedule(db, {
-        id: ids.generic('sch'), workspace_id: caller.workspaceId, app: s.app, workflow: s.workflow, cron: s.spec.cron, pattern: s.spec.pattern,
+        id: ids.generic('sch'), workspace_id: caller.workspaceId, app: s.app, workflow: s.workflow, cron: s.cron, pattern: s.spec.pattern,
         tz: s.spec.tz, data: s.dataJson, external_id: s.externalId ?? null, created_by: caller.actor || 'a user', nextAt: nextCronTick(s.spec, new Date()),
       });
       deps.onArmed();
