@@ -4,6 +4,7 @@ import type { ApiBatchHandler, ApiCall, ApiHandler, ApiResult } from '@dws/runti
 import { parseEvent, parseEventBody, type EventInput } from '../domain/event-input.js';
 import { eventById, listEvents, type EventRow } from '../store/events.js';
 import { cancelScheduled, listScheduled, scheduledById } from '../store/scheduled-events.js';
+import { listLimit } from './list-limit.js';
 import { scheduledRecord } from './scheduled-events.js';
 import { RecordedUnsettled, type Incoming, type IngestResult, type Ingestor } from './ingestor.js';
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
@@ -21,12 +22,8 @@ function eventRecord(r: EventRow) {
   };
 }
 
-/** GET /events and GET /events/scheduled: app, name, limit (1-1000, 100 by default). */
-function listFilter(query: Record<string, unknown>): { app?: string; name?: string; limit: number } {
-  const limitRaw = query.limit === undefined ? 100 : Number(query.limit);
-  if (!Number.isInteger(limitRaw) || limitRaw < 1) throw invalid('invalid_limit', 'limit must be an integer from 1 to 1000.');
-  return { app: str(query.app), name: str(query.name), limit: Math.min(1000, limitRaw) };
-}
+/** GET /events and GET /events/scheduled: app, name, limit. */
+const listFilter = (query: Record<string, unknown>) => ({ app: str(query.app), name: str(query.name), limit: listLimit(query.limit) });
 
 /** A POST /events body taken apart: each item parsed, or its error (a batch's bad item is its own result; a single bad event fails the call). */
 interface ParsedPost {

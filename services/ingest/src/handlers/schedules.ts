@@ -1,8 +1,9 @@
 import type { Database } from '@dws/db';
 import { nextCronTick } from '@dws/cel';
-import { invalid, notFound, ServiceError } from '@dws/protocol';
+import { notFound, ServiceError } from '@dws/protocol';
 import { ids, type ApiHandler } from '@dws/runtime';
 import { parseScheduleInput } from '../domain/schedule-input.js';
+import { listLimit } from './list-limit.js';
 import { deleteSchedule, listSchedules, scheduleById, upsertSchedule, type ScheduleRow } from '../store/schedules.js';
 import { policyOf } from '../store/workflows.js';
 
@@ -52,9 +53,7 @@ export function schedulesApi(deps: { db: Database; onArmed: () => void }): Recor
     },
 
     async 'schedules.list'({ caller, query }) {
-      const limitRaw = query.limit === undefined ? 100 : Number(query.limit);
-      if (!Number.isInteger(limitRaw) || limitRaw < 1) throw invalid('invalid_limit', 'limit must be an integer from 1 to 1000.');
-      const rows = await listSchedules(db, caller.workspaceId, { app: str(query.app), workflow: str(query.workflow), limit: Math.min(1000, limitRaw) });
+      const rows = await listSchedules(db, caller.workspaceId, { app: str(query.app), workflow: str(query.workflow), limit: listLimit(query.limit) });
       return { body: rows.map(scheduleRecord) };
     },
 
