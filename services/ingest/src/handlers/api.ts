@@ -4,10 +4,9 @@ import type { ApiBatchHandler, ApiCall, ApiHandler, ApiResult } from '@dws/runti
 import { parseEvent, parseEventBody, type EventInput } from '../domain/event-input.js';
 import { eventById, listEvents, type EventRow } from '../store/events.js';
 import { cancelScheduled, listScheduled, scheduledById } from '../store/scheduled-events.js';
-import { listLimit } from './list-limit.js';
+import { listLimit, str } from './read-values.js';
 import { scheduledRecord } from './scheduled-events.js';
 import { RecordedUnsettled, type Incoming, type IngestResult, type Ingestor } from './ingestor.js';
-const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
 function eventRecord(r: EventRow) {
   return {

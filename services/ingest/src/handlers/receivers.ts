@@ -19,6 +19,7 @@ import {
   type SourceDeliveryRow,
 } from '../store/receivers.js';
 import type { IngestResult, Ingestor } from './ingestor.js';
+import { iso } from './read-values.js';
 
 /** SPEC Limits: an inbound webhook payload over 1 MiB is rejected. */
 export const MAX_INBOUND_BYTES = 1024 * 1024;
@@ -61,7 +62,6 @@ function adoptedSecret(o: Record<string, unknown>): string | undefined {
 /** 32 random bytes, hex. */
 const newSecret = () => randomBytes(32).toString('hex');
 const newSlug = () => randomBytes(12).toString('hex');
-const iso = (d: Date | string) => (d instanceof Date ? d : new Date(d)).toISOString();
 
 /** SPEC Webhook receiver config: no secret, ever. `scheme` names what the service verifies first. */
 function receiverRecord(r: ReceiverRow) {

@@ -6,13 +6,12 @@ import { seenDedupeId } from '../store/events.js';
 import { dedupeLock, lockAll } from '../store/gates.js';
 import { claimDueScheduled, deleteScheduled, insertScheduled, type NewScheduled, type ScheduledRow } from '../store/scheduled-events.js';
 import { emptyResult, type Incoming, type IngestResult } from './ingestor.js';
+import { iso } from './read-values.js';
 
 /** Due events claimed per round: a backlog drains over several rounds. */
 const BATCH = 100;
 /** How long a claim holds its events before another replica may take them over (the claimer died). */
 const LEASE_MS = 30_000;
-
-const iso = (v: Date | string) => (v instanceof Date ? v : new Date(v)).toISOString();
 
 /**
  * Events posted with a `delay`: stored as they came (their dedupe id

@@ -3,12 +3,10 @@ import { nextCronTick } from '@dws/cel';
 import { notFound, ServiceError } from '@dws/protocol';
 import { ids, type ApiHandler } from '@dws/runtime';
 import { parseScheduleInput } from '../domain/schedule-input.js';
-import { listLimit } from './list-limit.js';
+import { iso, listLimit, str } from './read-values.js';
 import { deleteSchedule, listSchedules, scheduleById, upsertSchedule, type ScheduleRow } from '../store/schedules.js';
 import { policyOf } from '../store/workflows.js';
 
-const iso = (v: Date | string | null) => (v === null ? undefined : (v instanceof Date ? v : new Date(v)).toISOString());
-const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
 /** A schedule as the API shows it. */
 function scheduleRecord(r: ScheduleRow) {
@@ -21,8 +19,8 @@ function scheduleRecord(r: ScheduleRow) {
     data: JSON.parse(r.data) as unknown,
     externalId: r.external_id ?? undefined,
     // Absent once the pattern never fires again.
-    nextRunAt: iso(r.next_at),
-    lastRunAt: iso(r.last_at),
+    nextRunAt: r.next_at === null ? undefined : iso(r.next_at),
+    lastRunAt: r.last_at === null ? undefined : iso(r.last_at),
     createdBy: r.created_by,
     createdAt: iso(r.created_at),
     updatedAt: iso(r.updated_at),

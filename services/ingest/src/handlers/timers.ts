@@ -129,14 +129,7 @@ export class Timers {
       const skip = policy?.paused !== undefined || (await isSuspended(tx, s.workspace_id));
       const runId = skip ? '' : ids.run();
       if ((await claimTick(tx, s, tick, runId)) && !skip) {
-        const input = { cron: s.cron, scheduledAt: tick.toISOString() };
-        starts.push({
-          policy,
-          run: {
-            workspaceId: s.workspace_id, app: s.app, workflow: s.workflow, runId, runner: '', eventId: '', eventName: '',
-            inputJson: JSON.stringify(input), vars: { event: { id: '', name: '', data: input, ts: tick.getTime() } }, triggerKind: 'cron',
-          },
-        });
+        starts.push({ policy, run: cronRun(s, runId, tick, { cron: s.cron, scheduledAt: tick.toISOString() }) });
       }
       await advanceSchedule(tx, s, nextCronTick(s, now > tick ? now : tick));
     }
@@ -161,13 +154,7 @@ export class Timers {
       const policy = await policyOf(tx, s.workspace_id, s.app, s.workflow);
       if (policy && !policy.paused && !(await isSuspended(tx, s.workspace_id))) {
         const input = { cron: s.cron, scheduledAt: tick.toISOString(), scheduleId: s.id, ...(s.external_id ? { externalId: s.external_id } : {}), data: JSON.parse(s.data) as unknown };
-        starts.push({
-          policy,
-          run: {
-            workspaceId: s.workspace_id, app: s.app, workflow: s.workflow, runId: ids.run(), runner: '', eventId: '', eventName: '',
-            inputJson: JSON.stringify(input), vars: { event: { id: '', name: '', data: input, ts: tick.getTime() } }, triggerKind: 'cron',
-          },
-        });
+        starts.push({ policy, run: cronRun(s, ids.run(), tick, input) });
       }
       await advanceApiSchedule(tx, s.id, tick, nextCronTick(s, now > tick ? now : tick));
     }
@@ -213,4 +200,12 @@ export class Timers {
     for (const f of fire) await this.d.admission.fireBatch(tx, f.runId, f.policy, out);
     return due.length;
   }
+}
+
+/** The run a cron tick starts (a registered trigger's or a schedule's): no event; `input` is its event.data. */
+function cronRun(s: { workspace_id: string; app: string; workflow: string }, runId: string, tick: Date, input: Record<string, unknown>): NewRun {
+  return {
+    workspaceId: s.workspace_id, app: s.app, workflow: s.workflow, runId, runner: '', eventId: '', eventName: '',
+    inputJson: JSON.stringify(input), vars: { event: { id: '', name: '', data: input, ts: tick.getTime() } }, triggerKind: 'cron',
+  };
 }
