@@ -1,5 +1,5 @@
 /** The fields of an event posted to POST /events (SPEC): any other is refused, never ignored. */
-export const EVENT_FIELDS = ['name', 'app', 'data', 'dedupeId', 'runner', 'targetApp', 'session', 'delay'] as const;
+export const EVENT_FIELDS = ['name', 'app', 'data', 'dedupeId', 'runner', 'targetApp', 'session', 'delay', 'tags'] as const;
 
 const KNOWN = new Set<string>(EVENT_FIELDS);
 

@@ -13,3 +13,4 @@ export * from './retry.js';
 export * from './turn-writes.js';
 export * from './group-commit.js';
 export * from './event-fields.js';
+export * from './tags.js';

@@ -24,6 +24,8 @@ export interface Run {
   /** The source run of a replay or retry-from-step. */
   replayOf?: string;
   session?: string;
+  /** Its triggering event's tags (its batch's), or its source's for a replay, child or on-failure run. */
+  tags: string[];
   attempt: number;
   stepCount: number;
   createdAt: string;
@@ -89,6 +91,8 @@ export interface SendEvent {
   runner?: string;
   targetApp?: string;
   session?: string;
+  /** Tags of the runs it starts (at most 10, each 1-128 characters: `tenant:acme`); `runs.list({ tags })` finds them. */
+  tags?: string[];
   /**
    * Take the event in later: ms, text like "30s", "2h", "1d", or a Date (at
    * most a year ahead). Until then it wakes nothing and starts nothing, and
@@ -163,6 +167,8 @@ export interface RunListQuery {
   runType?: 'event' | 'cron';
   eventId?: string;
   replayOf?: string;
+  /** Runs carrying every one of these tags. */
+  tags?: string[];
   q?: string;
   /** RFC 3339, or a Date. */
   since?: string | Date;
@@ -172,6 +178,27 @@ export interface RunListQuery {
   limit?: number;
   /** From the previous page's `nextCursor`. */
   cursor?: string;
+}
+
+/** The runs a bulk action touches: every field given must hold (at least one). */
+export interface BulkRunFilter {
+  app?: string;
+  workflow?: string;
+  status?: RunStatus;
+  runType?: 'event' | 'cron';
+  /** Runs carrying every one of these tags. */
+  tags?: string[];
+  /** RFC 3339, or a Date. */
+  since?: string | Date;
+  until?: string | Date;
+}
+
+/** What a bulk action did: at most 1,000 runs a call, newest first (`capped`: call again). */
+export interface BulkResult {
+  matched: number;
+  skipped: number;
+  failed: number;
+  capped: boolean;
 }
 
 export interface Approval {
@@ -220,6 +247,8 @@ export function isApiError(err: unknown): err is ApiError {
 
 const TERMINAL = new Set<string>(['succeeded', 'failed', 'cancelled']);
 const TRANSIENT = new Set([502, 503, 504]);
+const isoOf = (t: string | Date | undefined) => (t instanceof Date ? t.toISOString() : t);
+const bulkBody = <F extends BulkRunFilter>(f: F) => ({ ...f, since: isoOf(f.since), until: isoOf(f.until) });
 const BACKOFF_MS = 100;
 const BACKOFF_MAX_MS = 2000;
 
@@ -233,7 +262,7 @@ const backoff = (attempt: number) => Math.min(BACKOFF_MAX_MS, BACKOFF_MS * 2 ** 
 
 interface Call {
   body?: unknown;
-  query?: Record<string, string | number | undefined>;
+  query?: Record<string, string | number | string[] | undefined>;
   headers?: Record<string, string>;
   /** Safe to send again after a transient failure. */
   retry: boolean;
@@ -265,7 +294,10 @@ export function createClient(options: ClientOptions = {}) {
 
   const urlOf = (path: string, query?: Call['query']) => {
     const u = new URL(path.replace(/^\//, ''), base);
-    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
+    for (const [k, v] of Object.entries(query ?? {})) {
+      if (Array.isArray(v)) for (const item of v) u.searchParams.append(k, item);
+      else if (v !== undefined) u.searchParams.set(k, String(v));
+    }
     return u;
   };
 
@@ -350,9 +382,8 @@ export function createClient(options: ClientOptions = {}) {
 
   /** A page of runs, newest first by default; `nextCursor` asks for the next. */
   const list = async (query: RunListQuery = {}): Promise<{ runs: Run[]; nextCursor?: string }> => {
-    const { since, until, ...rest } = query;
-    const iso = (t: string | Date | undefined) => (t instanceof Date ? t.toISOString() : t);
-    const res = await request('GET', 'runs', { query: { ...rest, since: iso(since), until: iso(until) }, retry: true });
+    const { since, until, tags, ...rest } = query;
+    const res = await request('GET', 'runs', { query: { ...rest, tag: tags, since: isoOf(since), until: isoOf(until) }, retry: true });
     const cursor = res.headers.get('x-next-cursor');
     return { runs: (await res.json()) as Run[], ...(cursor ? { nextCursor: cursor } : {}) };
   };
@@ -394,6 +425,15 @@ export function createClient(options: ClientOptions = {}) {
         json<RunDetail>('POST', `${id(runId)}/replay`, { body: 'input' in opts ? { input: opts.input } : undefined, headers: keyed(opts.idempotencyKey), retry: true }),
       retryFromStep: (runId: string, step: string, opts: { idempotencyKey?: string } = {}) =>
         json<RunDetail>('POST', `${id(runId)}/retry-from-step`, { body: { step }, headers: keyed(opts.idempotencyKey), retry: true }),
+      /**
+       * Replay the finished runs matching `filter` (status succeeded, failed or cancelled). Not retried: a
+       * retry could replay them again.
+       */
+      bulkReplay: (filter: BulkRunFilter & { status?: 'succeeded' | 'failed' | 'cancelled' }) =>
+        json<BulkResult & { replayed: number }>('POST', 'runs/bulk-replay', { body: bulkBody(filter), retry: false }),
+      /** Cancel the runs matching `filter` that have not ended; `if` is CEL over each run's event (`event.data.tenant == 'acme'`). */
+      bulkCancel: (filter: BulkRunFilter & { status?: 'queued' | 'running' | 'waiting' | 'paused'; if?: string }) =>
+        json<BulkResult & { cancelled: number }>('POST', 'runs/bulk-cancel', { body: bulkBody(filter), retry: true }),
       stream,
       /** The run once it has ended (succeeded, failed or cancelled), followed on its stream; rejects after `timeoutMs`. */
       wait: async <Result = unknown>(runId: string, opts: { timeoutMs?: number } = {}): Promise<RunDetail<Result>> => {

@@ -50,9 +50,10 @@ export const MCP_TOOLS: McpTool[] = [
       app,
       workflow: z.string().min(1).max(256).optional().describe("Only this workflow's runs (its exact name)."),
       q: z.string().min(1).optional().describe('Case-insensitive substring of the workflow name, run id or app.'),
+      tags: z.array(z.string().min(1).max(128)).min(1).max(10).optional().describe('Only runs carrying every one of these tags (tenant:acme).'),
       limit: limit(200, 30),
     },
-    run: (a, call) => call('get', '/runs', { query: defined({ status: a.status, app: a.app, workflow: a.workflow, q: a.q, limit: a.limit }) }),
+    run: (a, call) => call('get', '/runs', { query: defined({ status: a.status, app: a.app, workflow: a.workflow, tag: a.tags, q: a.q, limit: a.limit }) }),
   },
   {
     name: 'get_run',
@@ -177,11 +178,12 @@ export const MCP_TOOLS: McpTool[] = [
       data: z.unknown().optional().describe('Payload (any JSON).'),
       app: z.string().min(1).optional().describe('App of the event.'),
       dedupeId: z.string().min(1).optional().describe('Idempotency key: a repeat is not ingested twice.'),
+      tags: z.array(z.string().min(1).max(128)).max(10).optional().describe('Tags of the runs it starts (tenant:acme, user:42).'),
       delay: z
         .union([z.number().int().min(0), z.string().min(1)])
         .optional()
         .describe('Take the event in later: ms, text like "30s" or "2h", or an RFC 3339 timestamp (at most a year ahead).'),
     },
-    run: (a, call) => call('post', '/events', { json: defined({ name: a.name, data: a.data, app: a.app, dedupeId: a.dedupeId, delay: a.delay }) }),
+    run: (a, call) => call('post', '/events', { json: defined({ name: a.name, data: a.data, app: a.app, dedupeId: a.dedupeId, tags: a.tags, delay: a.delay }) }),
   },
 ];

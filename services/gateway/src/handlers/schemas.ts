@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { LIMITS, type LimitName } from '../domain/usage.js';
-import { unknownEventFields } from '@dws/protocol';
+import { MAX_TAG_LENGTH, MAX_TAGS, unknownEventFields } from '@dws/protocol';
 import { DEFAULT_RETENTION_DAYS, RETENTION_DAYS_RANGE } from '@dws/runtime';
 
 /**
@@ -46,6 +46,8 @@ const seqFrom = z.coerce
 
 const since = z.iso.datetime({ offset: true }).optional().meta({ description: 'RFC 3339; only runs started at or after it.' });
 const until = z.iso.datetime({ offset: true }).optional().meta({ description: 'RFC 3339; only runs started before it.' });
+const tagSchema = str().min(1).max(MAX_TAG_LENGTH);
+const filterTags = z.array(tagSchema).min(1).max(MAX_TAGS).optional().meta({ description: 'Runs carrying every one of these tags.' });
 
 export const RUN_STATUSES = ['queued', 'running', 'waiting', 'paused', 'succeeded', 'failed', 'cancelled'] as const;
 export const RUN_SORTS = ['started', 'workflow', 'status', 'app', 'duration'] as const;
@@ -70,6 +72,9 @@ const runFields = {
   eventName: z.string().optional(),
   replayOf: z.string().optional().meta({ description: 'Source run of a replay, retry-from-step or bulk replay.' }),
   session: z.string().optional().meta({ description: 'Session of the event that started the run.' }),
+  tags: z.array(z.string()).meta({
+    description: "Its triggering event's tags (all of its batch's events', at most 10), or its source's for a replay, child or on-failure run; GET /runs?tag= filters by them.",
+  }),
   attempt: z.number().int(),
   stepCount: z.number().int(),
   createdAt: timestamp('When the run was started by its trigger; sort=started and since use it.'),
@@ -297,6 +302,7 @@ export const EventRecord = component(
     app: z.string().optional(),
     source: z.enum(['api', 'emit']),
     data: json('Payload.'),
+    tags: z.array(z.string()).optional().meta({ description: 'As posted: the runs it starts carry them.' }),
     receivedAt: timestamp(),
     scheduledFor: timestamp('Posted with a delay and not yet taken in: when it will be. Until then it has woken nothing and started nothing.').optional(),
     woke: z.number().int(),
@@ -441,6 +447,10 @@ export const ListRunsQuery = component(
     runType: z.enum(['event', 'cron']).optional(),
     eventId: name('Runs that one event fanned out.').optional(),
     replayOf: name('Runs forked from one source run.').optional(),
+    tag: z
+      .union([tagSchema, z.array(tagSchema).max(MAX_TAGS)])
+      .optional()
+      .meta({ description: 'Runs carrying this tag; repeat the parameter (tag=a&tag=b) for runs carrying every one given.' }),
     q: name('Case-insensitive substring of workflow name, run id or app.').optional(),
     deep: z.enum(['0', '1', 'true', 'false']).optional().meta({ description: '1 widens q to run input, result and error.' }),
     since,
@@ -538,6 +548,7 @@ export const BulkReplayBody = component(
       workflow: name().optional(),
       status: z.enum(['succeeded', 'failed', 'cancelled']).optional(),
       runType: z.enum(['event', 'cron']).optional(),
+      tags: filterTags,
       since,
       until,
     })
@@ -553,6 +564,7 @@ export const BulkCancelBody = component(
       workflow: name().optional(),
       status: z.enum(['queued', 'running', 'waiting', 'paused']).optional().meta({ description: 'running matches waiting too, as in GET /runs.' }),
       runType: z.enum(['event', 'cron']).optional(),
+      tags: filterTags,
       since,
       until,
       if: z.string().min(1).optional().meta({ description: "CEL over `event` (the run's triggering event: name, data); only the runs it holds for are cancelled." }),
@@ -571,6 +583,11 @@ const EventIn = z.strictObject(
     runner: str().max(256).optional(),
     targetApp: str().max(256).optional(),
     session: str().max(256).optional().meta({ description: 'Session the runs this event starts join (GET /sessions groups them).' }),
+    tags: z
+      .array(tagSchema)
+      .max(MAX_TAGS)
+      .optional()
+      .meta({ description: 'Tags of the runs this event starts (tenant:acme, user:42): GET /runs?tag= finds them, and their replays, children and on-failure runs carry them too.' }),
     delay: z
       .union([z.number().int().min(0), str().max(64)])
       .optional()

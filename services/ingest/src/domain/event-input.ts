@@ -1,5 +1,5 @@
 import { parseDelay } from '@dws/cel';
-import { invalid, unknownEventFields } from '@dws/protocol';
+import { invalid, parseTags, unknownEventFields } from '@dws/protocol';
 
 /** SPEC Limits: name, app, runner, targetApp, dedupeId and session are capped at 256 characters. */
 const MAX_LEN = 256;
@@ -26,6 +26,8 @@ export interface EventInput {
   runner: string | undefined;
   targetApp: string | undefined;
   session: string | undefined;
+  /** `tags` (at most 10, each 1-128 characters), given to the runs it starts. */
+  tags?: string[];
   /**
    * `delay`: when the event is to be taken in (epoch ms), if that is in the
    * future; undefined takes it in now. Until then it is only stored: it wakes
@@ -64,8 +66,14 @@ export function parseEvent(raw: unknown, nowMs = Date.now()): EventInput {
     runner: optional(o, 'runner'),
     targetApp,
     session: optional(o, 'session'),
+    ...tagsOf(o.tags),
     ...dueOf(o.delay, nowMs),
   };
+}
+
+function tagsOf(value: unknown): { tags?: string[] } {
+  const tags = parseTags(value, 'invalid_event');
+  return tags ? { tags } : {};
 }
 
 function dueOf(delay: unknown, nowMs: number): { dueAtMs?: number } {

@@ -3,6 +3,7 @@ import { gateKey, runFields, type EventVars, type WorkflowPolicy } from '@dws/ce
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { create, StartRunSchema, toBinary } from '@dws/proto';
+import { mergeTags } from '@dws/protocol';
 import { callApi, ids, subjects, type Caller, type OutboxMessage } from '@dws/runtime';
 import { entry, gcraParams, idempotencyKey, type TriggeredEntry } from '../domain/admission.js';
 import { batchEvent, closeBatch, debounceEvent, type BufferedEvent } from '../store/buffers.js';
@@ -48,6 +49,8 @@ export interface NewRun {
   batch?: boolean;
   /** The triggering event's session, which the run joins. */
   session?: string;
+  /** The run's tags: its triggering event's, or its batch's. */
+  tags?: string[];
 }
 
 /**
@@ -191,7 +194,7 @@ export class Admission {
 
     await this.startRun(tx, policy, {
       workspaceId, app, workflow, runId, runner: ev.runner, eventId: ev.id, eventName: ev.name, inputJson: ev.dataJson, vars, triggerKind: 'event',
-      ...(ev.session ? { session: ev.session } : {}),
+      ...(ev.session ? { session: ev.session } : {}), ...(ev.tags ? { tags: ev.tags } : {}),
     }, out);
     return entry(app, workflow, { runId });
   }
@@ -205,9 +208,10 @@ export class Admission {
       .map((e) => `{"id":${JSON.stringify(e.event_id)},"name":${JSON.stringify(e.name)},"data":${e.data},"ts":${Number(e.ts_ms)}}`)
       .join(',')}]`;
     const vars: EventVars = { event: { id: first.event_id, name: first.name, data: JSON.parse(first.data) as unknown, ts: Number(first.ts_ms) } };
+    const tags = mergeTags(b.events.map((e) => e.tags));
     await this.startRun(tx, policy, {
       workspaceId: b.workspace_id, app: b.app, workflow: b.workflow, runId, runner: b.runner, eventId: first.event_id, eventName: first.name,
-      inputJson, vars, triggerKind: 'event', batch: true,
+      inputJson, vars, triggerKind: 'event', batch: true, ...(first.session ? { session: first.session } : {}), ...(tags ? { tags } : {}),
     }, out);
     return true;
   }
@@ -249,6 +253,7 @@ export class Admission {
       singletonMode: f.singletonMode,
       batch: r.batch ?? false,
       session: r.session ?? '',
+      tags: r.tags ?? [],
       timeoutStartMs: BigInt(policy?.timeouts?.startMs ?? 0),
       timeoutFinishMs: BigInt(policy?.timeouts?.finishMs ?? 0),
       cancelOn: (policy?.cancelOn?.length ?? 0) > 0,

@@ -15,6 +15,7 @@ function eventRecord(r: EventRow) {
     app: r.app ?? undefined,
     source: r.source,
     data: JSON.parse(r.data) as unknown,
+    ...(r.tags ? { tags: r.tags } : {}),
     receivedAt: (r.received_at instanceof Date ? r.received_at : new Date(r.received_at)).toISOString(),
     woke: r.woke,
     triggered: r.triggered.map((t) => ({ workflow: t.workflow, app: t.app, runId: t.runId })),

@@ -339,7 +339,7 @@ export class Ingestor {
         seenIds.add(p.id);
         rows.push({
           id: p.id, workspaceId: j.caller.workspaceId, name: ev.name, app: ev.app, source, dataJson: ev.dataJson, dedupeId: ev.dedupeId,
-          runner: ev.runner, targetApp: ev.targetApp,
+          runner: ev.runner, targetApp: ev.targetApp, tags: ev.tags,
         });
       }
     }
@@ -427,7 +427,7 @@ export class Ingestor {
         if (result.triggered.length === 1 && result.triggered[0]!.runId) result.runId = result.triggered[0]!.runId;
         rows.push({
           id: p.id, workspaceId: j.caller.workspaceId, name: ev.name, app: ev.app, source, dataJson: ev.dataJson, runner: ev.runner, targetApp: ev.targetApp,
-          triggered: logged(result.triggered), ixVersion: j.ixVersion,
+          tags: ev.tags, triggered: logged(result.triggered), ixVersion: j.ixVersion,
         });
         if (p.cancels.length > 0) out.push(cancelOnCommand(j.caller, ev, p.id, p.tsMs, p.cancels));
         for (const m of out) outbox.push({ eventId: p.id, ...m });
@@ -549,7 +549,7 @@ function cancelOnCommand(caller: Caller, ev: EventInput, id: string, tsMs: numbe
 /** The event as admission (and the debounce and batch buffers) take it. */
 const bufferedOf = (p: Prepared): BufferedEvent => {
   const ev = p.item.ev;
-  return { id: p.id, name: ev.name, dataJson: ev.dataJson, tsMs: p.tsMs, runner: ev.runner ?? '', ...(ev.session ? { session: ev.session } : {}) };
+  return { id: p.id, name: ev.name, dataJson: ev.dataJson, tsMs: p.tsMs, runner: ev.runner ?? '', ...(ev.session ? { session: ev.session } : {}), ...(ev.tags ? { tags: ev.tags } : {}) };
 };
 
 /** A call that needs no transaction: no dedupe id, no record hook, and (unless suspended: nothing is admitted) no gate to pass. */

@@ -48,7 +48,7 @@ export class ScheduledEvents {
         const id = given ?? ids.event();
         rows.push({
           id, workspace_id: caller.workspaceId, name: ev.name, app: ev.app ?? null, data: ev.dataJson, dedupe_id: ev.dedupeId ?? null,
-          runner: ev.runner ?? null, target_app: ev.targetApp ?? null, session: ev.session ?? null, source,
+          runner: ev.runner ?? null, target_app: ev.targetApp ?? null, session: ev.session ?? null, tags: ev.tags ?? null, source,
           actor: caller.actor, key_kind: caller.keyKind, via: caller.via ?? 'api', scheduledForMs: ev.dueAtMs!,
         });
         Object.assign(result, { id, scheduled: true, scheduledFor: new Date(ev.dueAtMs!).toISOString() });
@@ -104,6 +104,7 @@ function incomingOf(r: ScheduledRow): Incoming {
     runner: r.runner ?? undefined,
     targetApp: r.target_app ?? undefined,
     session: r.session ?? undefined,
+    ...(r.tags ? { tags: r.tags } : {}),
   };
   return { ev, source: r.source, id: r.id, record: (tx) => deleteScheduled(tx, r.id) };
 }
@@ -115,6 +116,7 @@ export const scheduledRecord = (r: ScheduledRow) => ({
   app: r.app ?? undefined,
   source: r.source,
   data: JSON.parse(r.data) as unknown,
+  ...(r.tags ? { tags: r.tags } : {}),
   receivedAt: iso(r.created_at),
   scheduledFor: iso(r.scheduled_for),
   woke: 0,

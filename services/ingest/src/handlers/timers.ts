@@ -174,6 +174,7 @@ export class Timers {
         run: {
           workspaceId: r.workspace_id, app: r.app, workflow: r.workflow, runId: r.run_id, runner: r.runner, eventId: r.event_id,
           eventName: r.event_name, inputJson: r.data, vars: { event: { id: r.event_id, name: r.event_name, data, ts: Date.now() } }, triggerKind: 'event',
+          ...(r.session ? { session: r.session } : {}), ...(r.tags ? { tags: r.tags } : {}),
         },
       });
     }

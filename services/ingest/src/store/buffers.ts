@@ -9,8 +9,10 @@ export interface BufferedEvent {
   dataJson: string;
   tsMs: number;
   runner: string;
-  /** The event's session: a run it starts at once joins it (debounced and batched runs start without one). */
+  /** The event's session, which the run it starts joins (a debounced run the last event's, a batched run the first's). */
   session?: string;
+  /** The event's tags, the run's (a debounced run takes the last event's, a batched run all of its events'). */
+  tags?: string[];
 }
 
 /**
@@ -26,14 +28,15 @@ export async function debounceEvent(
   opts: { runId: string; periodMs: number; timeoutMs?: number },
 ): Promise<string> {
   const rows = await tx.query<{ run_id: string }>(
-    `insert into ingest.debounces as d (workspace_id, app, workflow, key, run_id, event_id, event_name, data, runner, due_at, deadline_at)
+    `insert into ingest.debounces as d (workspace_id, app, workflow, key, run_id, event_id, event_name, data, runner, due_at, deadline_at, session, tags)
      values ($1, $2, $3, $4, $5, $6, $7, $8, $9, now() + $10::bigint * interval '1 millisecond',
-             case when $11::bigint is null then null else now() + $11::bigint * interval '1 millisecond' end)
+             case when $11::bigint is null then null else now() + $11::bigint * interval '1 millisecond' end, $12, $13::text[])
      on conflict (workspace_id, app, workflow, key) do update
        set event_id = excluded.event_id, event_name = excluded.event_name, data = excluded.data, runner = excluded.runner,
+           session = excluded.session, tags = excluded.tags,
            due_at = least(excluded.due_at, coalesce(d.deadline_at, excluded.due_at))
      returning run_id`,
-    [s.workspaceId, s.app, s.workflow, s.key, opts.runId, ev.id, ev.name, ev.dataJson, ev.runner, opts.periodMs, opts.timeoutMs ?? null],
+    [s.workspaceId, s.app, s.workflow, s.key, opts.runId, ev.id, ev.name, ev.dataJson, ev.runner, opts.periodMs, opts.timeoutMs ?? null, ev.session ?? null, ev.tags ?? null],
   );
   return rows[0]!.run_id;
 }
@@ -48,6 +51,8 @@ export interface DueDebounce {
   event_name: string;
   data: string;
   runner: string;
+  session: string | null;
+  tags: string[] | null;
 }
 
 /** Take due debounce buffers (SKIP LOCKED: a replica takes each once; one an event is updating is left for the next poll). */
@@ -57,7 +62,7 @@ export function takeDueDebounces(tx: Database, limit: number): Promise<DueDeboun
         select workspace_id, app, workflow, key from ingest.debounces where due_at <= now()
          order by due_at limit $1 for update skip locked) due
       where d.workspace_id = due.workspace_id and d.app = due.app and d.workflow = due.workflow and d.key = due.key
-      returning d.workspace_id, d.app, d.workflow, d.key, d.run_id, d.event_id, d.event_name, d.data, d.runner`,
+      returning d.workspace_id, d.app, d.workflow, d.key, d.run_id, d.event_id, d.event_name, d.data, d.runner, d.session, d.tags`,
     [limit],
   );
 }
@@ -81,8 +86,8 @@ export async function batchEvent(
     [s.workspaceId, s.app, s.workflow, s.key, opts.runId, ev.dataJson.length, ev.runner, opts.timeoutMs],
   );
   const b = rows[0]!;
-  await tx.query('insert into ingest.batch_events (run_id, seq, event_id, name, data, ts_ms) values ($1, $2, $3, $4, $5, $6)', [
-    b.run_id, b.size, ev.id, ev.name, ev.dataJson, ev.tsMs,
+  await tx.query('insert into ingest.batch_events (run_id, seq, event_id, name, data, ts_ms, session, tags) values ($1, $2, $3, $4, $5, $6, $7, $8::text[])', [
+    b.run_id, b.size, ev.id, ev.name, ev.dataJson, ev.tsMs, ev.session ?? null, ev.tags ?? null,
   ]);
   return { runId: b.run_id, size: Number(b.size), bytes: Number(b.bytes) };
 }
@@ -93,7 +98,7 @@ export interface ClosedBatch {
   workflow: string;
   run_id: string;
   runner: string;
-  events: { seq: number; event_id: string; name: string; data: string; ts_ms: string | number }[];
+  events: { seq: number; event_id: string; name: string; data: string; ts_ms: string | number; session: string | null; tags: string[] | null }[];
 }
 
 /** Close a batch (full, or due): remove it and its events, returning them oldest first. */
@@ -105,7 +110,7 @@ export async function closeBatch(tx: Database, runId: string): Promise<ClosedBat
   const b = rows[0];
   if (!b) return undefined;
   const events = await tx.query<ClosedBatch['events'][number]>(
-    'delete from ingest.batch_events where run_id = $1 returning seq, event_id, name, data, ts_ms',
+    'delete from ingest.batch_events where run_id = $1 returning seq, event_id, name, data, ts_ms, session, tags',
     [runId],
   );
   // delete ... returning has no order; seq is the order the batch row's lock let them in.

@@ -8,6 +8,7 @@ export interface EventRow {
   data: string;
   woke: number;
   triggered: { workflow: string; app: string; runId: string }[];
+  tags: string[] | null;
   received_at: Date | string;
 }
 
@@ -22,6 +23,7 @@ export interface NewEvent {
   dedupeId?: string;
   runner?: string;
   targetApp?: string;
+  tags?: string[];
 }
 
 /**
@@ -33,8 +35,8 @@ export interface NewEvent {
 export async function insertEvents(tx: Database, events: NewEvent[]): Promise<Set<string>> {
   if (events.length === 0) return new Set();
   const rows = await tx.query<{ id: string }>(
-    `insert into ingest.events (id, workspace_id, name, app, source, data, dedupe_id, runner, target_app, triggered, woke)
-     select e.id, e.workspace_id, e.name, e.app, e.source, e.data, e.dedupe_id, e.runner, e.target_app, '[]'::jsonb, 0
+    `insert into ingest.events (id, workspace_id, name, app, source, data, dedupe_id, runner, target_app, tags, triggered, woke)
+     select e.id, e.workspace_id, e.name, e.app, e.source, e.data, e.dedupe_id, e.runner, e.target_app, e.tags, '[]'::jsonb, 0
        from jsonb_to_recordset($1::jsonb) as e(${EVENT_COLUMNS})
      on conflict (id) do nothing returning id`,
     [eventRowsJson(events)],
@@ -43,14 +45,14 @@ export async function insertEvents(tx: Database, events: NewEvent[]): Promise<Se
 }
 
 /** The columns of an event row as it travels in a jsonb parameter (see eventRowsJson). */
-const EVENT_COLUMNS = 'id text, workspace_id text, name text, app text, source text, data text, dedupe_id text, runner text, target_app text';
+const EVENT_COLUMNS = 'id text, workspace_id text, name text, app text, source text, data text, dedupe_id text, runner text, target_app text, tags text[]';
 
 function eventRowsJson(events: (NewEvent & { triggered?: unknown[]; ixVersion?: number })[]): string {
   return `[${events
     .map((e) =>
       JSON.stringify({
         id: e.id, workspace_id: e.workspaceId, name: e.name, app: e.app ?? null, source: e.source, data: e.dataJson, dedupe_id: e.dedupeId ?? null,
-        runner: e.runner ?? null, target_app: e.targetApp ?? null, triggered: e.triggered ?? [],
+        runner: e.runner ?? null, target_app: e.targetApp ?? null, tags: e.tags ?? null, triggered: e.triggered ?? [],
         ix_version: e.ixVersion ?? null,
       }),
     )
@@ -90,8 +92,8 @@ export async function recordEvents(
        select g.* from given g
         where g.ix_version is null or g.ix_version = coalesce((select v.version from ingest.index_versions v where v.workspace_id = g.workspace_id), 0)
      ), e as (
-       insert into ingest.events (id, workspace_id, name, app, source, data, dedupe_id, runner, target_app, triggered, woke)
-       select c.id, c.workspace_id, c.name, c.app, c.source, c.data, c.dedupe_id, c.runner, c.target_app, c.triggered, 0
+       insert into ingest.events (id, workspace_id, name, app, source, data, dedupe_id, runner, target_app, tags, triggered, woke)
+       select c.id, c.workspace_id, c.name, c.app, c.source, c.data, c.dedupe_id, c.runner, c.target_app, c.tags, c.triggered, 0
          from valid c
        on conflict (id) do nothing returning id
      ), o as (
@@ -148,7 +150,7 @@ export async function seenDedupeId(db: Database, workspaceId: string, app: strin
 
 export async function eventById(db: Database, workspaceId: string, id: string): Promise<EventRow | undefined> {
   const rows = await db.query<EventRow>(
-    'select id, name, app, source, data, woke, triggered, received_at from ingest.events where workspace_id = $1 and id = $2',
+    'select id, name, app, source, data, tags, woke, triggered, received_at from ingest.events where workspace_id = $1 and id = $2',
     [workspaceId, id],
   );
   return rows[0];
@@ -156,7 +158,7 @@ export async function eventById(db: Database, workspaceId: string, id: string): 
 
 export async function listEvents(db: Database, workspaceId: string, f: { app?: string; name?: string; limit: number }): Promise<EventRow[]> {
   return db.query<EventRow>(
-    `select id, name, app, source, data, woke, triggered, received_at from ingest.events
+    `select id, name, app, source, data, tags, woke, triggered, received_at from ingest.events
       where workspace_id = $1 and ($2::text is null or app = $2) and ($3::text is null or name = $3)
       order by received_at desc, id desc limit $4`,
     [workspaceId, f.app ?? null, f.name ?? null, f.limit],

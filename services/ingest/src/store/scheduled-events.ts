@@ -11,6 +11,7 @@ export interface ScheduledRow {
   runner: string | null;
   target_app: string | null;
   session: string | null;
+  tags: string[] | null;
   source: 'api' | 'emit';
   actor: string;
   key_kind: string;
@@ -21,7 +22,7 @@ export interface ScheduledRow {
 
 export type NewScheduled = Omit<ScheduledRow, 'scheduled_for' | 'created_at'> & { scheduledForMs: number };
 
-const COLUMNS = 'id, workspace_id, name, app, data, dedupe_id, runner, target_app, session, source, actor, key_kind, via, scheduled_for, created_at';
+const COLUMNS = 'id, workspace_id, name, app, data, dedupe_id, runner, target_app, session, tags, source, actor, key_kind, via, scheduled_for, created_at';
 
 /**
  * Store delayed events (one statement; the caller holds their dedupe ids'
@@ -32,11 +33,11 @@ const COLUMNS = 'id, workspace_id, name, app, data, dedupe_id, runner, target_ap
 export async function insertScheduled(tx: Database, rows: NewScheduled[]): Promise<Set<string>> {
   if (rows.length === 0) return new Set();
   const stored = await tx.query<{ id: string }>(
-    `insert into ingest.scheduled_events (id, workspace_id, name, app, data, dedupe_id, runner, target_app, session, source, actor, key_kind, via, scheduled_for, due_at)
-     select s.id, s.workspace_id, s.name, s.app, s.data, s.dedupe_id, s.runner, s.target_app, s.session, s.source, s.actor, s.key_kind, s.via,
+    `insert into ingest.scheduled_events (id, workspace_id, name, app, data, dedupe_id, runner, target_app, session, tags, source, actor, key_kind, via, scheduled_for, due_at)
+     select s.id, s.workspace_id, s.name, s.app, s.data, s.dedupe_id, s.runner, s.target_app, s.session, s.tags, s.source, s.actor, s.key_kind, s.via,
             to_timestamp(s.at / 1000.0), to_timestamp(s.at / 1000.0)
        from jsonb_to_recordset($1::jsonb) as s(id text, workspace_id text, name text, app text, data text, dedupe_id text, runner text,
-                                               target_app text, session text, source text, actor text, key_kind text, via text, at bigint)
+                                               target_app text, session text, tags text[], source text, actor text, key_kind text, via text, at bigint)
       where not exists (select 1 from ingest.events e where e.id = s.id)
      on conflict (id) do nothing
      returning id`,

@@ -17,6 +17,8 @@ export const events = ingest.table(
     dedupeId: text('dedupe_id'),
     runner: text('runner'),
     targetApp: text('target_app'),
+    /** POST /events `tags`, given to the runs it starts; null for none. */
+    tags: text('tags').array(),
     woke: integer('woke').notNull().default(0),
     triggered: jsonb('triggered').notNull(),
     receivedAt: timestamp('received_at', { withTimezone: true }).notNull().defaultNow(),
@@ -47,6 +49,7 @@ export const scheduledEvents = ingest.table(
     runner: text('runner'),
     targetApp: text('target_app'),
     session: text('session'),
+    tags: text('tags').array(),
     /** api (POST /events) or emit (step.emit with a delay, under the id the scheduler drew for the step). */
     source: text('source').notNull().default('api'),
     /** Who posted it: the caller it is taken in as (audit actor, key kind). */
@@ -174,6 +177,9 @@ export const debounces = ingest.table(
     /** Raw JSON text of the last event's data. */
     data: text('data').notNull(),
     runner: text('runner').notNull().default(''),
+    /** The last event's session and tags, the run's. */
+    session: text('session'),
+    tags: text('tags').array(),
     dueAt: timestamp('due_at', { withTimezone: true }).notNull(),
     /** First event + timeout: the latest the run may wait. */
     deadlineAt: timestamp('deadline_at', { withTimezone: true }),
@@ -211,6 +217,9 @@ export const batchEvents = ingest.table(
     /** Raw JSON text. */
     data: text('data').notNull(),
     tsMs: bigint('ts_ms', { mode: 'number' }).notNull(),
+    /** The event's session (the run joins its first event's) and tags (the run takes all of its events'). */
+    session: text('session'),
+    tags: text('tags').array(),
   },
   (t) => [primaryKey({ columns: [t.runId, t.seq] })],
 );

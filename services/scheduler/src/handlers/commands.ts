@@ -76,6 +76,7 @@ async function startRun(opts: StartRunDeps, cmd: StartRun): Promise<void> {
     inputJson,
     createdAtMs: Number(cmd.createdAtMs) || Date.now(),
     session: cmd.session || null,
+    tags: cmd.tags.length > 0 ? cmd.tags : null,
     ...(cmd.timeoutStartMs > 0n && { timeoutStartMs: Number(cmd.timeoutStartMs) }),
     ...(cmd.timeoutFinishMs > 0n && { timeoutFinishMs: Number(cmd.timeoutFinishMs) }),
   };

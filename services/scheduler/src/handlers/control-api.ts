@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { withTxRetry, type Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { celMatches, checkCel } from '@dws/cel';
-import { conflict, invalid, isServiceError, notFound, ServiceError } from '@dws/protocol';
+import { conflict, invalid, isServiceError, notFound, parseTags, ServiceError } from '@dws/protocol';
 import { ids, WAKE_BATCH_MAX, type ApiHandler, type Caller, type Outbox, type PendingPublish } from '@dws/runtime';
 import { addEffects, cancelLockedRun, insertQueuedRun, type RunEffects } from '../store/effects.js';
 import { activeSingletons, singletonModeOf, singletonState } from '../store/flow.js';
@@ -64,7 +64,7 @@ const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== 
  * the action's other fields.
  */
 function bulkFilterOf(body: unknown, statuses: Set<string>, extra: string[] = []): BulkFilter {
-  const fields = ['app', 'workflow', 'status', 'runType', 'since', 'until'];
+  const fields = ['app', 'workflow', 'status', 'runType', 'tags', 'since', 'until'];
   if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw invalid('invalid_body', `Body must be a filter object: { ${[...fields, ...extra].map((f) => `${f}?`).join(', ')} }.`);
   }
@@ -73,10 +73,11 @@ function bulkFilterOf(body: unknown, statuses: Set<string>, extra: string[] = []
   const unknown = Object.keys(b).filter((k) => !fields.includes(k) && !extra.includes(k));
   if (unknown.length > 0) throw invalid('invalid_body', `Unknown filter field ${unknown.map((k) => `"${k}"`).join(', ')}: the fields are ${[...fields, ...extra].join(', ')}.`);
   for (const [k, v] of Object.entries(b)) {
-    if (v !== undefined && v !== null && typeof v !== 'string') throw invalid('invalid_body', `${k} must be a string.`);
+    if (k !== 'tags' && v !== undefined && v !== null && typeof v !== 'string') throw invalid('invalid_body', `${k} must be a string.`);
   }
-  if (![...fields, ...extra].some((f) => str(b[f]) !== undefined)) throw invalid('filter_required', 'At least one filter field is required.');
-  const filter: BulkFilter = { app: str(b.app), workflow: str(b.workflow), status: str(b.status), runType: str(b.runType), since: instant(b, 'since'), until: instant(b, 'until') };
+  const tags = parseTags(b.tags, 'invalid_body');
+  if (tags === undefined && ![...fields, ...extra].some((f) => str(b[f]) !== undefined)) throw invalid('filter_required', 'At least one filter field is required.');
+  const filter: BulkFilter = { app: str(b.app), workflow: str(b.workflow), status: str(b.status), runType: str(b.runType), tags, since: instant(b, 'since'), until: instant(b, 'until') };
   if (filter.status && !statuses.has(filter.status)) throw invalid('invalid_status', `status must be one of ${[...statuses].join(', ')}.`);
   if (filter.runType && filter.runType !== 'event' && filter.runType !== 'cron') throw invalid('invalid_run_type', 'runType must be event or cron.');
   return filter;

@@ -1,5 +1,5 @@
 import type { Database } from '@dws/db';
-import { invalid, notFound } from '@dws/protocol';
+import { invalid, notFound, parseTags } from '@dws/protocol';
 import type { ApiHandler } from '@dws/runtime';
 import {
   framesOfRun,
@@ -49,6 +49,7 @@ export function runRecord(r: RunSummaryRow & { input?: string; result?: string |
     eventName: r.event_name ?? undefined,
     replayOf: r.replay_of ?? undefined,
     session: r.session ?? undefined,
+    tags: r.tags ?? [],
     attempt: r.attempt,
     stepCount: r.step_count,
     createdAt: iso(r.created_at),
@@ -291,6 +292,8 @@ export function runReadsApi(db: Database): Record<string, ApiHandler> {
         runType: oneOf(query, 'runType', RUN_TYPES),
         eventId: text(query, 'eventId'),
         replayOf: text(query, 'replayOf'),
+        // A parameter given once is a string, repeated an array.
+        tags: parseTags(typeof query.tag === 'string' ? [query.tag] : query.tag, 'invalid_tag', 'tag'),
         q,
         deep: q !== undefined && (query.deep === '1' || query.deep === 'true' || query.deep === 1 || query.deep === true),
         since: instant(query),

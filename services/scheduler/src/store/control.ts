@@ -131,7 +131,7 @@ export function activeRunsOf(
 }
 
 /** What a bulk action selects runs by: GET /runs's filter, less its search and lineage fields. */
-export type BulkFilter = Pick<RunFilter, 'app' | 'workflow' | 'status' | 'runType' | 'since' | 'until'>;
+export type BulkFilter = Pick<RunFilter, 'app' | 'workflow' | 'status' | 'runType' | 'tags' | 'since' | 'until'>;
 
 /** Runs matching a bulk-replay filter, newest first, at most `limit`; plus how many match in all. */
 export async function runsForBulk(db: Database, workspaceId: string, f: BulkFilter, limit: number) {

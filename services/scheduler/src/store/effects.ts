@@ -58,10 +58,12 @@ export async function insertQueuedRun(db: Database, r: QueuedRun): Promise<RunEf
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, input,
                                    next_seq, lease_until, started_at, parent_run_id, parent_step_id, on_failure_of, timeout_start_ms, timeout_finish_ms,
                                    concurrency_key, concurrency_limit, admitted, concurrency_key_2, concurrency_limit_2, concurrency_shared_2,
-                                   priority, holds_slots, singleton_key)
+                                   priority, holds_slots, singleton_key, tags)
        select $1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, 2, now(), now(), $11, $12, $13, w.timeout_start_ms, w.timeout_finish_ms,
               s.concurrency_key, s.concurrency_limit, s.concurrency_limit = 0, s.concurrency_key_2, s.concurrency_limit_2, s.concurrency_shared_2,
-              s.priority, s.holds_slots, $23
+              s.priority, s.holds_slots, $23,
+              -- A replay or on-failure run keeps its source's tags, a child its parent's: a tenant's tag follows its whole tree.
+              (select o.tags from scheduler.runs o where o.id = coalesce($9, $13, $11) and o.workspace_id = $2)
          from (select 1) one left join scheduler.workflows w on w.workspace_id = $2 and w.app = $4 and w.name = $3
          left join scheduler.runs src on src.id = coalesce($9, $13) and src.workspace_id = $2
          cross join lateral (select coalesce($16, src.concurrency_key) as concurrency_key, coalesce($17, src.concurrency_limit, 0) as concurrency_limit,

@@ -27,10 +27,10 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
     `with r as (
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, input,
                                    next_seq, lease_until, created_at, started_at, concurrency_key, concurrency_limit, admitted, priority, singleton_key, session,
-                                   timeout_start_ms, timeout_finish_ms, concurrency_key_2, concurrency_limit_2, concurrency_shared_2, holds_slots)
+                                   timeout_start_ms, timeout_finish_ms, concurrency_key_2, concurrency_limit_2, concurrency_shared_2, holds_slots, tags)
        values ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, 2,
                greatest(now(), to_timestamp($11::bigint / 1000.0)),
-               to_timestamp($12::bigint / 1000.0), now(), $14, $15, not $13::boolean, $16, $17, $18, $21, $22, $23, $24, $25, $26)
+               to_timestamp($12::bigint / 1000.0), now(), $14, $15, not $13::boolean, $16, $17, $18, $21, $22, $23, $24, $25, $26, $27::text[])
        on conflict (id) do nothing
        returning id
      )
@@ -41,7 +41,7 @@ export async function insertFlowRun(tx: Database, run: NewRun, flow: FlowControl
       run.id, run.workspaceId, run.workflow, run.app, run.runner, run.triggerKind, run.eventId, run.eventName, run.replayOf, run.inputJson,
       flow.notBeforeMs, run.createdAtMs, s.concurrencyLimit > 0, s.concurrencyKey, s.concurrencyLimit, s.priority, flow.singletonKey,
       run.session ?? null, JSON.stringify(queued.fields), queued.ts, run.timeoutStartMs ?? null, run.timeoutFinishMs ?? null,
-      s.concurrencyKey2, s.concurrencyLimit2, s.concurrencyShared2, s.holdsSlots,
+      s.concurrencyKey2, s.concurrencyLimit2, s.concurrencyShared2, s.holdsSlots, run.tags ?? null,
     ],
   );
   return rows.length === 1 ? queued : undefined;

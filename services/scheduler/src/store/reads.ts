@@ -4,6 +4,7 @@ import type { Database } from '@dws/db';
 export interface RunSummaryRow {
   id: string;
   session: string | null;
+  tags: string[] | null;
   workspace_id: string;
   workflow: string;
   app: string;
@@ -57,7 +58,7 @@ export const DURATION_SQL = `coalesce((extract(epoch from (ended_at - started_at
 
 const CREATED_KEY_SQL = `to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
-const SUMMARY_COLUMNS = `id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, session,
+const SUMMARY_COLUMNS = `id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of, session, tags,
   error, attempt, step_count, created_at, started_at, ended_at, ${CREATED_KEY_SQL} as created_key, ${DURATION_SQL} as duration_key`;
 
 export async function runById(db: Database, workspaceId: string, id: string): Promise<RunRow | undefined> {
@@ -276,6 +277,8 @@ export interface RunFilter {
   runType?: string;
   eventId?: string;
   replayOf?: string;
+  /** Runs carrying every one of these tags. */
+  tags?: string[];
   /** Case-insensitive substring of workflow, id or app; with `deep`, also of input, result and error. */
   q?: string;
   deep?: boolean;
@@ -310,6 +313,8 @@ export function runsWhere(workspaceId: string, f: RunFilter): { where: string[];
   if (f.runType !== undefined) add((p) => `trigger_kind = ${p}`, f.runType);
   if (f.eventId !== undefined) add((p) => `event_id = ${p}`, f.eventId);
   if (f.replayOf !== undefined) add((p) => `replay_of = ${p}`, f.replayOf);
+  // `tags is not null` lets the planner use runs_tags (a partial index).
+  if (f.tags !== undefined) add((p) => `tags is not null and tags @> ${p}::text[]`, f.tags);
   if (f.since !== undefined) add((p) => `created_at >= ${p}::timestamptz`, f.since);
   if (f.until !== undefined) add((p) => `created_at < ${p}::timestamptz`, f.until);
   if (f.q !== undefined) {

@@ -41,6 +41,8 @@ export interface NewRun {
   createdAtMs: number;
   /** The triggering event's session, or null. */
   session?: string | null;
+  /** Its tags, or null for none. */
+  tags?: string[] | null;
   /** The workflow's timeouts (StartRun's; unset: none). Such a run starts under flow control (insertFlowRun). */
   timeoutStartMs?: number;
   timeoutFinishMs?: number;
@@ -56,12 +58,12 @@ export async function insertHeldRuns(db: Database, starts: { run: NewRun; frames
     `with x as (
        select * from jsonb_to_recordset($1::jsonb) as x(id text, workspace_id text, workflow text, app text, runner text, trigger_kind text,
                                                          event_id text, event_name text, replay_of text, input text, next_seq int,
-                                                         created_at_ms bigint, session text, frames jsonb)
+                                                         created_at_ms bigint, session text, tags text[], frames jsonb)
      ), r as (
        insert into scheduler.runs (id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, replay_of,
-                                   input, next_seq, lease_owner, lease_until, created_at, started_at, session)
+                                   input, next_seq, lease_owner, lease_until, created_at, started_at, session, tags)
        select id, workspace_id, workflow, app, runner, 'running', trigger_kind, event_id, event_name, replay_of, input, next_seq, $2,
-              now() + ($3::int * interval '1 millisecond'), to_timestamp(created_at_ms / 1000.0), now(), session
+              now() + ($3::int * interval '1 millisecond'), to_timestamp(created_at_ms / 1000.0), now(), session, tags
          from x
        on conflict (id) do nothing
        returning id
@@ -76,7 +78,7 @@ export async function insertHeldRuns(db: Database, starts: { run: NewRun; frames
         starts.map(({ run, frames }) => ({
           id: run.id, workspace_id: run.workspaceId, workflow: run.workflow, app: run.app, runner: run.runner, trigger_kind: run.triggerKind,
           event_id: run.eventId, event_name: run.eventName, replay_of: run.replayOf, input: run.inputJson, next_seq: frames.length + 1,
-          created_at_ms: run.createdAtMs, session: run.session ?? null, frames: stamped(frames).map((f) => ({ seq: f.seq, kind: f.kind, payload: f.fields, ts: f.ts })),
+          created_at_ms: run.createdAtMs, session: run.session ?? null, tags: run.tags ?? null, frames: stamped(frames).map((f) => ({ seq: f.seq, kind: f.kind, payload: f.fields, ts: f.ts })),
         })),
       ),
       owner,

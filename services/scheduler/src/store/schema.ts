@@ -25,6 +25,8 @@ export const runs = scheduler.table(
     replayOf: text('replay_of'),
     /** The session the triggering event named (POST /events `session`): GET /sessions groups runs by it. */
     session: text('session'),
+    /** Its triggering event's tags (POST /events `tags`), or its source's (a replay, child or on-failure run); null for none. GET /runs filters by them. */
+    tags: text('tags').array(),
     /** Raw JSON text: stored and resent without re-parsing. */
     input: text('input').notNull(),
     result: text('result'),
@@ -71,6 +73,8 @@ export const runs = scheduler.table(
   (t) => [
     index('runs_ws_created').on(t.workspaceId, t.createdAt.desc(), t.id.desc()),
     index('runs_ws_session').on(t.workspaceId, t.session, t.createdAt).where(sql`session is not null`),
+    // GET /runs?tag= (tags @> ...): only tagged runs are in it.
+    index('runs_tags').using('gin', t.tags).where(sql`tags is not null`),
     // GET /runs sorts (the read side orders to match: DESC NULLS LAST shapes).
     index('runs_ws_app_created').on(t.workspaceId, t.app.desc(), t.createdAt.desc(), t.id.desc()),
     index('runs_ws_status_created').on(t.workspaceId, t.status.desc(), t.createdAt.desc(), t.id.desc()),
