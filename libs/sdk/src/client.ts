@@ -127,8 +127,10 @@ export interface ScheduleInput {
   cron: string;
   timezone?: string;
   data?: unknown;
-  /** Your id for it (a tenant, a user): making it again with this id replaces it (and makes `create` safe to retry). */
+  /** Your id for it (a tenant, a user): making it again with this id replaces it (and makes `create` safe to retry); a paused one stays paused. */
   externalId?: string;
+  /** Tags of the runs it starts. */
+  tags?: string[];
 }
 
 /** A schedule made through the API. */
@@ -140,6 +142,9 @@ export interface ScheduleRecord {
   timezone: string;
   data: unknown;
   externalId?: string;
+  tags: string[];
+  /** Paused: when, and by whom; it has no `nextRunAt` until resumed. */
+  paused?: { at: string; by: string };
   nextRunAt?: string;
   lastRunAt?: string;
   createdBy: string;
@@ -458,6 +463,10 @@ export function createClient(options: ClientOptions = {}) {
       create: (schedule: ScheduleInput) => json<ScheduleRecord>('POST', 'schedules', { body: schedule, retry: schedule.externalId !== undefined }),
       list: (query: { app?: string; workflow?: string; limit?: number } = {}) => read<ScheduleRecord[]>('schedules', query),
       get: (scheduleId: string) => read<ScheduleRecord>(`schedules/${encodeURIComponent(scheduleId)}`),
+      /** Its ticks start no run until `resume`. */
+      pause: (scheduleId: string) => json<ScheduleRecord>('POST', `schedules/${encodeURIComponent(scheduleId)}/pause`, { retry: true }),
+      /** It fires again from its next tick after now; the ticks it missed while paused do not fire. */
+      resume: (scheduleId: string) => json<ScheduleRecord>('POST', `schedules/${encodeURIComponent(scheduleId)}/resume`, { retry: true }),
       /** No later tick starts a run. */
       delete: async (scheduleId: string) => void (await request('DELETE', `schedules/${encodeURIComponent(scheduleId)}`, { retry: false })),
     },

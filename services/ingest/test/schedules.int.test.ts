@@ -29,6 +29,7 @@ describe.each(modes())('schedules made through the API (%s)', (mode) => {
       [{ app, workflow: 'wf', cron: '0 9 * * *', every: 'day' }, /Unknown field "every"/],
       [{ workflow: 'wf', cron: '0 9 * * *' }, /app is required/],
       [{ app, workflow: 'wf', cron: '0 9 * * *', externalId: 'x'.repeat(257) }, /externalId is over 256/],
+      [{ app, workflow: 'wf', cron: '0 9 * * *', tags: ['ok', ''] }, /1-128 characters/],
     ];
     for (const [body, message] of cases) {
       const r = await create(body);
@@ -94,5 +95,37 @@ describe.each(modes())('schedules made through the API (%s)', (mode) => {
     } finally {
       await other.stop();
     }
+  });
+
+  it('gives its runs its tags; paused, its ticks start nothing (a replacement by externalId keeps it paused); resumed, it fires from its next tick', async () => {
+    const app = await setup();
+    const made = await create({ app, workflow: 'wf', cron: '* * * * * *', tags: ['tenant:acme'], externalId: 'acme' });
+    expect(made.body).toMatchObject({ tags: ['tenant:acme'] });
+    const id = made.body.id as string;
+    await h.waitStarts(() => startsOf(app).length >= 1, 10_000, 'a tick');
+    expect(startsOf(app)[0]!.cmd.tags).toEqual(['tenant:acme']);
+
+    const paused = await h.call('schedules.pause', { params: { id } });
+    expect(paused.body).toMatchObject({ id, paused: { at: expect.any(String), by: 'tester' } });
+    expect(paused.body.nextRunAt).toBeUndefined();
+    // Sent again by a sync, it takes the new tags and stays paused.
+    const synced = await create({ app, workflow: 'wf', cron: '* * * * * *', tags: ['tenant:acme', 'plan:pro'], externalId: 'acme' });
+    expect(synced.body).toMatchObject({ id, tags: ['tenant:acme', 'plan:pro'], paused: paused.body.paused });
+    expect(synced.body.nextRunAt).toBeUndefined();
+    await sleep(300); // a tick in flight when it was paused
+    const before = startsOf(app).length;
+    await sleep(2200);
+    expect(startsOf(app).length).toBe(before);
+
+    const resumed = await h.call('schedules.resume', { params: { id } });
+    expect(resumed.body.paused).toBeUndefined();
+    expect(Date.parse(resumed.body.nextRunAt)).toBeGreaterThan(Date.now() - 1000);
+    await h.waitStarts(() => startsOf(app).length >= before + 1, 10_000, 'a tick once resumed');
+    expect(startsOf(app).at(-1)!.cmd.tags).toEqual(['tenant:acme', 'plan:pro']);
+    // Only ticks after the resume fired: none of the paused seconds was made up.
+    expect(Date.parse(startsOf(app)[before]!.input.scheduledAt)).toBeGreaterThanOrEqual(Date.parse(resumed.body.updatedAt) - 1000);
+    expect((await h.call('schedules.pause', { params: { id: 'sch_missing' } })).status).toBe(404);
+    expect((await h.call('schedules.resume', { params: { id: 'sch_missing' } })).status).toBe(404);
+    await h.call('schedules.delete', { params: { id } });
   });
 });

@@ -363,7 +363,8 @@ export const ScheduleBody = component(
     cron: str().min(1).max(256).meta({ description: 'Five fields, or six with seconds first ("0 9 * * *"); a `TZ=Zone ` prefix or `timezone` sets the zone (UTC by default).' }),
     timezone: str().max(64).optional().meta({ description: 'IANA zone of the pattern, e.g. "Europe/Paris".' }),
     data: json('Handed to every run as event.data.data.').optional(),
-    externalId: name('Your id for it (a tenant, a user): making it again with this id replaces it.').optional(),
+    externalId: name('Your id for it (a tenant, a user): making it again with this id replaces it (a paused one stays paused).').optional(),
+    tags: z.array(tagSchema).max(MAX_TAGS).optional().meta({ description: 'Tags of the runs it starts (GET /runs?tag= finds them).' }),
   }),
 );
 export const Schedule = component(
@@ -376,7 +377,12 @@ export const Schedule = component(
     timezone: z.string(),
     data: json('Handed to every run as event.data.data.'),
     externalId: z.string().optional(),
-    nextRunAt: timestamp('The next tick; absent once the pattern never fires again.').optional(),
+    tags: z.array(z.string()).meta({ description: 'Tags of the runs it starts.' }),
+    paused: z
+      .object({ at: timestamp(), by: z.string() })
+      .optional()
+      .meta({ description: 'Paused (POST /schedules/{id}/pause): when, and the key or person; its ticks start no run until resumed.' }),
+    nextRunAt: timestamp('The next tick; absent while paused and once the pattern never fires again.').optional(),
     lastRunAt: timestamp('The last tick that fired.').optional(),
     createdBy: z.string(),
     createdAt: timestamp(),

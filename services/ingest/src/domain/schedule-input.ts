@@ -1,9 +1,9 @@
 import { parseCron, type CronSpec } from '@dws/cel';
-import { invalid } from '@dws/protocol';
+import { invalid, parseTags } from '@dws/protocol';
 
 /** SPEC Limits: names and ids are capped at 256 characters. */
 const MAX_LEN = 256;
-const FIELDS = new Set(['app', 'workflow', 'cron', 'timezone', 'data', 'externalId']);
+const FIELDS = new Set(['app', 'workflow', 'cron', 'timezone', 'data', 'externalId', 'tags']);
 
 export interface ScheduleInput {
   app: string;
@@ -14,6 +14,8 @@ export interface ScheduleInput {
   /** Raw JSON text of `data` ('null' when omitted). */
   dataJson: string;
   externalId?: string;
+  /** The tags of the runs it starts. */
+  tags?: string[];
 }
 
 function name(o: Record<string, unknown>, field: string, required: boolean): string | undefined {
@@ -27,7 +29,7 @@ function name(o: Record<string, unknown>, field: string, required: boolean): str
   return v;
 }
 
-/** The body of POST /schedules: `{ app, workflow, cron, timezone?, data?, externalId? }`; any other field is refused. */
+/** The body of POST /schedules: `{ app, workflow, cron, timezone?, data?, externalId?, tags? }`; any other field is refused. */
 export function parseScheduleInput(body: unknown): ScheduleInput {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('invalid_schedule', 'A schedule must be a JSON object.');
   const o = body as Record<string, unknown>;
@@ -40,5 +42,8 @@ export function parseScheduleInput(body: unknown): ScheduleInput {
   const parsed = parseCron({ cron, timezone: o.timezone });
   if (!parsed.ok) throw invalid('invalid_schedule', `${parsed.error}.`);
   const externalId = name(o, 'externalId', false);
-  return { app, workflow, cron: cron.trim(), spec: parsed.spec, dataJson: JSON.stringify(o.data ?? null), ...(externalId ? { externalId } : {}) };
+  const tags = parseTags(o.tags, 'invalid_schedule');
+  return {
+    app, workflow, cron: cron.trim(), spec: parsed.spec, dataJson: JSON.stringify(o.data ?? null), ...(externalId ? { externalId } : {}), ...(tags ? { tags } : {}),
+  };
 }

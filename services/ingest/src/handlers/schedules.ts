@@ -4,9 +4,8 @@ import { notFound, ServiceError } from '@dws/protocol';
 import { ids, type ApiHandler } from '@dws/runtime';
 import { parseScheduleInput } from '../domain/schedule-input.js';
 import { iso, listLimit, str } from './read-values.js';
-import { deleteSchedule, listSchedules, scheduleById, upsertSchedule, type ScheduleRow } from '../store/schedules.js';
+import { deleteSchedule, listSchedules, pauseSchedule, resumeSchedule, scheduleById, upsertSchedule, type ScheduleRow } from '../store/schedules.js';
 import { policyOf } from '../store/workflows.js';
-
 
 /** A schedule as the API shows it. */
 function scheduleRecord(r: ScheduleRow) {
@@ -18,7 +17,9 @@ function scheduleRecord(r: ScheduleRow) {
     timezone: r.tz,
     data: JSON.parse(r.data) as unknown,
     externalId: r.external_id ?? undefined,
-    // Absent once the pattern never fires again.
+    tags: r.tags ?? [],
+    ...(r.paused_at !== null ? { paused: { at: iso(r.paused_at), by: r.paused_by ?? '' } } : {}),
+    // Absent while paused, and once the pattern never fires again.
     nextRunAt: r.next_at === null ? undefined : iso(r.next_at),
     lastRunAt: r.last_at === null ? undefined : iso(r.last_at),
     createdBy: r.created_by,
@@ -44,7 +45,7 @@ export function schedulesApi(deps: { db: Database; onArmed: () => void }): Recor
       }
       const { row, created } = await upsertSchedule(db, {
         id: ids.generic('sch'), workspace_id: caller.workspaceId, app: s.app, workflow: s.workflow, cron: s.cron, pattern: s.spec.pattern,
-        tz: s.spec.tz, data: s.dataJson, external_id: s.externalId ?? null, created_by: caller.actor || 'a user', nextAt: nextCronTick(s.spec, new Date()),
+        tz: s.spec.tz, data: s.dataJson, external_id: s.externalId ?? null, tags: s.tags ?? null, created_by: caller.actor || 'a user', nextAt: nextCronTick(s.spec, new Date()),
       });
       deps.onArmed();
       return { status: created ? 201 : 200, body: scheduleRecord(row) };
@@ -58,6 +59,21 @@ export function schedulesApi(deps: { db: Database; onArmed: () => void }): Recor
     async 'schedules.get'({ caller, params }) {
       const row = await scheduleById(db, caller.workspaceId, params.id ?? '');
       if (!row) throw notFound('schedule');
+      return { body: scheduleRecord(row) };
+    },
+
+    /** POST /schedules/{id}/pause: its ticks start no run until it is resumed. */
+    async 'schedules.pause'({ caller, params }) {
+      const row = await pauseSchedule(db, caller.workspaceId, params.id ?? '', caller.actor || 'a user');
+      if (!row) throw notFound('schedule');
+      return { body: scheduleRecord(row) };
+    },
+
+    /** POST /schedules/{id}/resume: it fires again from its next tick after now (the ticks it missed while paused do not fire). */
+    async 'schedules.resume'({ caller, params }) {
+      const row = await resumeSchedule(db, caller.workspaceId, params.id ?? '', (s) => nextCronTick(s, new Date()));
+      if (!row) throw notFound('schedule');
+      deps.onArmed();
       return { body: scheduleRecord(row) };
     },
 

@@ -154,7 +154,7 @@ export class Timers {
       const policy = await policyOf(tx, s.workspace_id, s.app, s.workflow);
       if (policy && !policy.paused && !(await isSuspended(tx, s.workspace_id))) {
         const input = { cron: s.cron, scheduledAt: tick.toISOString(), scheduleId: s.id, ...(s.external_id ? { externalId: s.external_id } : {}), data: JSON.parse(s.data) as unknown };
-        starts.push({ policy, run: cronRun(s, ids.run(), tick, input) });
+        starts.push({ policy, run: { ...cronRun(s, ids.run(), tick, input), ...(s.tags ? { tags: s.tags } : {}) } });
       }
       await advanceApiSchedule(tx, s.id, tick, nextCronTick(s, now > tick ? now : tick));
     }

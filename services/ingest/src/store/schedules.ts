@@ -11,32 +11,37 @@ export interface ScheduleRow {
   tz: string;
   data: string;
   external_id: string | null;
+  tags: string[] | null;
   next_at: Date | string | null;
   last_at: Date | string | null;
+  paused_at: Date | string | null;
+  paused_by: string | null;
   created_by: string;
   created_at: Date | string;
   updated_at: Date | string;
 }
 
-export type NewSchedule = Pick<ScheduleRow, 'id' | 'workspace_id' | 'app' | 'workflow' | 'cron' | 'pattern' | 'tz' | 'data' | 'external_id' | 'created_by'> & {
+export type NewSchedule = Pick<ScheduleRow, 'id' | 'workspace_id' | 'app' | 'workflow' | 'cron' | 'pattern' | 'tz' | 'data' | 'external_id' | 'tags' | 'created_by'> & {
   nextAt: Date | null;
 };
 
-const COLUMNS = 'id, workspace_id, app, workflow, cron, pattern, tz, data, external_id, next_at, last_at, created_by, created_at, updated_at';
+const COLUMNS = 'id, workspace_id, app, workflow, cron, pattern, tz, data, external_id, tags, next_at, last_at, paused_at, paused_by, created_by, created_at, updated_at';
 
 /**
  * Store a schedule; one with the `external_id` of another of the workflow
- * replaces that one's cron and data (its id and history stay).
+ * replaces that one's cron, data and tags (its id, history and pause stay:
+ * a sync that sends every row again does not resume what an operator paused).
  * @returns the stored row, and whether it is new
  */
 export async function upsertSchedule(db: Database, s: NewSchedule): Promise<{ row: ScheduleRow; created: boolean }> {
   const rows = await db.query<ScheduleRow & { created: boolean }>(
-    `insert into ingest.schedules as s (id, workspace_id, app, workflow, cron, pattern, tz, data, external_id, next_at, created_by)
-     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+    `insert into ingest.schedules as s (id, workspace_id, app, workflow, cron, pattern, tz, data, external_id, tags, next_at, created_by)
+     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text[], $11, $12)
      on conflict (workspace_id, app, workflow, external_id) do update
-       set cron = excluded.cron, pattern = excluded.pattern, tz = excluded.tz, data = excluded.data, next_at = excluded.next_at, updated_at = now()
+       set cron = excluded.cron, pattern = excluded.pattern, tz = excluded.tz, data = excluded.data, tags = excluded.tags,
+           next_at = case when s.paused_at is null then excluded.next_at end, updated_at = now()
      returning ${COLUMNS.split(', ').map((c) => `s.${c}`).join(', ')}, (xmax = 0) as created`,
-    [s.id, s.workspace_id, s.app, s.workflow, s.cron, s.pattern, s.tz, s.data, s.external_id, s.nextAt?.toISOString() ?? null, s.created_by],
+    [s.id, s.workspace_id, s.app, s.workflow, s.cron, s.pattern, s.tz, s.data, s.external_id, s.tags, s.nextAt?.toISOString() ?? null, s.created_by],
   );
   const { created, ...row } = rows[0]!;
   return { row, created };
@@ -55,6 +60,37 @@ export function listSchedules(db: Database, workspaceId: string, f: { app?: stri
       order by created_at desc, id limit $4`,
     [workspaceId, f.app ?? null, f.workflow ?? null, f.limit],
   );
+}
+
+/** Pause a schedule: it has no next tick until resumed (a second pause keeps the first's time and author). */
+export async function pauseSchedule(db: Database, workspaceId: string, id: string, by: string): Promise<ScheduleRow | undefined> {
+  const rows = await db.query<ScheduleRow>(
+    `update ingest.schedules set paused_at = coalesce(paused_at, now()), paused_by = coalesce(paused_by, $3), next_at = null, updated_at = now()
+      where workspace_id = $1 and id = $2 returning ${COLUMNS}`,
+    [workspaceId, id, by],
+  );
+  return rows[0];
+}
+
+/**
+ * Resume a schedule at `next(row)`, its first tick from now: the ticks it
+ * missed while paused do not fire. A schedule not paused is left as it is.
+ */
+export async function resumeSchedule(
+  db: Database,
+  workspaceId: string,
+  id: string,
+  next: (s: ScheduleRow) => Date | null,
+): Promise<ScheduleRow | undefined> {
+  return db.tx(async (tx) => {
+    const row = (await tx.query<ScheduleRow>(`select ${COLUMNS} from ingest.schedules where workspace_id = $1 and id = $2 for update`, [workspaceId, id]))[0];
+    if (!row || row.paused_at === null) return row;
+    const rows = await tx.query<ScheduleRow>(
+      `update ingest.schedules set paused_at = null, paused_by = null, next_at = $3, updated_at = now() where id = $2 and workspace_id = $1 returning ${COLUMNS}`,
+      [workspaceId, id, next(row)?.toISOString() ?? null],
+    );
+    return rows[0];
+  });
 }
 
 /** @returns false when there was no such schedule */

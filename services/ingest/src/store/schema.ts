@@ -263,7 +263,13 @@ export const schedules = ingest.table(
     data: text('data').notNull(),
     /** The caller's own id for it (a tenant, a user): creating it again with this id replaces it. */
     externalId: text('external_id'),
+    /** The tags of the runs it starts. */
+    tags: text('tags').array(),
+    /** Null while paused: a paused schedule has no next tick. */
     nextAt: timestamp('next_at', { withTimezone: true }),
+    /** Paused (POST /schedules/{id}/pause): when, and by whom; a replacement by externalId keeps it paused. */
+    pausedAt: timestamp('paused_at', { withTimezone: true }),
+    pausedBy: text('paused_by'),
     lastAt: timestamp('last_at', { withTimezone: true }),
     createdBy: text('created_by').notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
