@@ -1,0 +1,107 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createClient, isApiError, type Client } from '@dws/sdk';
+import { eventually } from '../src/api.js';
+import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
+import { realInfra } from '../src/infra.js';
+import { startRunner, type TestRunner } from '../src/runner.js';
+
+const modes: Mode[] = realInfra() ? ['embedded', 'fleet'] : ['embedded'];
+
+/**
+ * Run tags through the public API with the SDK's client: an event's tags on
+ * the runs it starts, their children and replays, GET /runs by tag, a bulk
+ * cancel by tag, and a schedule's tags on its ticks' runs, paused and resumed.
+ */
+describe.each(modes)('run tags on %s', (mode) => {
+  let dep: Deployment;
+  let runner: TestRunner;
+  let client: Client;
+
+  beforeAll(async () => {
+    dep = await startDeployment(mode);
+    runner = await startRunner(dep, (r) => {
+      r.workflow<{ n: number }>('tagged-order', { triggers: [{ event: 'tags.order' }] }, async ({ event, step }) => {
+        const total = await step.runWorkflow('price', { workflow: 'tagged-price', data: { n: event.data.n } });
+        return step.run('confirm', () => `order ${event.data.n}: ${String(total)}`);
+      });
+      r.workflow<{ n: number }>('tagged-price', async ({ event, step }) => step.run('price', () => event.data.n * 10));
+      r.workflow('tagged-sleeper', { triggers: [{ event: 'tags.sleep' }] }, async ({ step }) => {
+        await step.sleep('long', '1h');
+      });
+      r.workflow('tagged-digest', async ({ step }) => step.run('send', () => 'sent'));
+    });
+    client = createClient({ url: `${dep.base}/v1`, apiKey: dep.secretKey, env: {} });
+    await eventually('the workflows registered', async () => ((await client.workflows.list()).length >= 4 ? true : undefined));
+  }, 180_000);
+
+  afterAll(async () => {
+    await runner?.close();
+    await dep?.stop();
+  }, 60_000);
+
+  it("tags the runs an event starts, their children and replays, and lists runs by tag", async () => {
+    const acme = await client.send({ name: 'tags.order', data: { n: 1 }, tags: ['tenant:acme', 'user:7'] });
+    const globex = await client.send({ name: 'tags.order', data: { n: 2 }, tags: ['tenant:globex'] });
+    const untagged = await client.send({ name: 'tags.order', data: { n: 3 } });
+    const done = await client.runs.wait<string>(acme.runId!, { timeoutMs: 30_000 });
+    expect(done).toMatchObject({ status: 'succeeded', result: 'order 1: 10', tags: ['tenant:acme', 'user:7'] });
+    await client.runs.wait(globex.runId!, { timeoutMs: 30_000 });
+    expect((await client.runs.wait(untagged.runId!, { timeoutMs: 30_000 })).tags).toEqual([]);
+    expect((await client.events.get(acme.id)).tags).toEqual(['tenant:acme', 'user:7']);
+
+    // The child its step started carries the parent's tags, and so does a replay.
+    const [child] = (await client.runs.list({ workflow: 'tagged-price', tags: ['tenant:acme'] })).runs;
+    expect(child).toMatchObject({ workflow: 'tagged-price', status: 'succeeded', tags: ['tenant:acme', 'user:7'] });
+    const replay = await client.runs.replay(acme.runId!);
+    expect((await client.runs.wait(replay.id, { timeoutMs: 30_000 })).tags).toEqual(['tenant:acme', 'user:7']);
+
+    const ids = async (tags: string[]) => (await client.runs.list({ tags, limit: 200 })).runs.map((r) => r.id).sort();
+    // The order, its child, its replay and the replay's own child.
+    const acmeRuns = await ids(['tenant:acme']);
+    expect(acmeRuns).toHaveLength(4);
+    expect(acmeRuns).toEqual(expect.arrayContaining([acme.runId!, child!.id, replay.id]));
+    expect(await ids(['tenant:acme', 'user:7'])).toEqual(acmeRuns);
+    expect(await ids(['tenant:globex'])).toHaveLength(2); // its order and that order's child
+    expect(await ids(['tenant:acme', 'tenant:globex'])).toEqual([]);
+  }, 90_000);
+
+  it('bulk-cancels the runs of one tag and leaves the rest', async () => {
+    const mine = await Promise.all([1, 2, 3].map(() => client.send({ name: 'tags.sleep', tags: ['batch:42'] })));
+    const other = await client.send({ name: 'tags.sleep', tags: ['batch:43'] });
+    const all = [...mine, other].map((s) => s.runId!);
+    await eventually('the sleepers parked', async () => ((await Promise.all(all.map((id) => client.runs.get(id)))).every((r) => r.status === 'waiting') ? true : undefined));
+    const res = await client.runs.bulkCancel({ tags: ['batch:42'] });
+    expect(res).toMatchObject({ matched: 3, cancelled: 3, capped: false });
+    for (const s of mine) expect((await client.runs.get(s.runId!)).status).toBe('cancelled');
+    expect((await client.runs.get(other.runId!)).status).toBe('waiting');
+    await client.runs.cancel(other.runId!);
+  }, 60_000);
+
+  it('refuses bad tags with a 400 naming them', async () => {
+    const tooMany = await client.send({ name: 'tags.order', tags: Array.from({ length: 11 }, (_, i) => `t${i}`) }).catch((e: unknown) => e);
+    expect(isApiError(tooMany) && tooMany.status).toBe(400);
+    const long = await client.runs.list({ tags: ['x'.repeat(129)] }).catch((e: unknown) => e);
+    expect(isApiError(long) && [long.status, long.code]).toEqual([400, 'invalid_tag']);
+  }, 30_000);
+
+  it("tags a schedule's runs; paused it starts none, resumed it starts them again", async () => {
+    const made = await client.schedules.create({ app: 'default', workflow: 'tagged-digest', cron: '* * * * * *', tags: ['tenant:initech'], externalId: 'initech' });
+    expect(made).toMatchObject({ tags: ['tenant:initech'], nextRunAt: expect.any(String) });
+    const count = async () => (await client.runs.list({ workflow: 'tagged-digest', tags: ['tenant:initech'], limit: 200 })).runs.length;
+    await eventually('a tagged tick', async () => ((await count()) > 0 ? true : undefined), 30_000);
+
+    const paused = await client.schedules.pause(made.id);
+    expect(paused).toMatchObject({ paused: { at: expect.any(String) } });
+    expect(paused.nextRunAt).toBeUndefined();
+    await sleep(700); // a tick in flight as it paused
+    const before = await count();
+    await sleep(2500);
+    expect(await count()).toBe(before);
+
+    const resumed = await client.schedules.resume(made.id);
+    expect(resumed.paused).toBeUndefined();
+    await eventually('a tick once resumed', async () => ((await count()) > before ? true : undefined), 30_000);
+    await client.schedules.delete(made.id);
+  }, 90_000);
+});
