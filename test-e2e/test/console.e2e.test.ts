@@ -18,7 +18,8 @@ import { startRunner, type TestRunner } from '../src/runner.js';
  * every behaviour under test done by clicking through the console as a
  * person would: sign in, watch a run go from queued to succeeded live,
  * cancel a run, retry one from a step, approve with edited arguments,
- * redeliver a webhook delivery, send a test event and follow it to its run.
+ * redeliver a webhook delivery, send a test event and follow it to its run,
+ * filter the runs by their tags.
  * Each page is saved as a screenshot under test-e2e/screenshots/ (git-ignored).
  */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -93,8 +94,8 @@ suite(`web console in Chromium on ${mode}`, () => {
   const url = (p: string) => `${dep.base}${p}`;
   // Animations are stopped for the picture (the fresh-row flash, the live pulse), so it shows the resting page.
   const shot = (name: string, p: Page = page) => p.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true, animations: 'disabled' });
-  const send = async (name: string, data: unknown): Promise<{ id: string; runId: string }> => {
-    const res = await api(dep.base, 'POST', '/v1/events', { key: ws.secretKey, body: { name, data } });
+  const send = async (name: string, data: unknown, tags?: string[]): Promise<{ id: string; runId: string }> => {
+    const res = await api(dep.base, 'POST', '/v1/events', { key: ws.secretKey, body: { name, data, tags } });
     expect(res.status).toBe(202);
     expect(res.body.runId).toEqual(expect.stringMatching(/^run_/));
     return res.body;
@@ -578,6 +579,77 @@ suite(`web console in Chromium on ${mode}`, () => {
     await scheduled.waitFor({ state: 'detached' });
     expect((await api(dep.base, 'GET', '/v1/events/scheduled', { key: ws.secretKey })).body).toEqual([]);
     expect((await api(dep.base, 'GET', `/v1/events/${id}`, { key: ws.secretKey })).status).toBe(404);
+  }, 90_000);
+
+  it('shows run tags as chips, filters the runs by them (kept in the URL), and sends a tagged test event', async () => {
+    const acme = await send('user.signed_up', { name: 'Tess' }, ['tenant:acme', 'user:42']);
+    const globex = await send('user.signed_up', { name: 'Hal' }, ['tenant:globex']);
+    for (const { runId } of [acme, globex]) await eventually('the greet run to succeed', async () => runReached(await runOf(runId)));
+    expect((await runOf(acme.runId)).tags).toEqual(['tenant:acme', 'user:42']);
+
+    await open('/runs');
+    const acmeRow = page.locator(`tr[data-run="${acme.runId}"]`);
+    const globexRow = page.locator(`tr[data-run="${globex.runId}"]`);
+    await acmeRow.getByRole('button', { name: 'user:42' }).waitFor();
+    await globexRow.getByRole('button', { name: 'tenant:globex' }).waitFor();
+
+    // Typed and Enter: the filter holds the tag, the URL says so, and the list narrows to the run carrying it.
+    const tagInput = page.getByLabel('Tag', { exact: true });
+    await tagInput.fill('tenant:acme');
+    await tagInput.press('Enter');
+    await page.getByRole('button', { name: 'Remove tag tenant:acme' }).waitFor();
+    await globexRow.waitFor({ state: 'detached' });
+    await acmeRow.waitFor();
+    expect(new URL(page.url()).searchParams.getAll('tag')).toEqual(['tenant:acme']);
+    expect(await page.locator('tr[data-run]').count()).toBe(1);
+    expect(await tagInput.inputValue()).toBe('');
+
+    // A run's chip adds its tag to the filter: every tag must match.
+    await acmeRow.getByRole('button', { name: 'user:42' }).click();
+    await page.getByRole('button', { name: 'Remove tag user:42' }).waitFor();
+    expect(new URL(page.url()).searchParams.getAll('tag')).toEqual(['tenant:acme', 'user:42']);
+    await shot('36-runs-tag-filter');
+    // A reload keeps the filter, which lives in the URL.
+    await page.reload();
+    await page.getByRole('button', { name: 'Remove tag user:42' }).waitFor();
+    await acmeRow.waitFor();
+    expect(await page.locator('tr[data-run]').count()).toBe(1);
+    await page.getByRole('button', { name: 'Remove tag tenant:acme' }).click();
+    await page.getByRole('button', { name: 'Remove tag tenant:acme' }).waitFor({ state: 'detached' });
+    expect(new URL(page.url()).searchParams.getAll('tag')).toEqual(['user:42']);
+    await acmeRow.waitFor();
+    expect(await page.locator('tr[data-run]').count()).toBe(1);
+
+    // The run page shows its tags; one opens the list filtered by it.
+    await acmeRow.getByRole('link', { name: acme.runId }).click();
+    await runIs('succeeded');
+    const runTags = page.getByTestId('run-tags');
+    await runTags.getByRole('link', { name: 'user:42' }).waitFor();
+    await shot('37-run-tags');
+    await runTags.getByRole('link', { name: 'tenant:acme' }).click();
+    await page.waitForURL((u) => u.pathname === '/runs' && u.searchParams.getAll('tag').join() === 'tenant:acme');
+    await page.getByRole('button', { name: 'Remove tag tenant:acme' }).waitFor();
+    await acmeRow.waitFor();
+    expect(await page.locator('tr[data-run]').count()).toBe(1);
+
+    // The event log shows the event's tags; the test-event form sends its comma-separated tags, trimmed, empties dropped.
+    await open('/events');
+    await page.locator(`tr[data-event="${acme.id}"]`).getByRole('link', { name: 'tenant:acme' }).waitFor();
+    await page.getByRole('button', { name: 'Send test event' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Send a test event' });
+    await dialog.getByLabel('Event name').fill('user.signed_up');
+    await dialog.getByLabel('Data').fill(JSON.stringify({ name: 'Ida' }));
+    await dialog.getByLabel(/^Tags/).fill(' batch:7, ,nightly ,');
+    await dialog.getByRole('button', { name: 'Send event' }).click();
+    const link = dialog.getByTestId('send-result').getByRole('link', { name: /^run_/ });
+    const runId = (await link.textContent())!.trim();
+    await dialog.getByRole('button', { name: 'Done' }).click();
+    const sent = page.locator('tr[data-event]').filter({ has: page.getByRole('link', { name: runId }) });
+    await sent.getByRole('link', { name: 'nightly' }).waitFor();
+    await shot('38-events-tags');
+    expect((await runOf(runId)).tags).toEqual(['batch:7', 'nightly']);
+    const event = await api(dep.base, 'GET', `/v1/events/${await sent.getAttribute('data-event')}`, { key: ws.secretKey });
+    expect(event.body.tags).toEqual(['batch:7', 'nightly']);
   }, 90_000);
 
   it('renders the remaining pages: runners, workflows, receivers, inbound posts, an unknown page, and dark mode', async () => {

@@ -20,6 +20,8 @@ export interface Run {
   eventName?: string;
   replayOf?: string;
   session?: string;
+  /** Its triggering event's tags, or its source's (a replay, child or on-failure run); [] for none. */
+  tags: string[];
   attempt: number;
   stepCount: number;
   createdAt: string;
@@ -127,6 +129,8 @@ export interface EventRecord {
   app?: string;
   source: 'api' | 'emit';
   data?: unknown;
+  /** POST /events `tags`, given to the runs it starts; absent for none. */
+  tags?: string[];
   receivedAt: string;
   /** Sent with a delay and not yet taken in: when it will be. */
   scheduledFor?: string;

@@ -1,6 +1,6 @@
 import type { ComponentChildren, JSX } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError } from './api';
+import { ApiError, qs } from './api';
 import { Link } from './router';
 
 // ---- data loading
@@ -414,6 +414,37 @@ export function LiveDot({ live }: { live: boolean }): JSX.Element {
     <span class={`live ${live ? 'on' : ''}`} title={live ? 'Live: updates stream in' : 'Reconnecting…'}>
       <span class="pulse" aria-hidden="true" />
       {live ? 'Live' : 'Offline'}
+    </span>
+  );
+}
+
+/** qs() and setQuery() keep one value per name; the tag filter is the repeated `tag` parameter GET /v1/runs reads. */
+export function withTags(params: Record<string, string | number | undefined>, tags: string[]): string {
+  const u = new URLSearchParams(qs(params).slice(1));
+  for (const t of tags) u.append('tag', t);
+  const s = u.toString();
+  return s ? `?${s}` : '';
+}
+
+/** "a, b ,,c" -> ["a", "b", "c"]: how a form field takes tags. */
+export const splitTags = (text: string) => text.split(',').map((t) => t.trim()).filter(Boolean);
+
+/** Tags as chips: each links to the runs carrying it, or with onPick adds it to the list's filter. */
+export function TagChips({ tags, onPick }: { tags: string[] | undefined; onPick?: (tag: string) => void }): JSX.Element | null {
+  if (!tags?.length) return null;
+  return (
+    <span class="tags">
+      {tags.map((t) =>
+        onPick ? (
+          <button key={t} type="button" class="tag tag-link" title={`Filter by tag ${t}`} onClick={() => onPick(t)}>
+            {t}
+          </button>
+        ) : (
+          <Link key={t} class="tag tag-link" href={`/runs${withTags({}, [t])}`} title={`Runs tagged ${t}`}>
+            {t}
+          </Link>
+        ),
+      )}
     </span>
   );
 }

@@ -3,7 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { get, qs, send, session, stream } from '../api';
 import { Link, setQuery, useLocation } from '../router';
 import type { EventRecord } from '../types';
-import { Empty, ErrorBox, JsonEditor, jsonDraft, JsonView, LiveDot, Modal, PageHead, RunLink, Spinner, Time, toast, errorText, useAsync, type JsonDraft } from '../ui';
+import { Empty, ErrorBox, JsonEditor, jsonDraft, JsonView, LiveDot, Modal, PageHead, RunLink, Spinner, splitTags, TagChips, Time, toast, errorText, useAsync, type JsonDraft } from '../ui';
 
 interface IngestResult {
   id?: string;
@@ -54,8 +54,10 @@ export function EventsPage(): JSX.Element {
     return () => ctl.abort();
   }, [following, name, app]);
   const [nameDraft, setNameDraft] = useState(name ?? '');
-  const seen = new Set(tail.map((e) => e.id));
-  const events = [...tail, ...(list.data ?? []).filter((e) => !seen.has(e.id))];
+  const fresh = new Set(tail.map((e) => e.id));
+  // The live frame carries less than GET /events (no tags): an event both tailed and listed shows as listed.
+  const listed = new Map((list.data ?? []).map((e) => [e.id, e]));
+  const events = [...tail.map((e) => listed.get(e.id) ?? e), ...(list.data ?? []).filter((e) => !fresh.has(e.id))];
 
   return (
     <div class="page">
@@ -108,12 +110,13 @@ export function EventsPage(): JSX.Element {
             <tbody>
               {events.map((e) => (
                 <Fragment key={e.id}>
-                  <tr class={`row-link ${tail.includes(e) ? 'fresh' : ''}`} data-event={e.id}>
+                  <tr class={`row-link ${fresh.has(e.id) ? 'fresh' : ''}`} data-event={e.id}>
                     <td>
                       <button class="linkish" aria-expanded={openId === e.id} onClick={() => setOpenId(openId === e.id ? undefined : e.id)}>
                         <span class="strong">{e.name}</span>
                       </button>
                       <div class="mono small muted">{e.id}</div>
+                      <TagChips tags={e.tags} />
                     </td>
                     <td><span class="tag">{e.source}</span></td>
                     <td>{e.app ?? <span class="muted">all</span>}</td>
@@ -175,6 +178,7 @@ function Scheduled({ events, onChange }: { events: EventRecord[]; onChange: () =
                 <td>
                   <span class="strong">{e.name}</span>
                   <div class="mono small muted">{e.id}</div>
+                  <TagChips tags={e.tags} />
                 </td>
                 <td>{e.app ?? <span class="muted">all</span>}</td>
                 <td><Time at={e.scheduledFor} /></td>
@@ -218,6 +222,7 @@ function SendEvent({ initialName, onClose, onSent }: { initialName?: string; onC
   const [name, setName] = useState(initialName ?? '');
   const [app, setApp] = useState('');
   const [delay, setDelay] = useState('');
+  const [tags, setTags] = useState('');
   const [draft, setDraft] = useState<JsonDraft>(jsonDraft({}));
   const [busy, setBusy] = useState(false);
   const [result, setResult] = useState<IngestResult>();
@@ -228,10 +233,12 @@ function SendEvent({ initialName, onClose, onSent }: { initialName?: string; onC
     setBusy(true);
     setError(undefined);
     try {
+      const tagList = splitTags(tags);
       const r = await send<IngestResult>('POST', '/events', {
         name: name.trim(),
         ...(app.trim() ? { app: app.trim() } : {}),
         ...(delay.trim() ? { delay: /^\d+$/.test(delay.trim()) ? Number(delay.trim()) : delay.trim() } : {}),
+        ...(tagList.length ? { tags: tagList } : {}),
         data: draft.value,
       });
       setResult(r);
@@ -289,6 +296,10 @@ function SendEvent({ initialName, onClose, onSent }: { initialName?: string; onC
           <div class="field">
             <label for="ev-delay">Delay <span class="muted">(optional: ms, "30s", "2h", "1d" or a timestamp; empty: now)</span></label>
             <input id="ev-delay" value={delay} maxLength={64} placeholder="now" onInput={(e) => setDelay((e.target as HTMLInputElement).value)} />
+          </div>
+          <div class="field">
+            <label for="ev-tags">Tags <span class="muted">(optional: comma-separated, given to the runs it starts)</span></label>
+            <input id="ev-tags" value={tags} placeholder="tenant:acme, user:42" onInput={(e) => setTags((e.target as HTMLInputElement).value)} />
           </div>
           <JsonEditor id="ev-data" label="Data" draft={draft} onChange={setDraft} rows={10} />
           {error && <div class="field-error" role="alert">{error}</div>}

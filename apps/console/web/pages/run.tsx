@@ -17,6 +17,7 @@ import {
   RunLink,
   Spinner,
   Tabs,
+  TagChips,
   Time,
   toast,
   useAsync,
@@ -107,6 +108,11 @@ export function RunPage({ id }: { id: string }): JSX.Element {
               </span>
             )}
             <span>attempt {r.attempt}</span>
+            {r.tags.length > 0 && (
+              <span data-testid="run-tags">
+                tags <TagChips tags={r.tags} />
+              </span>
+            )}
           </div>
         </div>
         {canWrite && (

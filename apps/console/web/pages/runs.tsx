@@ -3,7 +3,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { get, page, qs, send, session, stream, type Page } from '../api';
 import { navigate, setQuery, useLocation } from '../router';
 import { RUN_STATUSES, type Run, type RunStats, type RunStatus } from '../types';
-import { Badge, Confirm, dur, Empty, ErrorBox, LiveDot, num, PageHead, RunLink, Spinner, Time, toast, useAsync, useThrottle } from '../ui';
+import { Badge, Confirm, dur, Empty, ErrorBox, LiveDot, num, PageHead, RunLink, splitTags, Spinner, TagChips, Time, toast, useAsync, useThrottle, withTags } from '../ui';
 
 const SORTS = ['started', 'workflow', 'status', 'app', 'duration'] as const;
 const SINCE: Record<string, number> = { '15m': 15 * 60e3, '1h': 3600e3, '24h': 86400e3, '7d': 7 * 86400e3, '30d': 30 * 86400e3 };
@@ -11,6 +11,8 @@ const FILTERS = ['q', 'deep', 'status', 'app', 'workflow', 'runType', 'eventId',
 type Filters = Partial<Record<(typeof FILTERS)[number], string>>;
 
 const sinceIso = (v: string | undefined) => (v && SINCE[v] ? new Date(Date.now() - SINCE[v]!).toISOString() : undefined);
+/** GET /v1/runs takes at most 10 tags, each 1-128 characters. */
+const MAX_TAGS = 10;
 
 /**
  * Runs: the stats header, every filter, sort and search of GET /v1/runs
@@ -21,7 +23,8 @@ export function RunsPage(): JSX.Element {
   const loc = useLocation();
   const f: Filters = {};
   for (const k of FILTERS) f[k] = loc.query.get(k) ?? undefined;
-  const key = FILTERS.map((k) => f[k] ?? '').join('|');
+  const tags = loc.query.getAll('tag');
+  const key = [...FILTERS.map((k) => f[k] ?? ''), ...tags].join('|');
   const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
   const [limit, setLimit] = useState(50);
   useEffect(() => setCursors([undefined]), [key, limit]);
@@ -33,7 +36,7 @@ export function RunsPage(): JSX.Element {
     () =>
       page<Run>(
         '/runs' +
-          qs({ q: f.q, deep: f.deep === '1' && f.q ? '1' : undefined, status: f.status, app: f.app, workflow: f.workflow, runType: f.runType, eventId: f.eventId, replayOf: f.replayOf, since: sinceIso(f.since), sort, dir, limit, cursor }),
+          withTags({ q: f.q, deep: f.deep === '1' && f.q ? '1' : undefined, status: f.status, app: f.app, workflow: f.workflow, runType: f.runType, eventId: f.eventId, replayOf: f.replayOf, since: sinceIso(f.since), sort, dir, limit, cursor }, tags),
       ),
     [key, cursor, limit],
   );
@@ -76,7 +79,8 @@ export function RunsPage(): JSX.Element {
     return () => clearInterval(t);
   }, []);
 
-  const set = (patchF: Filters) => setQuery({ ...f, ...patchF });
+  const set = (patchF: Filters, nextTags = tags) => navigate(location.pathname + withTags({ ...f, ...patchF }, nextTags), { replace: true });
+  const addTag = (t: string) => !tags.includes(t) && tags.length < MAX_TAGS && set({}, [...tags, t]);
   const [qDraft, setQDraft] = useState(f.q ?? '');
   useEffect(() => setQDraft(f.q ?? ''), [f.q]);
   const [bulk, setBulk] = useState<BulkKind>();
@@ -94,7 +98,7 @@ export function RunsPage(): JSX.Element {
     );
   };
 
-  const anyFilter = FILTERS.some((k) => k !== 'sort' && k !== 'dir' && f[k]);
+  const anyFilter = tags.length > 0 || FILTERS.some((k) => k !== 'sort' && k !== 'dir' && f[k]);
   return (
     <div class="page">
       <PageHead title="Runs" sub="Every run of the workspace, newest first." >
@@ -156,12 +160,25 @@ export function RunsPage(): JSX.Element {
           <TextFilter label="Workflow" value={f.workflow} onChange={(v) => set({ workflow: v })} />
           <TextFilter label="Event id" value={f.eventId} onChange={(v) => set({ eventId: v })} />
           <TextFilter label="Replay of" value={f.replayOf} onChange={(v) => set({ replayOf: v })} />
+          <TagInput full={tags.length >= MAX_TAGS} onAdd={addTag} />
           {anyFilter && (
             <button type="button" class="btn btn-ghost btn-sm" onClick={() => setQuery({ sort: f.sort, dir: f.dir })}>
               Clear filters
             </button>
           )}
         </div>
+        {tags.length > 0 && (
+          <div class="chip-row" role="group" aria-label="Tag filter">
+            {tags.map((t) => (
+              <span key={t} class="chip">
+                tag <span class="mono">{t}</span>
+                <button type="button" class="btn-icon" aria-label={`Remove tag ${t}`} onClick={() => set({}, tags.filter((x) => x !== t))}>
+                  ✕
+                </button>
+              </span>
+            ))}
+          </div>
+        )}
       </form>
 
       <div class="card table-card">
@@ -198,7 +215,10 @@ export function RunsPage(): JSX.Element {
                       <RunLink id={r.id} />
                       {r.replayOf && <span class="tag" title={`Replay of ${r.replayOf}`}>replay</span>}
                     </td>
-                    <td class="strong">{r.workflow}</td>
+                    <td>
+                      <span class="strong">{r.workflow}</span>
+                      <TagChips tags={r.tags} onPick={addTag} />
+                    </td>
                     <td>{r.app}</td>
                     <td>
                       {r.eventName ? (
@@ -245,7 +265,7 @@ export function RunsPage(): JSX.Element {
           </div>
         </div>
       </div>
-      {bulk && <BulkAction kind={bulk} onClose={() => setBulk(undefined)} defaults={{ app: f.app, workflow: f.workflow }} />}
+      {bulk && <BulkAction kind={bulk} onClose={() => setBulk(undefined)} defaults={{ app: f.app, workflow: f.workflow, tags }} />}
     </div>
   );
 }
@@ -277,6 +297,30 @@ function Select({ label, value, onChange, options, anyLabel = 'any' }: { label: 
           </option>
         ))}
       </select>
+    </label>
+  );
+}
+
+/** Adds the typed tag to the filter on Enter; the active tags show as removable chips below the filters. */
+function TagInput({ full, onAdd }: { full: boolean; onAdd: (tag: string) => void }): JSX.Element {
+  const [draft, setDraft] = useState('');
+  return (
+    <label class="filter">
+      <span>Tag</span>
+      <input
+        value={draft}
+        maxLength={128}
+        disabled={full}
+        placeholder={full ? 'at most 10' : 'add, then Enter'}
+        onInput={(e) => setDraft((e.target as HTMLInputElement).value)}
+        onKeyDown={(e) => {
+          if (e.key !== 'Enter') return;
+          e.preventDefault();
+          if (!draft.trim()) return;
+          onAdd(draft.trim());
+          setDraft('');
+        }}
+      />
     </label>
   );
 }
@@ -338,13 +382,21 @@ const BULK: Record<BulkKind, { title: string; confirm: string; done: string; sta
 };
 
 /** POST /v1/runs/bulk-replay or bulk-cancel: acts on the runs matching a filter (at least one field), and shows its counts. */
-function BulkAction({ kind, onClose, defaults }: { kind: BulkKind; onClose: () => void; defaults: { app?: string; workflow?: string } }): JSX.Element {
+function BulkAction({ kind, onClose, defaults }: { kind: BulkKind; onClose: () => void; defaults: { app?: string; workflow?: string; tags: string[] } }): JSX.Element {
   const cfg = BULK[kind];
-  const [b, setB] = useState<{ app?: string; workflow?: string; status?: string; runType?: string; since?: string; if?: string }>({ ...defaults, status: cfg.first });
+  const [b, setB] = useState<{ app?: string; workflow?: string; status?: string; runType?: string; since?: string; if?: string; tags?: string }>({
+    app: defaults.app,
+    workflow: defaults.workflow,
+    tags: defaults.tags.join(', ') || undefined,
+    status: cfg.first,
+  });
   const [result, setResult] = useState<BulkResult>();
   const body = useMemo(() => {
-    const o: Record<string, string> = {};
-    for (const [key, v] of Object.entries(b)) if (v) o[key] = key === 'since' ? sinceIso(v)! : v;
+    const { tags, ...rest } = b;
+    const o: Record<string, string | string[]> = {};
+    for (const [key, v] of Object.entries(rest)) if (v) o[key] = key === 'since' ? sinceIso(v)! : v;
+    const list = splitTags(tags ?? '');
+    if (list.length) o.tags = list;
     return o;
   }, [b]);
   const acted = (r: BulkResult | undefined) => (kind === 'replay' ? r?.replayed : r?.cancelled) ?? 0;
@@ -410,6 +462,7 @@ function BulkAction({ kind, onClose, defaults }: { kind: BulkKind; onClose: () =
           {field('runType', 'Trigger', [['event', 'event'], ['cron', 'cron']])}
           {field('app', 'App')}
           {field('workflow', 'Workflow')}
+          {field('tags', 'Tags (comma-separated; a run needs every one)')}
           {field('since', 'Started', Object.keys(SINCE).map((key) => [key, `last ${key}`]))}
           {kind === 'cancel' && field('if', 'Condition (CEL)')}
         </div>

@@ -150,7 +150,7 @@ export class Ingestor {
     results.forEach((r, i) => {
       const { ev, source } = items[i]!;
       if (!r.id) return; // not recorded (a repeat dedupeId)
-      const head = JSON.stringify({ id: r.id, name: ev.name, app: ev.app, source, receivedAt, woke: r.woke, triggered: logged(r.triggered) });
+      const head = JSON.stringify({ id: r.id, name: ev.name, app: ev.app, source, tags: ev.tags, receivedAt, woke: r.woke, triggered: logged(r.triggered) });
       this.d.bus.emit(subjects.workspaceEvents(caller.workspaceId), enc.encode(`${head.slice(0, -1)},"data":${ev.dataJson}}`));
     });
     return results;
