@@ -38,8 +38,11 @@ export interface WorkflowPolicy {
   timeouts?: { startMs?: number; finishMs?: number };
   /** Events that cancel the workflow's active runs (an event matching one of them cancels the runs its `if` selects). */
   cancelOn?: CancelOnSpec[];
-  /** Paused by an operator (the invoker sets it in the config it announces): its events and cron ticks start no run. */
-  paused?: { at: string; by: string };
+  /**
+   * Paused by an operator (the invoker sets it in the config it announces): its events and cron ticks start no run;
+   * with `hold`, ingest keeps each event's match and admits it once the workflow is resumed.
+   */
+  paused?: { at: string; by: string; hold?: true };
 }
 
 export interface ConcurrencySpec {
@@ -167,7 +170,9 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
 export function parseWorkflowPolicy(config: Obj): { policy: WorkflowPolicy; problems: string[] } {
   const problems: string[] = [];
   const policy: WorkflowPolicy = { events: undefined, crons: [] };
-  if (isObj(config.paused)) policy.paused = { at: String(config.paused.at ?? ''), by: String(config.paused.by ?? '') };
+  if (isObj(config.paused)) {
+    policy.paused = { at: String(config.paused.at ?? ''), by: String(config.paused.by ?? ''), ...(config.paused.hold === true ? { hold: true as const } : {}) };
+  }
 
   const cel = (field: string, v: unknown, type?: 'bool' | 'int', vars = EVENT_VARS): string | undefined => {
     if (v === undefined || v === null || v === '') return undefined;

@@ -160,8 +160,8 @@ export interface WorkflowRecord {
   retry: unknown;
   scheduled: boolean;
   schedules: string[];
-  /** Paused by an operator: when, and by whom. */
-  paused?: { at: string; by: string };
+  /** Paused by an operator: when, by whom, and whether its events are held for its resume. */
+  paused?: { at: string; by: string; hold?: true };
   [field: string]: unknown;
 }
 
@@ -473,9 +473,12 @@ export function createClient(options: ClientOptions = {}) {
     workflows: {
       /** The registered workflows (of one app), each with its triggers, schedules and `paused` when it is. */
       list: (query: { app?: string } = {}) => read<WorkflowRecord[]>('workflows', query),
-      /** Its events and cron ticks start no run until resumed; runs under way go on. */
-      pause: (ref: { app: string; workflow: string }) => json<WorkflowRecord>('POST', 'workflows/pause', { body: ref, retry: true }),
-      /** Its events start runs again (those sent while it was paused started none). */
+      /**
+       * Its events and cron ticks start no run until resumed; runs under way go on. With `hold`, its events' runs
+       * start once it is resumed (in arrival order); without, events sent meanwhile never start one.
+       */
+      pause: (ref: { app: string; workflow: string; hold?: boolean }) => json<WorkflowRecord>('POST', 'workflows/pause', { body: ref, retry: true }),
+      /** Its events start runs again, and those it held start theirs. */
       resume: (ref: { app: string; workflow: string }) => json<WorkflowRecord>('POST', 'workflows/resume', { body: ref, retry: true }),
     },
     approvals: {

@@ -39,6 +39,35 @@ describe.each(modes())('a paused workflow (%s)', (mode) => {
     expect(startsOf(app)[0]!.input).toEqual({ n: 2 });
   });
 
+  it('paused with hold, keeps each match and admits it on resume, in order and under the flow control of that moment', async () => {
+    const app = uniqueName('hold');
+    const wf = { name: 'wf', triggers: [{ event: 'go' }], rateLimit: { limit: 2, period: '1h' } };
+    await h.register(app, [{ name: 'other', triggers: [{ event: 'go' }] }, { ...wf, paused: { ...paused, hold: true } }]);
+    const sent = [];
+    for (const n of [1, 2, 3]) sent.push(await h.send({ name: 'go', app, data: { n }, tags: [`n:${n}`], session: `s${n}` }));
+    for (const res of sent) {
+      expect(res.body.triggered).toEqual(
+        expect.arrayContaining([{ workflow: 'wf', app, paused: true, held: true, skipped: false, dropped: false, debounced: false, batched: false, deduped: false }]),
+      );
+    }
+    await h.waitStarts(() => startsOf(app, 'other').length === 3, 10_000, 'the other runs');
+    await sleep(500);
+    expect(startsOf(app)).toHaveLength(0);
+    expect(await h.db.query('select event_id from ingest.held_events where app = $1 order by seq', [app])).toEqual(sent.map((r) => ({ event_id: r.body.id })));
+
+    // Resumed: the held matches are admitted oldest first; the rate limit of now lets two through.
+    await h.register(app, [{ name: 'other', triggers: [{ event: 'go' }] }, wf]);
+    await h.waitStarts(() => startsOf(app).length === 2, 10_000, 'the held runs');
+    const runs = startsOf(app).sort((a, b) => a.at - b.at);
+    expect(runs.map((s) => s.input)).toEqual([{ n: 1 }, { n: 2 }]);
+    expect(runs.map((s) => [s.cmd.eventId, s.cmd.tags, s.cmd.session])).toEqual([[sent[0]!.body.id, ['n:1'], 's1'], [sent[1]!.body.id, ['n:2'], 's2']]);
+    expect(await h.db.query('select 1 from ingest.held_events where app = $1', [app])).toHaveLength(0);
+    const record = (await h.call('events.get', { params: { id: sent[0]!.body.id } })).body;
+    expect(record.triggered).toEqual(expect.arrayContaining([{ workflow: 'wf', app, runId: runs[0]!.cmd.runId }, expect.objectContaining({ workflow: 'other' })]));
+    await sleep(500);
+    expect(startsOf(app)).toHaveLength(2);
+  });
+
   it('lets its cron ticks pass with no run', async () => {
     const app = uniqueName('cron');
     await h.register(app, [{ name: 'wf', triggers: [{ cron: '* * * * * *' }], paused }]);

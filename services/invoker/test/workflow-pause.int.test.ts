@@ -70,6 +70,27 @@ describe.each(modes())('workflow pause on %s', (mode) => {
     }
   });
 
+  it('pauses with hold, announced as paused.hold; paused again, it keeps its time and takes the new hold', async () => {
+    const app = uniqueName('shop');
+    const runner = await h.serveRunner(ws, define, { runnerId: 'r1', app });
+    try {
+      const held = await h.call(ws, 'workflows.pause', { body: { app, workflow: 'charge', hold: true } });
+      expect(held.body.paused).toEqual({ at: expect.any(String), by: ws.caller.actor, hold: true });
+      await until('the hold announced', () => ((announced(app, 'charge')?.paused as { hold?: boolean } | undefined)?.hold ? true : undefined));
+
+      const skipping = await h.call(ws, 'workflows.pause', { body: { app, workflow: 'charge' } });
+      expect(skipping.body.paused).toEqual({ at: held.body.paused.at, by: ws.caller.actor });
+      await until('the hold lifted', () => {
+        const p = announced(app, 'charge')?.paused as { hold?: boolean } | undefined;
+        return p && !p.hold ? true : undefined;
+      });
+      await expect(h.call(ws, 'workflows.pause', { body: { app, workflow: 'charge', hold: 'yes' } })).rejects.toMatchObject({ status: 400, code: 'invalid_body' });
+      await h.call(ws, 'workflows.resume', { body: { app, workflow: 'charge' } });
+    } finally {
+      await runner.close();
+    }
+  });
+
   it("refuses a workflow the app does not register (404) and a body without app and workflow (400); a runner's own `paused` is not a pause", async () => {
     const app = uniqueName('shop');
     const runner = await h.serveRunner(ws, define, { runnerId: 'r1', app });

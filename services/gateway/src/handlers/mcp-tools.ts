@@ -141,11 +141,15 @@ export const MCP_TOOLS: McpTool[] = [
       title: `${verb === 'pause' ? 'Pause' : 'Resume'} a workflow`,
       description:
         verb === 'pause'
-          ? 'Stop a workflow\'s events and cron ticks from starting runs until it is resumed; its runs under way go on.'
-          : 'Let a paused workflow\'s events start runs again (those sent while it was paused started none).',
+          ? 'Stop a workflow\'s events and cron ticks from starting runs until it is resumed; its runs under way go on. With hold, its events\' runs start once it is resumed.'
+          : 'Let a paused workflow\'s events start runs again, and start the runs of the events it held.',
       write: true,
-      input: { app: z.string().min(1).describe('The app the workflow is registered under.'), workflow: z.string().min(1).describe('The workflow name.') },
-      run: (a, call) => call('post', `/workflows/${verb}`, { json: { app: a.app, workflow: a.workflow } }),
+      input: {
+        app: z.string().min(1).describe('The app the workflow is registered under.'),
+        workflow: z.string().min(1).describe('The workflow name.'),
+        ...(verb === 'pause' ? { hold: z.boolean().optional().describe('Keep its events and start their runs once it is resumed (else they start none).') } : {}),
+      },
+      run: (a, call) => call('post', `/workflows/${verb}`, { json: defined({ app: a.app, workflow: a.workflow, hold: a.hold }) }),
     }),
   ),
   {

@@ -324,7 +324,8 @@ export const IngestResult = component(
         workflow: z.string(),
         app: z.string(),
         runId: z.string().optional().meta({ description: 'Absent when no run starts for it: dropped, skipped, deduped, suspended or paused.' }),
-        paused: z.literal(true).optional().meta({ description: 'The workflow is paused (POST /workflows/pause): the event starts no run of it.' }),
+        paused: z.literal(true).optional().meta({ description: 'The workflow is paused (POST /workflows/pause): the event starts no run of it now.' }),
+        held: z.literal(true).optional().meta({ description: 'Paused with hold: the match is kept, and its run starts once the workflow is resumed.' }),
       }),
     ),
     skipped: z.boolean(),
@@ -350,7 +351,11 @@ export const Workflow = component(
     scheduled: z.boolean(),
     schedules: z.array(z.string()),
     paused: z
-      .object({ at: timestamp(), by: z.string() })
+      .object({
+        at: timestamp(),
+        by: z.string(),
+        hold: z.literal(true).optional().meta({ description: 'Its events are held: their runs start once it is resumed.' }),
+      })
       .optional()
       .meta({ description: 'Paused by an operator (when, and the key or person): its events and cron ticks start no run until resumed.' }),
   }),
@@ -397,6 +402,19 @@ export const SchedulesQuery = component(
 export const WorkflowRef = component(
   'WorkflowRef',
   z.strictObject({ app: name('The app the workflow is registered under.'), workflow: name('The workflow name.') }),
+);
+export const PauseWorkflowBody = component(
+  'PauseWorkflowBody',
+  WorkflowRef.extend({
+    hold: z
+      .boolean()
+      .optional()
+      .meta({
+        description:
+          'Hold its events: each match is kept and admitted, in arrival order and under the flow control of that moment, once it is resumed ' +
+          '(Trigger.dev and Hatchet queue while paused). Without it, events sent while it is paused start no run of it, ever (Inngest).',
+      }),
+  }),
 );
 export const Workspace = component(
   'Workspace',

@@ -34,6 +34,8 @@ export interface TriggeredEntry {
   deduped: boolean;
   /** The workflow is paused: the event starts no run of it. Present only then. */
   paused?: true;
+  /** Paused with `hold`: the match is kept, and admitted once the workflow is resumed. Present only then. */
+  held?: true;
 }
 
 export const entry = (app: string, workflow: string, over: Partial<TriggeredEntry> = {}): TriggeredEntry => ({

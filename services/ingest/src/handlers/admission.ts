@@ -7,6 +7,7 @@ import { mergeTags } from '@dws/protocol';
 import { callApi, ids, subjects, type Caller, type OutboxMessage } from '@dws/runtime';
 import { entry, gcraParams, idempotencyKey, type TriggeredEntry } from '../domain/admission.js';
 import { batchEvent, closeBatch, debounceEvent, type BufferedEvent } from '../store/buffers.js';
+import { holdEvent } from '../store/held-events.js';
 import {
   claimIdempotencyKey,
   gcraAdmit,
@@ -99,7 +100,10 @@ export class Admission {
 
   /** True when admitting a match of this policy writes nothing but its StartRun (no gate row to claim or lock). */
   static passesNoGate(policy: WorkflowPolicy | undefined): boolean {
-    return !policy || (!policy.idempotency && !policy.rateLimit && policy.singleton?.mode !== 'skip' && !policy.debounce && !policy.batchEvents && !policy.throttle);
+    return (
+      !policy ||
+      (!policy.idempotency && !policy.rateLimit && policy.singleton?.mode !== 'skip' && !policy.debounce && !policy.batchEvents && !policy.throttle && !policy.paused?.hold)
+    );
   }
 
   /** The singleton keys a set of matches needs checked, each once. */
@@ -134,7 +138,7 @@ export class Admission {
 
   /**
    * Admit one (event, workflow) match inside `tx`: none while the workflow
-   * is paused, else the gates in order idempotency, rateLimit, singleton
+   * is paused (paused with `hold`, the match is kept for its resume), else the gates in order idempotency, rateLimit, singleton
    * skip, then debounce or batch or a StartRun (with throttle's not-before)
    * appended to `out`.
    */
@@ -146,7 +150,11 @@ export class Admission {
   ): Promise<TriggeredEntry> {
     const { workspaceId, app, workflow, policy, ev, vars } = a;
     // Paused by an operator: no gate is touched, no run starts (those under way go on).
-    if (policy?.paused) return entry(app, workflow, { paused: true });
+    if (policy?.paused) {
+      if (!policy.paused.hold) return entry(app, workflow, { paused: true });
+      await holdEvent(tx, { workspaceId, app, workflow, eventId: ev.id, session: ev.session });
+      return entry(app, workflow, { paused: true, held: true });
+    }
     const scope = (key: string): GateScope => ({ workspaceId, app, workflow, key });
     const runId = ids.run();
 

@@ -1,8 +1,8 @@
 import { nextCronTick } from '@dws/cel';
 import { withTxRetry, type Database } from '@dws/db';
 import type { Logger } from '@dws/log';
-import { ids, PollLoop, type Outbox, type OutboxMessage } from '@dws/runtime';
-import type { WorkflowPolicy } from '@dws/cel';
+import { ids, PollLoop, type Caller, type Outbox, type OutboxMessage } from '@dws/runtime';
+import type { EventVars, WorkflowPolicy } from '@dws/cel';
 import { closeBatch, dueBatches, firstBatchEvent, takeDueDebounces } from '../store/buffers.js';
 import { advanceSchedule, claimTick, dueSchedules, pruneTicks } from '../store/cron.js';
 import { dueKinds, nextDueInMs } from '../store/due.js';
@@ -10,7 +10,9 @@ import { advanceApiSchedule, dueApiSchedules } from '../store/schedules.js';
 import { lockAll, pruneGates } from '../store/gates.js';
 import { isSuspended, policyOf } from '../store/workflows.js';
 import { nowMs, tracer } from '@dws/telemetry';
-import type { Admission, NewRun } from './admission.js';
+import { singletonId, type Admission, type NewRun, type SingletonCheck } from './admission.js';
+import { appendTriggered, releasableHeld, takeHeld, type HeldRow } from '../store/held-events.js';
+import type { BufferedEvent } from '../store/buffers.js';
 import { traceScheduled } from './ingest-trace.js';
 
 /** Rows taken per statement: a backlog drains over several polls instead of one long transaction. */
@@ -79,6 +81,7 @@ export class Timers {
     if (due.debounces) n += await this.fire((tx, out) => this.debounces(tx, out));
     if (due.batches) n += await this.fire((tx, out) => this.batches(tx, out));
     if (due.delayed) n += await this.d.takeInDelayed();
+    if (due.held) n += await this.releaseHeld();
     if (due.apiSchedules) n += await this.fire((tx, out) => this.apiSchedules(tx, out));
     if (Date.now() - this.lastPrune > PRUNE_EVERY_MS) {
       this.lastPrune = Date.now();
@@ -160,6 +163,53 @@ export class Timers {
     }
     await this.startAll(tx, starts, out);
     return due.length;
+  }
+
+  /**
+   * Events held for a workflow paused with `hold`, now that it is resumed:
+   * each match admitted in arrival order under the flow control of this
+   * moment (rate limits, singleton, debounce, ...), as its event's would
+   * have been, and its run added to the event's record. The singleton keys
+   * are asked of the scheduler first, outside the transaction, as the event
+   * path does; inside it each row is taken once (SKIP LOCKED) unless its
+   * workflow was paused again meanwhile.
+   */
+  private async releaseHeld(): Promise<number> {
+    const rows = await releasableHeld(this.d.db, BATCH);
+    const policies = new Map<string, WorkflowPolicy | undefined>();
+    const policy = async (db: Database, r: HeldRow, fresh = false) => {
+      const k = [r.workspace_id, r.app, r.workflow].join('\u0000');
+      if (fresh || !policies.has(k)) policies.set(k, await policyOf(db, r.workspace_id, r.app, r.workflow));
+      return policies.get(k);
+    };
+    const vars = (r: HeldRow): EventVars => ({ event: { id: r.event_id, name: r.name, data: JSON.parse(r.data) as unknown, ts: Number(r.received_ms) } });
+    const callerOf = (ws: string): Caller => ({ workspaceId: ws, actor: 'ingest', keyKind: 'secret', requestId: ids.generic('req') });
+    const singletons = new Map<string, SingletonCheck>();
+    for (const r of rows) {
+      const s = this.d.admission.singletonScopes(r.workspace_id, await policy(this.d.db, r), r.app, r.workflow, vars(r));
+      if (s && !singletons.has(singletonId(s))) singletons.set(singletonId(s), await this.d.admission.singletonCheck(callerOf(r.workspace_id), s));
+    }
+    return this.fire(async (tx, out) => {
+      const live: { r: HeldRow; policy: WorkflowPolicy | undefined }[] = [];
+      for (const r of rows) {
+        const p = await policy(tx, r, true);
+        if (p && !p.paused) live.push({ r, policy: p });
+      }
+      const taken = await takeHeld(tx, live.map(({ r }) => r.seq));
+      const mine = live.filter(({ r }) => taken.has(r.seq));
+      await lockAll(tx, mine.flatMap(({ r, policy: p }) => this.d.admission.lockNames(r.workspace_id, r.app, r.workflow, p, vars(r))));
+      const records: { id: string; triggered: unknown[] }[] = [];
+      for (const { r, policy: p } of mine) {
+        const ev: BufferedEvent = {
+          id: r.event_id, name: r.name, dataJson: r.data, tsMs: Number(r.received_ms), runner: r.runner ?? '',
+          ...(r.session ? { session: r.session } : {}), ...(r.tags ? { tags: r.tags } : {}),
+        };
+        const e = await this.d.admission.admit(tx, { workspaceId: r.workspace_id, app: r.app, workflow: r.workflow, policy: p, ev, vars: vars(r) }, singletons, out);
+        if (e.runId) records.push({ id: r.event_id, triggered: [{ workflow: e.workflow, app: e.app, runId: e.runId }] });
+      }
+      await appendTriggered(tx, records);
+      return mine.length;
+    });
   }
 
   /** Debounce buffers whose quiet period (or timeout) passed: one run with the last event. */

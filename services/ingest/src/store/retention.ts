@@ -12,7 +12,7 @@ import { workspacesOf, type RetentionTarget } from '@dws/runtime';
  * Events received before the window, with their outcomes (the runs they
  * triggered and the waiters they woke live on the row). An event an open
  * debounce or batch still holds stays until the buffer fires: its outcome is
- * written to the row then.
+ * written to the row then; so does one a workflow paused with `hold` keeps.
  */
 export const oldEvents: RetentionTarget = {
   name: 'events',
@@ -24,6 +24,7 @@ export const oldEvents: RetentionTarget = {
           where e.workspace_id = $1 and e.received_at < now() - make_interval(days => $2::int)
             and not exists (select 1 from ingest.debounces b where b.event_id = e.id)
             and not exists (select 1 from ingest.batch_events b where b.event_id = e.id)
+            and not exists (select 1 from ingest.held_events h where h.event_id = e.id)
           order by e.received_at
           limit $3
           for update of e skip locked

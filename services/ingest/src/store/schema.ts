@@ -1,4 +1,4 @@
-import { bigint, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { bigint, bigserial, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { outboxTable, retentionTable } from '@dws/runtime';
 
 export const ingest = pgSchema('ingest');
@@ -222,6 +222,27 @@ export const batchEvents = ingest.table(
     tags: text('tags').array(),
   },
   (t) => [primaryKey({ columns: [t.runId, t.seq] })],
+);
+
+/**
+ * Events a workflow paused with `hold` matched (POST /workflows/pause with
+ * hold: true): each is admitted, in arrival order and under the flow control
+ * of that moment, once the workflow is resumed. The event itself is in
+ * `events`; taking a row in deletes it, in the transaction that admits it.
+ */
+export const heldEvents = ingest.table(
+  'held_events',
+  {
+    seq: bigserial('seq', { mode: 'number' }).primaryKey(),
+    workspaceId: text('workspace_id').notNull(),
+    app: text('app').notNull(),
+    workflow: text('workflow').notNull(),
+    eventId: text('event_id').notNull(),
+    /** The event's session (the event row does not keep it), which the run joins. */
+    session: text('session'),
+    heldAt: timestamp('held_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex('held_events_match').on(t.workspaceId, t.app, t.workflow, t.eventId)],
 );
 
 /** Cron triggers (projection of registrations) with the next tick each is due at. */

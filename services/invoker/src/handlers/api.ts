@@ -57,18 +57,21 @@ export function invokerApi(deps: { db: Database; bus: Bus; outbox: Outbox; direc
       return { body: rows.map(workflowRecord) };
     },
 
-    /** POST /workflows/pause { app, workflow }: its events and cron ticks start no run until resumed; runs under way go on. */
-    'workflows.pause': ({ caller, body }) => setPaused(caller, body, caller.actor || 'a user'),
-    /** POST /workflows/resume { app, workflow }: its events start runs again (those sent while it was paused started none). */
+    /**
+     * POST /workflows/pause { app, workflow, hold? }: its events and cron ticks start no run until resumed; runs under
+     * way go on. With `hold` its events' runs start once it is resumed (ingest keeps them); without, they start none.
+     */
+    'workflows.pause': ({ caller, body }) => setPaused(caller, body, { by: caller.actor || 'a user', hold: holdOf(body) }),
+    /** POST /workflows/resume { app, workflow }: its events start runs again, and the events it held start theirs. */
     'workflows.resume': ({ caller, body }) => setPaused(caller, body, undefined),
   };
 
-  async function setPaused(caller: Caller, body: unknown, by: string | undefined) {
+  async function setPaused(caller: Caller, body: unknown, pause: { by: string; hold: boolean } | undefined) {
     const { app, workflow } = workflowRef(body);
     // Asked first, so a name that is no workflow of the app declares nothing (no app row, no fact).
     if ((await listWorkflows(db, caller.workspaceId, app, workflow)).length === 0) throw notFound('workflow');
-    await declareAndApply({ db, bus, outbox }, caller.workspaceId, app, { runnerId: '', url: '', what: by ? 'pause' : 'resume' }, (tx) =>
-      setWorkflowPaused(tx, caller.workspaceId, app, workflow, by),
+    await declareAndApply({ db, bus, outbox }, caller.workspaceId, app, { runnerId: '', url: '', what: pause ? 'pause' : 'resume' }, (tx) =>
+      setWorkflowPaused(tx, caller.workspaceId, app, workflow, pause),
     );
     const [row] = await listWorkflows(db, caller.workspaceId, app, workflow);
     if (!row) throw notFound('workflow'); // no runner declares it any more
@@ -92,12 +95,19 @@ function workflowRecord(r: WorkflowRow) {
     scheduled: schedules.length > 0,
     schedules,
     steps: Array.isArray(cfg.steps) ? cfg.steps : undefined,
-    paused: r.paused_at === null ? undefined : { at: iso(r.paused_at), by: r.paused_by ?? '' },
+    paused: r.paused_at === null ? undefined : { at: iso(r.paused_at), by: r.paused_by ?? '', ...(r.hold ? { hold: true } : {}) },
     updatedAt: iso(r.updated_at),
   };
 }
 
 /** The body of a pause or resume: which workflow, of which app. */
+/** A pause's `hold`: a boolean when given. */
+function holdOf(body: unknown): boolean {
+  const hold = (body as Record<string, unknown> | null)?.hold;
+  if (hold !== undefined && typeof hold !== 'boolean') throw invalid('invalid_body', 'hold must be true or false.');
+  return hold === true;
+}
+
 function workflowRef(body: unknown): { app: string; workflow: string } {
   const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
   const app = str(b.app);

@@ -164,11 +164,12 @@ export interface WorkflowRow {
   updated_at: Date | string;
   paused_at: Date | string | null;
   paused_by: string | null;
+  hold: boolean | null;
 }
 
 export async function listWorkflows(db: Database, workspaceId: string, app: string | undefined, name?: string): Promise<WorkflowRow[]> {
   return db.query<WorkflowRow>(
-    `select w.app, w.name, w.config, w.updated_at, p.paused_at, p.paused_by from invoker.workflows w
+    `select w.app, w.name, w.config, w.updated_at, p.paused_at, p.paused_by, p.hold from invoker.workflows w
        left join invoker.workflow_pauses p on p.workspace_id = w.workspace_id and p.app = w.app and p.workflow = w.name
       where w.workspace_id = $1 and ($2::text is null or w.app = $2) and ($3::text is null or w.name = $3) order by w.app, w.name`,
     [workspaceId, app ?? null, name ?? null],
@@ -176,17 +177,26 @@ export async function listWorkflows(db: Database, workspaceId: string, app: stri
 }
 
 /**
- * Pause a workflow (`by`: who), or resume it; a workflow paused already
- * stays paused as it was. Inside the transaction that then declares the
- * app's workflows again (the pause is part of what it declares).
+ * Pause a workflow (`by`: who; `hold`: its events are kept for its resume
+ * rather than skipped), or resume it (`pause` undefined); a workflow paused
+ * already keeps its time and author, and takes the new `hold`. Inside the
+ * transaction that then declares the app's workflows again (the pause is
+ * part of what it declares).
  */
-export async function setWorkflowPaused(tx: Database, workspaceId: string, app: string, workflow: string, by: string | undefined): Promise<void> {
-  if (by === undefined) {
+export async function setWorkflowPaused(
+  tx: Database,
+  workspaceId: string,
+  app: string,
+  workflow: string,
+  pause: { by: string; hold: boolean } | undefined,
+): Promise<void> {
+  if (pause === undefined) {
     await tx.query('delete from invoker.workflow_pauses where workspace_id = $1 and app = $2 and workflow = $3', [workspaceId, app, workflow]);
   } else {
     await tx.query(
-      `insert into invoker.workflow_pauses (workspace_id, app, workflow, paused_by) values ($1, $2, $3, $4) on conflict do nothing`,
-      [workspaceId, app, workflow, by],
+      `insert into invoker.workflow_pauses (workspace_id, app, workflow, paused_by, hold) values ($1, $2, $3, $4, $5)
+       on conflict (workspace_id, app, workflow) do update set hold = excluded.hold`,
+      [workspaceId, app, workflow, pause.by, pause.hold],
     );
   }
 }
@@ -226,7 +236,8 @@ export async function declareAppWorkflows(tx: Database, workspaceId: string, app
   const rows = await tx.query<{ name: string; config: string }>(
     `select w.name,
             (case when p.workflow is null then w.config - 'paused'
-                  else w.config || jsonb_build_object('paused', jsonb_build_object('at', p.paused_at, 'by', p.paused_by)) end)::text as config
+                  else w.config || jsonb_build_object('paused', jsonb_build_object('at', p.paused_at, 'by', p.paused_by)
+                                                                  || case when p.hold then '{"hold":true}'::jsonb else '{}'::jsonb end) end)::text as config
        from invoker.workflows w
        left join invoker.workflow_pauses p on p.workspace_id = w.workspace_id and p.app = w.app and p.workflow = w.name
       where w.workspace_id = $1 and w.app = $2 order by w.name`,

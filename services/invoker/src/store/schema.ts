@@ -65,6 +65,8 @@ export const workflowPauses = invoker.table(
     workflow: text('workflow').notNull(),
     pausedBy: text('paused_by').notNull(),
     pausedAt: timestamp('paused_at', { withTimezone: true }).notNull().defaultNow(),
+    /** Its events are held (ingest keeps each match and starts it once resumed) rather than skipped. */
+    hold: boolean('hold').notNull().default(false),
   },
   (t) => [primaryKey({ columns: [t.workspaceId, t.app, t.workflow] })],
 );

@@ -1,0 +1,1 @@
+ALTER TABLE "invoker"."workflow_pauses" ADD COLUMN "hold" boolean DEFAULT false NOT NULL;
