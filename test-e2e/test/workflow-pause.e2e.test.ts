@@ -11,7 +11,8 @@ const modes: Mode[] = realInfra() ? ['embedded', 'fleet'] : ['embedded'];
 /**
  * Pausing a workflow through the public API with the SDK's client: its
  * events start no run while paused, a run under way goes on to its end,
- * other workflows are untouched, and once resumed its events start runs.
+ * other workflows are untouched, and once resumed its events start runs;
+ * paused with hold, the events it held start theirs once it is resumed.
  */
 describe.each(modes)('workflow pause on %s', (mode) => {
   let dep: Deployment;
@@ -70,6 +71,28 @@ describe.each(modes)('workflow pause on %s', (mode) => {
     const again = after.triggered.find((t) => t.workflow === 'pausable')!.runId;
     expect(again).toEqual(expect.any(String));
     expect(await client.runs.wait<number>(again, { timeoutMs: 30_000 })).toMatchObject({ status: 'succeeded', result: 6 });
+  }, 90_000);
+
+  it('paused with hold, starts the runs of the events it held once resumed, oldest first', async () => {
+    const held = await client.workflows.pause({ ...ref, hold: true });
+    expect(held.paused).toMatchObject({ hold: true });
+    const sent = [];
+    for (const n of [10, 20]) sent.push(await client.send({ name: 'pause.go', data: { n }, tags: ['held'] }));
+    for (const s of sent) expect(s.triggered).toEqual(expect.arrayContaining([expect.objectContaining({ workflow: 'pausable', paused: true, held: true })]));
+    await sleep(500);
+    for (const s of sent) expect(await runOf(s.id, 'pausable')).toBeUndefined();
+
+    await client.workflows.resume(ref);
+    const runs = await eventually('the held runs', async () => {
+      const found = await Promise.all(sent.map((s) => runOf(s.id, 'pausable')));
+      return found.every(Boolean) ? found.map((r) => r!) : undefined;
+    }, 30_000);
+    expect(runs[0]!.createdAt <= runs[1]!.createdAt).toBe(true);
+    for (const [i, r] of runs.entries()) {
+      expect(await client.runs.wait<number>(r.id, { timeoutMs: 30_000 })).toMatchObject({ status: 'succeeded', result: [20, 40][i], tags: ['held'] });
+    }
+    // The event's record names its run, as though it had started it then.
+    expect((await client.events.get(sent[0]!.id)).triggered).toEqual(expect.arrayContaining([expect.objectContaining({ workflow: 'pausable', runId: runs[0]!.id })]));
   }, 90_000);
 
   it('refuses an unknown workflow (404) and a public key (403)', async () => {
