@@ -652,6 +652,49 @@ suite(`web console in Chromium on ${mode}`, () => {
     expect(event.body.tags).toEqual(['batch:7', 'nightly']);
   }, 90_000);
 
+  it('makes a tagged schedule from a workflow card, pauses and resumes it there, and shows why a bad pattern is refused', async () => {
+    await open('/workflows');
+    const card = page.getByRole('article', { name: 'greet' });
+    await card.getByRole('button', { name: 'New schedule' }).click();
+    const dialog = page.getByRole('dialog', { name: 'New schedule for greet' });
+    await dialog.getByLabel('Cron pattern').fill('0 9 * * *');
+    await dialog.getByLabel(/^Tags/).fill('tenant:acme');
+    await shot('39-schedule-new');
+    await dialog.getByRole('button', { name: 'Save schedule' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+
+    const item = card.locator('[data-schedule]').filter({ hasText: '0 9 * * *' });
+    await item.getByRole('link', { name: 'tenant:acme' }).waitFor();
+    const id = (await item.getAttribute('data-schedule'))!;
+    const schedule = async () => (await api(dep.base, 'GET', `/v1/schedules/${id}`, { key: ws.publicKey })).body;
+    expect(await schedule()).toMatchObject({ app: APP, workflow: 'greet', cron: '0 9 * * *', timezone: 'UTC', tags: ['tenant:acme'], nextRunAt: expect.any(String) });
+
+    // Paused from the card: the badge says so, and the API has no next tick for it.
+    await item.getByRole('button', { name: `Pause schedule ${id}` }).click();
+    await item.locator('[data-status="paused"]').waitFor();
+    const paused = await schedule();
+    expect(paused.paused).toMatchObject({ by: PERSON, at: expect.any(String) });
+    expect(paused.nextRunAt).toBeUndefined();
+    await shot('40-schedule-paused');
+    await item.getByRole('button', { name: `Resume schedule ${id}` }).click();
+    await item.getByRole('button', { name: `Pause schedule ${id}` }).waitFor();
+    await item.getByText(/^next /).waitFor();
+    const resumed = await schedule();
+    expect(resumed.paused).toBeUndefined();
+    expect(resumed.nextRunAt).toEqual(expect.any(String));
+
+    // A pattern the API refuses: its reason shows in the form, which stays open.
+    await card.getByRole('button', { name: 'New schedule' }).click();
+    await dialog.getByLabel('Cron pattern').fill('daily');
+    await dialog.getByRole('button', { name: 'Save schedule' }).click();
+    await dialog.getByRole('alert').getByText(/cron "daily" is not valid/).waitFor();
+    await shot('41-schedule-refused');
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    expect(await card.locator('[data-schedule]').count()).toBe(1);
+    expect((await api(dep.base, 'DELETE', `/v1/schedules/${id}`, { key: ws.secretKey })).status).toBe(204);
+  }, 90_000);
+
   it('renders the remaining pages: runners, workflows, receivers, inbound posts, an unknown page, and dark mode', async () => {
     await open('/runners');
     const runnerRow = page.getByRole('row').filter({ hasText: APP });
@@ -674,14 +717,20 @@ suite(`web console in Chromium on ${mode}`, () => {
 
     // Paused and resumed from its card.
     const report = page.getByRole('article', { name: 'nightly-report' });
-    await report.getByRole('button', { name: 'Pause' }).click();
+    // Exact: each of its schedules has a "Pause schedule …" button too.
+    await report.getByRole('button', { name: 'Pause', exact: true }).click();
+    // The pause asks whether to hold its events for the resume.
+    const pauseDialog = page.getByRole('dialog', { name: 'Pause nightly-report' });
+    await pauseDialog.getByLabel('Hold its events: start their runs once it is resumed').check();
+    await pauseDialog.getByRole('button', { name: 'Pause', exact: true }).click();
     await report.locator('[data-status="paused"]').waitFor();
     await report.getByText(/^Paused by /).waitFor();
+    await report.getByText(/Its events are held/).waitFor();
     const listed = async () => ((await api(dep.base, 'GET', '/v1/workflows', { key: ws.publicKey })).body as { name: string; paused?: unknown }[]).find((w) => w.name === 'nightly-report')!;
-    expect((await listed()).paused).toMatchObject({ by: expect.any(String) });
+    expect((await listed()).paused).toMatchObject({ by: expect.any(String), hold: true });
     await shot('35-workflow-paused');
-    await report.getByRole('button', { name: 'Resume' }).click();
-    await report.getByRole('button', { name: 'Pause' }).waitFor();
+    await report.getByRole('button', { name: 'Resume', exact: true }).click();
+    await report.getByRole('button', { name: 'Pause', exact: true }).waitFor();
     expect((await listed()).paused).toBeUndefined();
 
     // Its schedule made through the API, deleted from the card.

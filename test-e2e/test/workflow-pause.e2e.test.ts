@@ -76,7 +76,7 @@ describe.each(modes)('workflow pause on %s', (mode) => {
   it('paused with hold, starts the runs of the events it held once resumed, oldest first', async () => {
     const held = await client.workflows.pause({ ...ref, hold: true });
     expect(held.paused).toMatchObject({ hold: true });
-    const sent = [];
+    const sent: Awaited<ReturnType<Client['send']>>[] = [];
     for (const n of [10, 20]) sent.push(await client.send({ name: 'pause.go', data: { n }, tags: ['held'] }));
     for (const s of sent) expect(s.triggered).toEqual(expect.arrayContaining([expect.objectContaining({ workflow: 'pausable', paused: true, held: true })]));
     await sleep(500);

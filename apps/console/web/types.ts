@@ -220,8 +220,8 @@ export interface Workflow {
   schedules: string[];
   triggers?: { event?: string; if?: string; cron?: string }[];
   steps?: { name: string; description?: string; hidden?: boolean }[];
-  /** Paused by an operator: its events and cron ticks start no run. */
-  paused?: { at: string; by: string };
+  /** Paused by an operator: its events and cron ticks start no run (with hold, its events' runs start once resumed). */
+  paused?: { at: string; by: string; hold?: true };
   [k: string]: unknown;
 }
 
@@ -234,6 +234,10 @@ export interface Schedule {
   timezone: string;
   data?: unknown;
   externalId?: string;
+  /** Tags of the runs it starts. */
+  tags: string[];
+  /** Paused: its ticks start no run until resumed (and it has no nextRunAt). */
+  paused?: { at: string; by: string };
   nextRunAt?: string;
   lastRunAt?: string;
   createdBy: string;

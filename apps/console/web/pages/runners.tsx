@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import { get, send, session } from '../api';
 import { Link } from '../router';
 import type { Runner, Schedule, Workflow } from '../types';
-import { Badge, Empty, ErrorBox, JsonView, PageHead, Spinner, Time, errorText, toast, useAsync } from '../ui';
+import { Badge, Confirm, Empty, ErrorBox, JsonEditor, jsonDraft, JsonView, Modal, PageHead, Spinner, splitTags, TagChips, Time, errorText, toast, useAsync, type JsonDraft } from '../ui';
 
 /** Connected runners: liveness, whether their signing key matches, runtime and version, last heartbeat. */
 export function RunnersPage(): JSX.Element {
@@ -50,11 +50,14 @@ export function RunnersPage(): JSX.Element {
   );
 }
 
-/** Registered workflows: triggers, cron schedules (registered and made through the API), retry policy and the declared step manifest; each can be paused and resumed. */
+/** Registered workflows: triggers, cron schedules (registered and made through the API, which can be made, paused, resumed and deleted here), retry policy and the declared step manifest; each can be paused and resumed. */
 export function WorkflowsPage(): JSX.Element {
   const list = useAsync(() => get<Workflow[]>('/workflows'), []);
   const schedules = useAsync(() => get<Schedule[]>('/schedules?limit=1000'), []);
   const [busy, setBusy] = useState<string>();
+  const [making, setMaking] = useState<Workflow>();
+  const [pausing, setPausing] = useState<Workflow>();
+  const [hold, setHold] = useState(false);
   const scheduleOf = (w: Workflow) => (schedules.data ?? []).filter((s) => s.app === w.app && s.workflow === w.name);
   const remove = async (s: Schedule) => {
     setBusy(s.id);
@@ -68,12 +71,28 @@ export function WorkflowsPage(): JSX.Element {
       schedules.reload();
     }
   };
-  const toggle = async (w: Workflow) => {
+  const toggleSchedule = async (s: Schedule) => {
+    setBusy(s.id);
+    try {
+      await send('POST', `/schedules/${encodeURIComponent(s.id)}/${s.paused ? 'resume' : 'pause'}`);
+      toast(s.paused ? 'Schedule resumed: it fires from its next tick' : 'Schedule paused: its ticks start no run until it is resumed');
+    } catch (err) {
+      toast(errorText(err), 'error');
+    } finally {
+      setBusy(undefined);
+      schedules.reload();
+    }
+  };
+  const toggle = async (w: Workflow, holdEvents = false) => {
     const action = w.paused ? 'resume' : 'pause';
     setBusy(`${w.app}/${w.name}`);
     try {
-      await send('POST', `/workflows/${action}`, { app: w.app, workflow: w.name });
-      toast(w.paused ? `${w.name} resumed: its events start runs again` : `${w.name} paused: its events start no run until resumed`);
+      await send('POST', `/workflows/${action}`, { app: w.app, workflow: w.name, ...(action === 'pause' && holdEvents ? { hold: true } : {}) });
+      toast(
+        w.paused
+          ? `${w.name} resumed: its events start runs again${w.paused.hold ? ', the held ones first' : ''}`
+          : `${w.name} paused: its events start no run until resumed${holdEvents ? ' (they are held until then)' : ''}`,
+      );
     } catch (err) {
       toast(errorText(err), 'error');
     } finally {
@@ -103,7 +122,7 @@ export function WorkflowsPage(): JSX.Element {
               </div>
               <div class="row-actions">
                 {session()?.canWrite && (
-                  <button class="btn btn-sm" disabled={busy === `${w.app}/${w.name}`} onClick={() => void toggle(w)}>
+                  <button class="btn btn-sm" disabled={busy === `${w.app}/${w.name}`} onClick={() => (w.paused ? void toggle(w) : (setHold(false), setPausing(w)))}>
                     {w.paused ? 'Resume' : 'Pause'}
                   </button>
                 )}
@@ -113,6 +132,7 @@ export function WorkflowsPage(): JSX.Element {
             {w.paused && (
               <p class="small muted">
                 Paused by {w.paused.by} <Time at={w.paused.at} />: its events and cron ticks start no run until it is resumed; runs under way go on.
+                {w.paused.hold ? ' Its events are held: their runs start once it is resumed.' : ' Events sent meanwhile start none later.'}
               </p>
             )}
             <div class="kv">
@@ -149,24 +169,45 @@ export function WorkflowsPage(): JSX.Element {
                   <div>{singletonText(w)}</div>
                 </>
               )}
-              {scheduleOf(w).length > 0 && (
+              {(scheduleOf(w).length > 0 || session()?.canWrite) && (
                 <>
                   <div>API schedules</div>
-                  <ul class="plain" data-testid="api-schedules">
-                    {scheduleOf(w).map((sc) => (
-                      <li key={sc.id} data-schedule={sc.id}>
-                        <code>{sc.cron}</code>
-                        {sc.timezone !== 'UTC' && !sc.cron.startsWith('TZ=') && <span class="muted small"> {sc.timezone}</span>}
-                        {sc.externalId && <span class="tag">{sc.externalId}</span>}
-                        <span class="muted small"> next <Time at={sc.nextRunAt} /></span>
-                        {session()?.canWrite && (
-                          <button class="btn-icon" title="Delete this schedule" aria-label={`Delete schedule ${sc.externalId ?? sc.id}`} disabled={busy === sc.id} onClick={() => void remove(sc)}>
-                            ✕
-                          </button>
-                        )}
-                      </li>
-                    ))}
-                  </ul>
+                  <div>
+                    {scheduleOf(w).length > 0 && (
+                      <ul class="plain" data-testid="api-schedules">
+                        {scheduleOf(w).map((sc) => (
+                          <li key={sc.id} class="sched" data-schedule={sc.id}>
+                            <code>{sc.cron}</code>
+                            {sc.timezone !== 'UTC' && !sc.cron.startsWith('TZ=') && <span class="muted small">{sc.timezone}</span>}
+                            {sc.externalId && <span class="tag">{sc.externalId}</span>}
+                            <TagChips tags={sc.tags} />
+                            {sc.paused ? (
+                              <span title={`Paused by ${sc.paused.by} at ${new Date(sc.paused.at).toLocaleString()}`}>
+                                <Badge status="paused" />
+                              </span>
+                            ) : (
+                              <span class="muted small">next <Time at={sc.nextRunAt} /></span>
+                            )}
+                            {session()?.canWrite && (
+                              <span class="sched-actions">
+                                <button class="btn btn-sm" aria-label={`${sc.paused ? 'Resume' : 'Pause'} schedule ${sc.externalId ?? sc.id}`} disabled={busy === sc.id} onClick={() => void toggleSchedule(sc)}>
+                                  {sc.paused ? 'Resume' : 'Pause'}
+                                </button>
+                                <button class="btn-icon" title="Delete this schedule" aria-label={`Delete schedule ${sc.externalId ?? sc.id}`} disabled={busy === sc.id} onClick={() => void remove(sc)}>
+                                  ✕
+                                </button>
+                              </span>
+                            )}
+                          </li>
+                        ))}
+                      </ul>
+                    )}
+                    {session()?.canWrite && (
+                      <button class="btn btn-sm" onClick={() => setMaking(w)}>
+                        New schedule
+                      </button>
+                    )}
+                  </div>
                 </>
               )}
               {typeof w.updatedAt === 'string' && (
@@ -193,7 +234,93 @@ export function WorkflowsPage(): JSX.Element {
           </article>
         ))}
       </div>
+      {making && <NewSchedule w={making} onClose={() => setMaking(undefined)} onSaved={schedules.reload} />}
+      {pausing && (
+        <Confirm
+          title={`Pause ${pausing.name}`}
+          confirm="Pause"
+          body={
+            <>
+              <p>Its events and cron ticks start no run until it is resumed; runs under way go on.</p>
+              <label class="check">
+                <input type="checkbox" checked={hold} onChange={(e) => setHold((e.target as HTMLInputElement).checked)} /> Hold its events: start their runs once it is resumed
+              </label>
+            </>
+          }
+          onConfirm={() => toggle(pausing, hold)}
+          onClose={() => setPausing(undefined)}
+        />
+      )}
     </div>
+  );
+}
+
+/** POST /schedules for one workflow; a refused pattern or zone shows in the form, with the API's reason. */
+function NewSchedule({ w, onClose, onSaved }: { w: Workflow; onClose: () => void; onSaved: () => void }): JSX.Element {
+  const [cron, setCron] = useState('');
+  const [timezone, setTimezone] = useState('');
+  const [externalId, setExternalId] = useState('');
+  const [tags, setTags] = useState('');
+  const [draft, setDraft] = useState<JsonDraft>(jsonDraft({}));
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string>();
+  const submit = async (ev: Event) => {
+    ev.preventDefault();
+    if (!cron.trim() || !draft.valid) return;
+    setBusy(true);
+    setError(undefined);
+    try {
+      const tagList = splitTags(tags);
+      await send('POST', '/schedules', {
+        app: w.app,
+        workflow: w.name,
+        cron: cron.trim(),
+        ...(timezone.trim() ? { timezone: timezone.trim() } : {}),
+        ...(externalId.trim() ? { externalId: externalId.trim() } : {}),
+        ...(tagList.length ? { tags: tagList } : {}),
+        data: draft.value,
+      });
+      toast(`Schedule saved: each tick starts a run of ${w.name}`);
+      onSaved();
+      onClose();
+    } catch (err) {
+      setError(errorText(err));
+      setBusy(false);
+    }
+  };
+  return (
+    <Modal title={`New schedule for ${w.name}`} onClose={onClose} wide>
+      <form onSubmit={submit}>
+        <div class="grid2">
+          <div class="field">
+            <label for="sc-cron">Cron pattern</label>
+            <input id="sc-cron" class="mono" required value={cron} maxLength={256} placeholder="0 9 * * *" onInput={(e) => setCron((e.target as HTMLInputElement).value)} />
+          </div>
+          <div class="field">
+            <label for="sc-tz">Timezone <span class="muted">(optional: UTC)</span></label>
+            <input id="sc-tz" value={timezone} maxLength={64} placeholder="Europe/Paris" onInput={(e) => setTimezone((e.target as HTMLInputElement).value)} />
+          </div>
+        </div>
+        <div class="grid2">
+          <div class="field">
+            <label for="sc-ext">External id <span class="muted">(optional: saving again with it replaces that schedule)</span></label>
+            <input id="sc-ext" value={externalId} maxLength={256} placeholder="tenant-42" onInput={(e) => setExternalId((e.target as HTMLInputElement).value)} />
+          </div>
+          <div class="field">
+            <label for="sc-tags">Tags <span class="muted">(optional: comma-separated, given to the runs it starts)</span></label>
+            <input id="sc-tags" value={tags} placeholder="tenant:acme, nightly" onInput={(e) => setTags((e.target as HTMLInputElement).value)} />
+          </div>
+        </div>
+        <JsonEditor id="sc-data" label="Data (handed to each run as event.data.data)" draft={draft} onChange={setDraft} rows={6} />
+        {error && <div class="field-error" role="alert">{error}</div>}
+        <div class="modal-foot">
+          <button type="button" class="btn" onClick={onClose}>Cancel</button>
+          <button type="submit" class="btn btn-primary" disabled={busy || !draft.valid || !cron.trim()}>
+            {busy ? 'Saving…' : 'Save schedule'}
+          </button>
+        </div>
+      </form>
+    </Modal>
   );
 }
 

@@ -40,7 +40,7 @@ export function parseScheduleInput(body: unknown): ScheduleInput {
   const cron = name(o, 'cron', true)!;
   if (o.timezone !== undefined && typeof o.timezone !== 'string') throw invalid('invalid_schedule', 'timezone must be an IANA zone name, e.g. "Europe/Paris".');
   const parsed = parseCron({ cron, timezone: o.timezone });
-  if (!parsed.ok) throw invalid('invalid_schedule', `${parsed.error}.`);
+  if (!parsed.ok) throw invalid('invalid_schedule', `${parsed.error.replace(/\.$/, '')}.`);
   const externalId = name(o, 'externalId', false);
   const tags = parseTags(o.tags, 'invalid_schedule');
   return {
