@@ -54,7 +54,7 @@ describe.each(modes)('delayed events on %s', (mode) => {
     expect(sent).toMatchObject({ scheduled: true, triggered: [], deduped: false });
     expect(sent.runId).toBeUndefined();
     const due = Date.parse(sent.scheduledFor!);
-    expect(await client.events.get(sent.id)).toMatchObject({ id: sent.id, name: 'delayed.go', scheduledFor: sent.scheduledFor, triggered: [] });
+    expect(await client.events.get(sent.id)).toMatchObject({ id: sent.id, name: 'delayed.go', scheduled: true, scheduledFor: sent.scheduledFor, triggered: [] });
     expect((await client.events.scheduled({ name: 'delayed.go' })).map((e) => e.id)).toContain(sent.id);
     expect(await runsOf(sent.id)).toEqual([]);
 
@@ -68,7 +68,9 @@ describe.each(modes)('delayed events on %s', (mode) => {
     expect(await runsOf(sent.id)).toHaveLength(1);
     const taken = await client.events.get(sent.id);
     expect(taken).toMatchObject({ id: sent.id, triggered: [{ workflow: 'delayed-flow', runId: run!.id }] });
-    expect(taken.scheduledFor).toBeUndefined();
+    // Taken in: no longer scheduled, its record keeps when it was due.
+    expect(taken).toMatchObject({ scheduledFor: sent.scheduledFor });
+    expect(taken.scheduled).toBeUndefined();
     expect((await client.events.scheduled({ name: 'delayed.go' })).map((e) => e.id)).not.toContain(sent.id);
   }, 60_000);
 

@@ -39,7 +39,7 @@ describe.each(modes())('delayed events (%s)', (mode) => {
     expect(Date.parse(res.body.scheduledFor)).toBeGreaterThanOrEqual(t0 + 800);
 
     const stored = await h.call('events.get', { params: { id } });
-    expect(stored.body).toMatchObject({ id, name: 'go', app, data: { n: 1 }, scheduledFor: res.body.scheduledFor, triggered: [] });
+    expect(stored.body).toMatchObject({ id, name: 'go', app, data: { n: 1 }, scheduled: true, scheduledFor: res.body.scheduledFor, triggered: [] });
     expect((await h.call('events.scheduled', { query: { app } })).body.map((e: { id: string }) => e.id)).toEqual([id]);
     await sleep(300);
     expect(startsOf(app)).toHaveLength(0);
@@ -53,7 +53,10 @@ describe.each(modes())('delayed events (%s)', (mode) => {
     expect(run).toBeDefined();
     const taken = await h.call('events.get', { params: { id } });
     expect(taken.body).toMatchObject({ id, triggered: [{ workflow: 'wf', app, runId: startsOf(app)[0]!.cmd.runId }] });
-    expect(taken.body.scheduledFor).toBeUndefined();
+    // Its record keeps when it was due; it is no longer `scheduled`.
+    expect(taken.body).toMatchObject({ scheduledFor: res.body.scheduledFor });
+    expect(taken.body.scheduled).toBeUndefined();
+    expect(Date.parse(taken.body.receivedAt)).toBeGreaterThanOrEqual(Date.parse(res.body.scheduledFor));
     expect((await h.call('events.scheduled', { query: { app } })).body).toEqual([]);
   });
 

@@ -304,7 +304,11 @@ export const EventRecord = component(
     data: json('Payload.'),
     tags: z.array(z.string()).optional().meta({ description: 'As posted: the runs it starts carry them.' }),
     receivedAt: timestamp(),
-    scheduledFor: timestamp('Posted with a delay and not yet taken in: when it will be. Until then it has woken nothing and started nothing.').optional(),
+    scheduled: z
+      .literal(true)
+      .optional()
+      .meta({ description: 'Posted with a delay and not yet taken in: until scheduledFor it has woken nothing and started nothing.' }),
+    scheduledFor: timestamp('Posted with a delay: when it is (or was) to be taken in; receivedAt is when it was taken in, once it has been.').optional(),
     woke: z.number().int(),
     triggered: z.array(z.object({ workflow: z.string(), app: z.string(), runId: z.string() })),
   }),

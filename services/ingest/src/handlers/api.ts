@@ -4,7 +4,7 @@ import type { ApiBatchHandler, ApiCall, ApiHandler, ApiResult } from '@dws/runti
 import { parseEvent, parseEventBody, type EventInput } from '../domain/event-input.js';
 import { eventById, listEvents, type EventRow } from '../store/events.js';
 import { cancelScheduled, listScheduled, scheduledById } from '../store/scheduled-events.js';
-import { listLimit, str } from './read-values.js';
+import { iso, listLimit, str } from './read-values.js';
 import { scheduledRecord } from './scheduled-events.js';
 import { RecordedUnsettled, type Incoming, type IngestResult, type Ingestor } from './ingestor.js';
 
@@ -17,6 +17,8 @@ function eventRecord(r: EventRow) {
     data: JSON.parse(r.data) as unknown,
     ...(r.tags ? { tags: r.tags } : {}),
     receivedAt: (r.received_at instanceof Date ? r.received_at : new Date(r.received_at)).toISOString(),
+    // Posted with a delay and taken in since: when it was due (receivedAt is when it was taken in).
+    ...(r.scheduled_for !== null ? { scheduledFor: iso(r.scheduled_for) } : {}),
     woke: r.woke,
     triggered: r.triggered.map((t) => ({ workflow: t.workflow, app: t.app, runId: t.runId })),
   };

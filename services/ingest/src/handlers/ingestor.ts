@@ -44,6 +44,8 @@ export interface Incoming {
   ev: EventInput;
   source: 'api' | 'emit';
   id?: string;
+  /** A delayed event taken in: the time it was due, kept on its record. */
+  scheduledForMs?: number;
   /** Written in the event's own transaction once its outcome is known (an inbound webhook's source-delivery record): both commit or neither. */
   record?: (tx: Database, result: IngestResult) => Promise<void>;
 }
@@ -339,7 +341,7 @@ export class Ingestor {
         seenIds.add(p.id);
         rows.push({
           id: p.id, workspaceId: j.caller.workspaceId, name: ev.name, app: ev.app, source, dataJson: ev.dataJson, dedupeId: ev.dedupeId,
-          runner: ev.runner, targetApp: ev.targetApp, tags: ev.tags,
+          runner: ev.runner, targetApp: ev.targetApp, tags: ev.tags, scheduledForMs: p.item.scheduledForMs,
         });
       }
     }

@@ -106,7 +106,7 @@ function incomingOf(r: ScheduledRow): Incoming {
     session: r.session ?? undefined,
     ...(r.tags ? { tags: r.tags } : {}),
   };
-  return { ev, source: r.source, id: r.id, record: (tx) => deleteScheduled(tx, r.id) };
+  return { ev, source: r.source, id: r.id, scheduledForMs: new Date(r.scheduled_for).getTime(), record: (tx) => deleteScheduled(tx, r.id) };
 }
 
 /** A delayed event not yet taken in, as the event reads show it (SPEC Event record, with its `scheduledFor`). */
@@ -118,6 +118,7 @@ export const scheduledRecord = (r: ScheduledRow) => ({
   data: JSON.parse(r.data) as unknown,
   ...(r.tags ? { tags: r.tags } : {}),
   receivedAt: iso(r.created_at),
+  scheduled: true,
   scheduledFor: iso(r.scheduled_for),
   woke: 0,
   triggered: [] as { workflow: string; app: string; runId: string }[],

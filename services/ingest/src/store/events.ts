@@ -9,6 +9,7 @@ export interface EventRow {
   woke: number;
   triggered: { workflow: string; app: string; runId: string }[];
   tags: string[] | null;
+  scheduled_for: Date | string | null;
   received_at: Date | string;
 }
 
@@ -24,6 +25,8 @@ export interface NewEvent {
   runner?: string;
   targetApp?: string;
   tags?: string[];
+  /** A delayed event's due time. */
+  scheduledForMs?: number;
 }
 
 /**
@@ -35,8 +38,9 @@ export interface NewEvent {
 export async function insertEvents(tx: Database, events: NewEvent[]): Promise<Set<string>> {
   if (events.length === 0) return new Set();
   const rows = await tx.query<{ id: string }>(
-    `insert into ingest.events (id, workspace_id, name, app, source, data, dedupe_id, runner, target_app, tags, triggered, woke)
-     select e.id, e.workspace_id, e.name, e.app, e.source, e.data, e.dedupe_id, e.runner, e.target_app, e.tags, '[]'::jsonb, 0
+    `insert into ingest.events (id, workspace_id, name, app, source, data, dedupe_id, runner, target_app, tags, scheduled_for, triggered, woke)
+     select e.id, e.workspace_id, e.name, e.app, e.source, e.data, e.dedupe_id, e.runner, e.target_app, e.tags,
+            to_timestamp(e.scheduled_for_ms / 1000.0), '[]'::jsonb, 0
        from jsonb_to_recordset($1::jsonb) as e(${EVENT_COLUMNS})
      on conflict (id) do nothing returning id`,
     [eventRowsJson(events)],
@@ -45,14 +49,15 @@ export async function insertEvents(tx: Database, events: NewEvent[]): Promise<Se
 }
 
 /** The columns of an event row as it travels in a jsonb parameter (see eventRowsJson). */
-const EVENT_COLUMNS = 'id text, workspace_id text, name text, app text, source text, data text, dedupe_id text, runner text, target_app text, tags text[]';
+const EVENT_COLUMNS =
+  'id text, workspace_id text, name text, app text, source text, data text, dedupe_id text, runner text, target_app text, tags text[], scheduled_for_ms bigint';
 
 function eventRowsJson(events: (NewEvent & { triggered?: unknown[]; ixVersion?: number })[]): string {
   return `[${events
     .map((e) =>
       JSON.stringify({
         id: e.id, workspace_id: e.workspaceId, name: e.name, app: e.app ?? null, source: e.source, data: e.dataJson, dedupe_id: e.dedupeId ?? null,
-        runner: e.runner ?? null, target_app: e.targetApp ?? null, tags: e.tags ?? null, triggered: e.triggered ?? [],
+        runner: e.runner ?? null, target_app: e.targetApp ?? null, tags: e.tags ?? null, scheduled_for_ms: e.scheduledForMs ?? null, triggered: e.triggered ?? [],
         ix_version: e.ixVersion ?? null,
       }),
     )
@@ -150,7 +155,7 @@ export async function seenDedupeId(db: Database, workspaceId: string, app: strin
 
 export async function eventById(db: Database, workspaceId: string, id: string): Promise<EventRow | undefined> {
   const rows = await db.query<EventRow>(
-    'select id, name, app, source, data, tags, woke, triggered, received_at from ingest.events where workspace_id = $1 and id = $2',
+    'select id, name, app, source, data, tags, scheduled_for, woke, triggered, received_at from ingest.events where workspace_id = $1 and id = $2',
     [workspaceId, id],
   );
   return rows[0];
@@ -158,7 +163,7 @@ export async function eventById(db: Database, workspaceId: string, id: string): 
 
 export async function listEvents(db: Database, workspaceId: string, f: { app?: string; name?: string; limit: number }): Promise<EventRow[]> {
   return db.query<EventRow>(
-    `select id, name, app, source, data, tags, woke, triggered, received_at from ingest.events
+    `select id, name, app, source, data, tags, scheduled_for, woke, triggered, received_at from ingest.events
       where workspace_id = $1 and ($2::text is null or app = $2) and ($3::text is null or name = $3)
       order by received_at desc, id desc limit $4`,
     [workspaceId, f.app ?? null, f.name ?? null, f.limit],

@@ -19,6 +19,8 @@ export const events = ingest.table(
     targetApp: text('target_app'),
     /** POST /events `tags`, given to the runs it starts; null for none. */
     tags: text('tags').array(),
+    /** Posted with a delay: the time it was to be taken in (received_at is when it was). */
+    scheduledFor: timestamp('scheduled_for', { withTimezone: true }),
     woke: integer('woke').notNull().default(0),
     triggered: jsonb('triggered').notNull(),
     receivedAt: timestamp('received_at', { withTimezone: true }).notNull().defaultNow(),

@@ -1,0 +1,1 @@
+ALTER TABLE "ingest"."events" ADD COLUMN "scheduled_for" timestamp with time zone;
