@@ -138,9 +138,9 @@ export class Admission {
 
   /**
    * Admit one (event, workflow) match inside `tx`: none while the workflow
-   * is paused (paused with `hold`, the match is kept for its resume), else the gates in order idempotency, rateLimit, singleton
-   * skip, then debounce or batch or a StartRun (with throttle's not-before)
-   * appended to `out`.
+   * is paused (paused with `hold`, the match is kept for its resume), else
+   * the gates in order idempotency, rateLimit, singleton skip, then debounce
+   * or batch or a StartRun (with throttle's not-before) appended to `out`.
    */
   async admit(
     tx: Database,

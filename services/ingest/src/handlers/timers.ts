@@ -176,6 +176,7 @@ export class Timers {
    */
   private async releaseHeld(): Promise<number> {
     const rows = await releasableHeld(this.d.db, BATCH);
+    if (rows.length === 0) return 0;
     const policies = new Map<string, WorkflowPolicy | undefined>();
     const policy = async (db: Database, r: HeldRow, fresh = false) => {
       const k = [r.workspace_id, r.app, r.workflow].join('\u0000');
