@@ -124,10 +124,11 @@ describe.each(modes)('webhooks on %s', (mode) => {
   });
 
   it(`delivers exactly one signed run.succeeded per run for ${RUNS} runs, each verified with the README snippet`, async () => {
-    const events = Array.from({ length: RUNS }, (_, n) => ({ name: 'wh.ping', app, data: { n } }));
+    const events = Array.from({ length: RUNS }, (_, n) => ({ name: 'wh.ping', app, data: { n }, tags: [`n:${n}`] }));
     const ingested = await api(dep.base, 'POST', '/v1/events', { key: dep.secretKey, body: events });
     expect(ingested.status).toBe(202);
-    const runIds = new Set<string>((ingested.body as { results: { runId?: string }[] }).results.map((r) => r.runId!).filter(Boolean));
+    const runIdsInOrder = (ingested.body as { results: { runId?: string }[] }).results.map((r) => r.runId!);
+    const runIds = new Set<string>(runIdsInOrder.filter(Boolean));
     expect(runIds.size).toBe(RUNS);
 
     // Every delivery settles succeeded after one attempt: the receiver answered 200 at once, so nothing is retried.
@@ -180,7 +181,10 @@ describe.each(modes)('webhooks on %s', (mode) => {
       );
       expect(verifier.verify(`${endpoint.secret}x`, header(r.headers, 'x-service-signature'), r.raw)).toBe(false);
       expect(header(r.headers, 'authorization')).toBeUndefined();
-      expect(JSON.parse(r.raw.toString('utf8'))).toEqual(byId.get(id!)!.payload);
+      const body = JSON.parse(r.raw.toString('utf8'));
+      expect(body).toEqual(byId.get(id!)!.payload);
+      // The run's tags ride along, so a partner can route a tenant's deliveries.
+      expect(body.data.tags).toEqual([`n:${runIdsInOrder.indexOf(body.data.runId)}`]);
     }
 
     // The single read carries the attempt log.

@@ -70,7 +70,7 @@ describe.each(modes())('webhook deliveries (%s)', (mode) => {
   it('delivers a signed run.succeeded once however often the fact is redelivered, with the documented payload', async () => {
     const e = await endpoint('/ok', { app: 'shop' });
     const id = runId();
-    for (let i = 0; i < 3; i++) await h.runFinished({ runId: id, result: { total: 42 } });
+    for (let i = 0; i < 3; i++) await h.runFinished({ runId: id, result: { total: 42 }, tags: ['tenant:acme'] });
     const [d] = await h.deliveriesOf(id, 1);
     await h.delivery(d.id, ['succeeded']);
     await new Promise((r) => setTimeout(r, 300)); // deliberately: room for a duplicate, which must not come
@@ -85,7 +85,7 @@ describe.each(modes())('webhook deliveries (%s)', (mode) => {
       id: d.id,
       kind: 'run.succeeded',
       createdAt: expect.any(String),
-      data: { runId: id, workflow: 'wf', app: 'shop', status: 'succeeded', result: { total: 42 }, finishedAt: expect.any(String) },
+      data: { runId: id, workflow: 'wf', app: 'shop', tags: ['tenant:acme'], status: 'succeeded', result: { total: 42 }, finishedAt: expect.any(String) },
     });
     const read = await h.call('deliveries.get', { params: { id: d.id } });
     expect(read.body).toMatchObject({ id: d.id, endpointId: e.id, eventKind: 'run.succeeded', sourceRunId: id, status: 'succeeded', attemptCount: 1, maxAttempts: 5, lastStatusCode: 200 });

@@ -101,7 +101,7 @@ export interface Harness {
   call(op: string, payload?: { params?: Record<string, string>; query?: Record<string, unknown>; body?: unknown }, ws?: string): Promise<{ status: number; body: any; headers: Record<string, string> }>;
   /** Expect a ServiceError from the op; returns it. */
   fails(op: string, payload: { params?: Record<string, string>; query?: Record<string, unknown>; body?: unknown }, ws?: string): Promise<{ status: number; code: string; message: string }>;
-  runFinished(f: { ws?: string; runId: string; app?: string; status?: string; workflow?: string; result?: unknown; error?: unknown }): Promise<void>;
+  runFinished(f: { ws?: string; runId: string; app?: string; status?: string; workflow?: string; result?: unknown; error?: unknown; tags?: string[] }): Promise<void>;
   stepFailed(f: { ws?: string; runId: string; app?: string; stepId: string; stepName?: string }): Promise<void>;
   send(f: { deliveryId: string; url: string; runId: string; stepId: string; ws?: string }): Promise<void>;
   /** The delivery's row once its status is one of `statuses`. */
@@ -191,6 +191,7 @@ export async function harness(
             result: status === 'succeeded' ? enc.encode(JSON.stringify(f.result ?? { ok: true })) : new Uint8Array(),
             error: status === 'succeeded' ? new Uint8Array() : enc.encode(JSON.stringify(f.error ?? { message: 'boom' })),
             atMs: BigInt(Date.now()),
+            tags: f.tags ?? [],
           }),
         ),
       );

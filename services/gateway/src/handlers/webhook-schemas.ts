@@ -120,6 +120,7 @@ const runRef = {
   runId: z.string(),
   workflow: z.string(),
   app: z.string(),
+  tags: z.array(z.string()).meta({ description: "The run's tags (POST /events `tags`): route a tenant's deliveries by them." }),
 };
 export const WebhookRunPayload = component(
   'WebhookRunPayload',

@@ -86,7 +86,7 @@ export function handoffMessage(run: { id: string; workspaceId: string; app: stri
   }
 }
 
-type RunRef = { id: string; workspaceId: string; app: string; workflow: string };
+type RunRef = { id: string; workspaceId: string; app: string; workflow: string; tags?: string[] | null };
 
 /**
  * What a run's end publishes: the run.succeeded / run.failed / run.cancelled
@@ -108,6 +108,7 @@ export function runEndMessages(run: RunRef, status: string, resultJson: string |
       error: error ? enc.encode(JSON.stringify(error)) : new Uint8Array(),
       atMs: BigInt(Date.now()),
       nothingOpen,
+      tags: run.tags ?? [],
     }),
   );
   const fact = { subject: subjects.runFinished, msgId: `finished:${run.id}`, payload };
@@ -131,6 +132,7 @@ export function stepFailedMessage(run: RunRef, s: StepOutcome): OutboxMessage {
         error: enc.encode(JSON.stringify(s.error ?? { message: 'Step failed.' })),
         attempts: s.attempts,
         atMs: BigInt(Date.now()),
+        tags: run.tags ?? [],
       }),
     ),
   };

@@ -33,6 +33,8 @@ export interface HeldRun {
   parentRunId: string | null;
   /** Set on an onFailure run: the failed run's error, sent as ctx.error. */
   onFailure: { error: StepError } | null;
+  /** Its tags, carried by its run-end and step-failed facts. */
+  tags: string[] | null;
   /** Memo entries as JSON fragments by hashed id (insertion-ordered; a resolved pending entry is replaced). */
   memo: Map<string, string>;
   /** Index of every step with a row, so a retry keeps its original position. */
@@ -104,6 +106,7 @@ export function heldFromClaim(c: ClaimedRun, stored: StoredStep[], logKeys: stri
     noRunnerSinceMs: c.no_runner_since_ms,
     parentRunId: c.parent_run_id,
     onFailure: c.on_failure_of ? { error: (c.failure_error as StepError | null) ?? { message: 'Run failed.' } } : null,
+    tags: c.tags,
   });
   for (const k of logKeys) run.logKeys.add(k);
   stored.forEach((s, i) => {

@@ -111,6 +111,7 @@ async function startRun(opts: StartRunDeps, cmd: StartRun): Promise<void> {
       noRunnerSinceMs: null,
       parentRunId: null,
       onFailure: null,
+      tags: newRun.tags,
     }),
     frames,
   );

@@ -18,10 +18,11 @@ export interface ControlRun {
   parent_run_id: string | null;
   pause_requested: boolean;
   singleton_key: string | null;
+  tags: string[] | null;
 }
 
 const CONTROL_COLUMNS = `id, workspace_id, workflow, app, runner, status, trigger_kind, event_id, event_name, input, lease_owner, next_seq,
-            parent_run_id, pause_requested, singleton_key`;
+            parent_run_id, pause_requested, singleton_key, tags`;
 
 /** Lock a run of the workspace for a control action (SELECT ... FOR UPDATE). */
 export async function lockRun(tx: Database, workspaceId: string, id: string): Promise<ControlRun | undefined> {

@@ -209,7 +209,7 @@ export async function finishRun(
  */
 export async function cancelLockedRun(tx: Database, run: ControlRun, error: StepError, opts: { parentEnded?: boolean } = {}): Promise<RunEffects> {
   const frame = await setRunStatus(tx, run, 'cancelled', { ended: true, error });
-  const ref = { id: run.id, workspaceId: run.workspace_id, app: run.app, runner: run.runner, workflow: run.workflow };
+  const ref = { id: run.id, workspaceId: run.workspace_id, app: run.app, runner: run.runner, workflow: run.workflow, tags: run.tags };
   const effects: RunEffects = { live: [[liveRunOf(run, 'cancelled'), [frame]]], messages: runEndMessages(ref, 'cancelled', null, error) };
   const parentRunId = opts.parentEnded ? null : run.parent_run_id;
   return addEffects(effects, await finishRun(tx, { ...ref, inputJson: run.input, eventName: run.event_name ?? run.workflow }, { status: 'cancelled', error }, { parentRunId, spawnOnFailure: null }));

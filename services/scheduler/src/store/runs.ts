@@ -352,6 +352,7 @@ export interface ClaimedRun {
   parent_run_id: string | null;
   on_failure_of: string | null;
   failure_error: unknown;
+  tags: string[] | null;
 }
 
 /**
@@ -371,7 +372,7 @@ export async function claimDueRuns(db: Database, owner: string, leaseMs: number,
       returning r.id, r.workspace_id, r.workflow, r.app, r.runner, r.status, r.event_name, r.input, r.attempt, r.pass,
                 r.step_count, r.next_seq, r.transport_failures,
                 (extract(epoch from r.no_runner_since) * 1000)::bigint as no_runner_since_ms,
-                r.parent_run_id, r.on_failure_of,
+                r.parent_run_id, r.on_failure_of, r.tags,
                 (select o.error from scheduler.runs o where o.id = r.on_failure_of) as failure_error`,
     [owner, leaseMs, limit, held],
   );

@@ -11,7 +11,7 @@ const iso = (ms: bigint): string => new Date(Number(ms)).toISOString();
  */
 export function runFinishedPayload(deliveryId: string, f: RunFinished): { kind: string; body: Record<string, unknown> } {
   const kind = `run.${f.status}`;
-  const data: Record<string, unknown> = { runId: f.runId, workflow: f.workflow, app: f.app, status: f.status, finishedAt: iso(f.atMs) };
+  const data: Record<string, unknown> = { runId: f.runId, workflow: f.workflow, app: f.app, tags: f.tags, status: f.status, finishedAt: iso(f.atMs) };
   if (f.status === 'succeeded') data.result = json(f.result) ?? null;
   else data.error = json(f.error) ?? { message: f.status };
   return { kind, body: { id: deliveryId, kind, createdAt: new Date().toISOString(), data } };
@@ -22,6 +22,6 @@ export function stepFailedPayload(deliveryId: string, f: StepFailed): Record<str
     id: deliveryId,
     kind: 'step.failed',
     createdAt: new Date().toISOString(),
-    data: { runId: f.runId, workflow: f.workflow, app: f.app, stepId: f.stepId, stepName: f.stepName, attempts: f.attempts, error: json(f.error) ?? null, failedAt: iso(f.atMs) },
+    data: { runId: f.runId, workflow: f.workflow, app: f.app, tags: f.tags, stepId: f.stepId, stepName: f.stepName, attempts: f.attempts, error: json(f.error) ?? null, failedAt: iso(f.atMs) },
   };
 }
