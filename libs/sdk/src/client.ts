@@ -431,11 +431,11 @@ export function createClient(options: ClientOptions = {}) {
       retryFromStep: (runId: string, step: string, opts: { idempotencyKey?: string } = {}) =>
         json<RunDetail>('POST', `${id(runId)}/retry-from-step`, { body: { step }, headers: keyed(opts.idempotencyKey), retry: true }),
       /**
-       * Replay the finished runs matching `filter` (status succeeded, failed or cancelled). Not retried: a
-       * retry could replay them again.
+       * Replay the finished runs matching `filter` (status succeeded, failed or cancelled), made once per
+       * `idempotencyKey` (drawn per call when not given), so it is retried safely: a repeat replays none again.
        */
-      bulkReplay: (filter: BulkRunFilter & { status?: 'succeeded' | 'failed' | 'cancelled' }) =>
-        json<BulkResult & { replayed: number }>('POST', 'runs/bulk-replay', { body: bulkBody(filter), retry: false }),
+      bulkReplay: (filter: BulkRunFilter & { status?: 'succeeded' | 'failed' | 'cancelled' }, opts: { idempotencyKey?: string } = {}) =>
+        json<BulkResult & { replayed: number }>('POST', 'runs/bulk-replay', { body: bulkBody(filter), headers: keyed(opts.idempotencyKey), retry: true }),
       /** Cancel the runs matching `filter` that have not ended; `if` is CEL over each run's event (`event.data.tenant == 'acme'`). */
       bulkCancel: (filter: BulkRunFilter & { status?: 'queued' | 'running' | 'waiting' | 'paused'; if?: string }) =>
         json<BulkResult & { cancelled: number }>('POST', 'runs/bulk-cancel', { body: bulkBody(filter), retry: true }),

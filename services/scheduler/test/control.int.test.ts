@@ -226,6 +226,30 @@ describe.each(modes())('run control (%s)', (mode) => {
     await h.call('runs.cancel', { params: { id: live } });
   });
 
+  it('bulk-replays once per Idempotency-Key: a repeat, even two at once, replays nothing again nor the first call\'s own replays; the key on another filter is 422', async () => {
+    const app = `bulk-key-${Date.now()}`;
+    const sources = [await h.start('fails', {}, { app }), await h.start('fails', {}, { app })];
+    for (const id of sources) await h.waitFor(id, ['failed']);
+    const key = `bulk-${Date.now()}`;
+    const call = () => h.call('runs.bulkReplay', { body: { app, status: 'failed' }, headers: { 'idempotency-key': key } });
+    const first = await call();
+    expect(first.body).toEqual({ matched: 2, replayed: 2, skipped: 0, failed: 0, capped: false });
+    expect(first.headers?.['idempotent-replayed']).toBeUndefined();
+    const replays = await h.db.query<{ id: string }>('select id from scheduler.runs where app = $1 and replay_of is not null', [app]);
+    expect(replays).toHaveLength(2);
+    // The replays fail too, and match the filter now: a repeat does not replay them, nor the sources again.
+    for (const r of replays) await h.waitFor(r.id, ['failed']);
+    const [again, twice] = await Promise.all([call(), call()]);
+    for (const res of [again, twice]) {
+      expect(res.body).toEqual({ matched: 2, replayed: 2, skipped: 0, failed: 0, capped: false });
+      expect(res.headers?.['idempotent-replayed']).toBe('true');
+    }
+    expect(await h.db.query('select id from scheduler.runs where app = $1 and replay_of is not null', [app])).toHaveLength(2);
+    await expectError(h.call('runs.bulkReplay', { body: { app, status: 'succeeded' }, headers: { 'idempotency-key': key } }), 422, 'idempotency_key_reused');
+    // Without a key each call replays again: now the sources and their replays.
+    expect((await h.call('runs.bulkReplay', { body: { app, status: 'failed' } })).body).toMatchObject({ matched: 4, replayed: 4 });
+  });
+
   it('bulk-cancels the runs that have not ended matching a filter and its `if`, each audited as its cancel; refuses what would widen it', async () => {
     await expectError(h.call('runs.bulkCancel', { body: {} }), 400, 'filter_required');
     await expectError(h.call('runs.bulkCancel', { body: { status: 'failed' } }), 400, 'invalid_status');

@@ -73,6 +73,9 @@ const FORK_KEY =
   'A repeat of the call with the same key within 24 h answers with the run the first created (status and body as the first, header `Idempotent-Replayed: true`) ' +
   'instead of starting another; the key sent with another call (another run, action or body) is 422 `idempotency_key_reused`.';
 const REPLAYED = { 'Idempotent-Replayed': '`true` when the Idempotency-Key was seen: the run is the one the first call made.' };
+const BULK_KEY =
+  'The call is made once per key within 24 h: sent again (a retry after a lost answer, or while the first is at work) it considers only runs created before the first call ' +
+  'began and replays none that a call with the key replayed (counted in `replayed`, header `Idempotent-Replayed: true`); the key sent with another filter is 422 `idempotency_key_reused`.';
 
 /**
  * Every public route, its schemas and its owner. The router mounts exactly
@@ -86,7 +89,7 @@ export const ROUTES: RouteSpec[] = [
   { method: 'get', path: '/runs', summary: 'Page of runs, newest first by default (keyset paging)', tag: 'runs', access: 'read', query: s.ListRunsQuery, ok: { status: 200, schema: s.Run, array: true, headers: NEXT_CURSOR }, target: fwd('scheduler', 'runs.list') },
   { method: 'get', path: '/runs/stats', summary: 'Run counts and success rate', tag: 'runs', access: 'read', query: s.StatsQuery, ok: { status: 200, schema: s.RunStats }, target: fwd('scheduler', 'runs.stats') },
   { method: 'get', path: '/runs/stream', summary: 'SSE: run_status frames of every run in the workspace (best-effort)', tag: 'runs', access: 'read', ok: { status: 200, sse: s.RunStatusFrame }, target: local('runsStream') },
-  { method: 'post', path: '/runs/bulk-replay', summary: 'Replay finished runs matching a filter, newest first, up to a per-call ceiling', tag: 'control', access: 'write', startsRuns: true, body: { schema: s.BulkReplayBody, required: true }, ok: { status: 200, schema: s.BulkReplayResult }, errors: [403], target: fwd('scheduler', 'runs.bulkReplay') },
+  { method: 'post', path: '/runs/bulk-replay', summary: 'Replay finished runs matching a filter, newest first, up to a per-call ceiling', tag: 'control', access: 'write', startsRuns: true, idempotencyKey: BULK_KEY, body: { schema: s.BulkReplayBody, required: true }, ok: { status: 200, schema: s.BulkReplayResult, headers: { 'Idempotent-Replayed': '`true` when the Idempotency-Key was seen.' } }, errors: [403, 422], target: fwd('scheduler', 'runs.bulkReplay') },
   { method: 'post', path: '/runs/bulk-cancel', summary: 'Cancel the runs that have not ended matching a filter (and a CEL `if`), newest first, up to a per-call ceiling', tag: 'control', access: 'write', body: { schema: s.BulkCancelBody, required: true }, ok: { status: 200, schema: s.BulkCancelResult }, target: fwd('scheduler', 'runs.bulkCancel') },
   { method: 'get', path: '/runs/:id', summary: 'One run, with input and result', tag: 'runs', access: 'read', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.RunDetail }, target: fwd('scheduler', 'runs.get') },
   { method: 'get', path: '/runs/:id/steps', summary: "The run's steps, in order (unpaged)", tag: 'runs', access: 'read', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.Step, array: true }, target: fwd('scheduler', 'runs.steps') },

@@ -12,7 +12,7 @@ import { traceRunStart } from '../engine/pass-trace.js';
 import { instant } from './reads-api.js';
 import { cancelOnHolds, cancelOnReason, parseInput, type CancellingEvent } from '../domain/cancel-on.js';
 import { lockCancelOn, storeCancelSignal } from '../store/cancel-signals.js';
-import { forkKeyOf, keepForkKey } from '../store/fork-keys.js';
+import { bulkKey, bulkRunKey, forkKeyOf, keepForkKey } from '../store/fork-keys.js';
 import {
   activeForBulk,
   activeRunsOf,
@@ -359,8 +359,25 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
       return forkAnswer(caller, done, 'retry_from_step', { step });
     },
 
-    async 'runs.bulkReplay'({ caller, body }) {
-      const filter = bulkFilterOf(body, RUN_STATUSES);
+    /**
+     * Replay the finished runs matching a filter, newest first, up to the
+     * per-call ceiling. With an Idempotency-Key the call is made once: sent
+     * again (a client retrying after a lost answer, or while the first is
+     * still at work) it considers only runs created before the first call
+     * began, and counts as replayed, without replaying again, each source
+     * run the first (or any repeat) replayed; the key sent with another
+     * filter is 422.
+     */
+    async 'runs.bulkReplay'({ caller, body, headers }) {
+      let filter = bulkFilterOf(body, RUN_STATUSES);
+      const key = headers['idempotency-key'];
+      let repeat = false;
+      if (key !== undefined) {
+        const kept = await bulkKey(db, caller.workspaceId, key, createHash('sha256').update(JSON.stringify(['bulk_replay', filter])).digest('base64url'));
+        if (kept === 'reused') throw keyReused();
+        repeat = kept.repeat;
+        if (filter.until === undefined || Date.parse(filter.until) > kept.at.getTime()) filter = { ...filter, until: kept.at.toISOString() };
+      }
       const { matched, rows } = await runsForBulk(db, caller.workspaceId, filter, BULK_CEILING + 1);
       let replayed = 0;
       let skipped = 0;
@@ -374,9 +391,15 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
           const forked = await withTxRetry(db, async (tx) => {
             const run = await lockRun(tx, caller.workspaceId, r.id);
             if (!run || !TERMINAL.has(run.status)) return undefined;
-            return fork(tx, run, run.input);
+            // Under the source run's lock: a repeat waits for the first call's replay of it, then finds its key.
+            const sub = key === undefined ? undefined : bulkRunKey(key, run.id);
+            if (sub !== undefined && (await forkKeyOf(tx, caller.workspaceId, sub))) return 'replayed before' as const;
+            const f = await fork(tx, run, run.input);
+            if (sub !== undefined) await keepForkKey(tx, caller.workspaceId, sub, { fingerprint: '', newRunId: f.id });
+            return f;
           });
-          if (forked) {
+          if (forked === 'replayed before') replayed++;
+          else if (forked) {
             await launch(forked);
             replayed++;
           } else skipped++;
@@ -392,8 +415,8 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
       }
       deps.nudge();
       const result = { matched, replayed, skipped, failed, capped: matched > replayed + skipped + failed };
-      await audit(caller, 'bulk_replay', { detail: { filter, ...result } });
-      return { body: result };
+      await audit(caller, 'bulk_replay', { detail: { filter, ...result, ...(repeat ? { repeat: true } : {}) } });
+      return { body: result, ...(repeat ? { headers: { 'idempotent-replayed': 'true' } } : {}) };
     },
 
     /**

@@ -283,6 +283,8 @@ export const forkKeys = scheduler.table(
     key: text('key').notNull(),
     fingerprint: text('fingerprint').notNull(),
     newRunId: text('new_run_id').notNull(),
+    /** When the call that made it began: a bulk replay sent again replays only runs created before. */
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
   },
   (t) => [primaryKey({ columns: [t.workspaceId, t.key] }), index('fork_keys_expires').on(t.expiresAt)],

@@ -1,0 +1,1 @@
+ALTER TABLE "scheduler"."fork_keys" ADD COLUMN "created_at" timestamp with time zone DEFAULT now() NOT NULL;
