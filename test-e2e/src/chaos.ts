@@ -95,6 +95,10 @@ export interface ChaosReport extends InvariantReport {
   replaysRetried: number;
   /** Events sent with a `delay`: each must start its one run once taken in, whatever was killed meanwhile. */
   delayed: number;
+  /** `chaos.ten` events held while that workflow was paused with hold: each must start its one run once it is resumed. */
+  held: number;
+  /** How often `chaos.ten` was paused with hold during the load (and resumed). */
+  holds: number;
   /** Paused runs that were not paused, or began more than the step in flight, and cancelled runs that began more. */
   controlMismatches: string[];
   /** Rolling mode: how each SIGTERMed service went (a forced or failed exit is a violation). */
@@ -396,6 +400,8 @@ async function drive(
   let replays = 0;
   let replaysRetried = 0;
   let delayed = 0;
+  let held = 0;
+  let holds = 0;
   const loadErrors: string[] = [];
   let postRetries = 0;
   let posts = 0;
@@ -441,7 +447,7 @@ async function drive(
     for (let attempt = 0; ; attempt++) {
       const res = await call('POST', '/v1/events', body, headers).catch(() => undefined);
       if (res?.status === 202) {
-        const b = res.body as { runId?: string; deduped?: boolean; scheduled?: boolean; triggered?: unknown[] };
+        const b = res.body as { runId?: string; deduped?: boolean; scheduled?: boolean; triggered?: { held?: boolean }[] };
         // A debounced, batched or idempotent event starts a run later, now or not at all: checked at the end, by group.
         // (`deduped` here is this event again, a retry whose first 202 was lost, or the group's idempotency key seen.)
         if (!('key' in s)) {
@@ -451,8 +457,10 @@ async function drive(
         started.push(s);
         if (b.runId) return b.runId;
         if (b.scheduled) delayed++;
-        if (delayMs !== undefined && (b.scheduled || b.deduped)) {
-          // Its run is started once it is taken in (a retry's repeat may come before that too).
+        const wasHeld = b.triggered?.some((t) => t.held) === true;
+        if (wasHeld) held++;
+        if (wasHeld || (delayMs !== undefined && (b.scheduled || b.deduped))) {
+          // Its run is started once it is taken in, or its workflow resumed (a retry's repeat may come before that too).
           let runId: string | undefined;
           await until(async () => (runId = await runOfEvent(name, key)) !== undefined, WATCH_CAP_MS, true);
           return runId;
@@ -683,10 +691,37 @@ async function drive(
     }
   };
 
+  /**
+   * Every few seconds `chaos.ten` is paused with hold for a second or two and resumed: the events sent
+   * meanwhile are kept and admitted on the resume, across whatever is killed. Each call is retried until
+   * answered (the invoker may be down); the load ends resumed.
+   */
+  const holder = async () => {
+    const setPaused = async (verb: 'pause' | 'resume') => {
+      for (let attempt = 0; attempt < 300; attempt++) {
+        const res = await call('POST', `/v1/workflows/${verb}`, { app: CHAOS_APP, workflow: 'chaos.ten', ...(verb === 'pause' && { hold: true }) }).catch(() => undefined);
+        if (res?.status === 200) return;
+        if (res && res.status < 500) {
+          loadErrors.push(`${at()} ${verb} chaos.ten: ${res.status} ${JSON.stringify(res.body)}`);
+          return;
+        }
+        await delay(200);
+      }
+    };
+    while (loading()) {
+      await delay(4000 + Math.floor(rng() * 4000));
+      if (!loading()) break;
+      await setPaused('pause');
+      holds++;
+      await delay(1000 + Math.floor(rng() * 1000));
+      await setPaused('resume');
+    }
+  };
+
   // A worker holds ~1.9 runs on average (a pair, a fifth of the time, is two; the bursts, a tenth each, six and three).
   const workers = Math.max(1, Math.round((opts.inFlight ?? 20) / 1.9));
   const killing = Promise.all([killer(), infraCrashes()]);
-  await Promise.all(Array.from({ length: workers }, worker));
+  await Promise.all([...Array.from({ length: workers }, worker), holder()]);
   await killing; // a restart in progress at the end finishes first (its kill was during the load)
   const stoppedAt = loadEnd;
   log(`chaos: ${at()} load stopped: ${started.length} events sent, ${postRetries} POST retries; waiting for every run to end`);
@@ -735,6 +770,8 @@ async function drive(
     replays,
     replaysRetried,
     delayed,
+    held,
+    holds,
     controlMismatches,
   };
 }
@@ -771,6 +808,7 @@ export function summaryLine(r: ChaosReport): string {
     `cancelled=${r.cancelled}`,
     `replays=${r.replays} (retried ${r.replaysRetried})`,
     `delayed events=${r.delayed}`,
+    `held events=${r.held} (holds ${r.holds})`,
     `control mismatched=${r.controlMismatches.length}`,
     `coalesced groups=${r.coalescedGroups}`,
     `coalesced mismatched=${r.coalescedMismatches.length}`,
