@@ -11,7 +11,7 @@ describe('event input', () => {
 
   it("refuses a field an event does not take, pointing Inngest's id and ts at what this service does instead", () => {
     expect(() => parseEvent({ name: 'a', id: 'order-1' })).toThrow(
-      'Unknown event field "id"; id: for an idempotent send (Inngest\'s event id) use dedupeId: a repeat within 24 h is dropped; an event takes name, app, data, dedupeId, runner, targetApp, session, delay.',
+      'Unknown event field "id"; id: for an idempotent send (Inngest\'s event id) use dedupeId: a repeat within 24 h is dropped; an event takes name, app, data, dedupeId, runner, targetApp, session, delay, tags.',
     );
     expect(() => parseEvent({ name: 'a', ts: 1, user: {} })).toThrow(/^Unknown event fields "ts", "user"; ts: the service stamps receivedAt when the event arrives; to take it in later \(Inngest's ts in the future\) use delay; an event takes /);
     expect(() => parseEvent({ name: 'a', data: { id: 1, ts: 2 }, dedupeId: 'x', session: 's' })).not.toThrow();
