@@ -11,7 +11,8 @@ const modes: Mode[] = realInfra() ? ['embedded', 'fleet'] : ['embedded'];
 /**
  * Run tags through the public API with the SDK's client: an event's tags on
  * the runs it starts, their children and replays, GET /runs by tag, a bulk
- * cancel by tag, and a schedule's tags on its ticks' runs, paused and resumed.
+ * cancel by tag, a bulk replay by tag once per Idempotency-Key, and a
+ * schedule's tags on its ticks' runs, paused and resumed.
  */
 describe.each(modes)('run tags on %s', (mode) => {
   let dep: Deployment;
@@ -76,6 +77,19 @@ describe.each(modes)('run tags on %s', (mode) => {
     for (const s of mine) expect((await client.runs.get(s.runId!)).status).toBe('cancelled');
     expect((await client.runs.get(other.runId!)).status).toBe('waiting');
     await client.runs.cancel(other.runId!);
+  }, 60_000);
+
+  it('bulk-replays the runs of one tag once per Idempotency-Key, however often the call is sent', async () => {
+    const sent = await Promise.all([1, 2].map((n) => client.send({ name: 'tags.order', data: { n }, tags: ['replay:once'] })));
+    for (const s of sent) await client.runs.wait(s.runId!, { timeoutMs: 30_000 });
+    const filter = { tags: ['replay:once'], workflow: 'tagged-order', status: 'succeeded' as const };
+    const [first, again] = await Promise.all([client.runs.bulkReplay(filter, { idempotencyKey: 'replay-once-1' }), client.runs.bulkReplay(filter, { idempotencyKey: 'replay-once-1' })]);
+    expect(first).toMatchObject({ matched: 2, replayed: 2, failed: 0 });
+    expect(again).toMatchObject({ matched: 2, replayed: 2, failed: 0 });
+    const replays = (await client.runs.list({ tags: ['replay:once'], workflow: 'tagged-order', limit: 200 })).runs.filter((r) => r.replayOf);
+    expect(replays.map((r) => r.replayOf).sort()).toEqual(sent.map((s) => s.runId!).sort());
+    const reused = await client.runs.bulkReplay({ ...filter, status: 'failed' }, { idempotencyKey: 'replay-once-1' }).catch((e: unknown) => e);
+    expect(isApiError(reused) && [reused.status, reused.code]).toEqual([422, 'idempotency_key_reused']);
   }, 60_000);
 
   it('refuses bad tags with a 400 naming them', async () => {
