@@ -725,7 +725,7 @@ suite(`web console in Chromium on ${mode}`, () => {
     await pauseDialog.getByRole('button', { name: 'Pause', exact: true }).click();
     await report.locator('[data-status="paused"]').waitFor();
     await report.getByText(/^Paused by /).waitFor();
-    await report.getByText(/Its events are held/).waitFor();
+    await report.getByText(/Its events are held \(0 so far\)/).waitFor();
     const listed = async () => ((await api(dep.base, 'GET', '/v1/workflows', { key: ws.publicKey })).body as { name: string; paused?: unknown }[]).find((w) => w.name === 'nightly-report')!;
     expect((await listed()).paused).toMatchObject({ by: expect.any(String), hold: true });
     await shot('35-workflow-paused');

@@ -81,6 +81,8 @@ describe.each(modes)('workflow pause on %s', (mode) => {
     for (const s of sent) expect(s.triggered).toEqual(expect.arrayContaining([expect.objectContaining({ workflow: 'pausable', paused: true, held: true })]));
     await sleep(500);
     for (const s of sent) expect(await runOf(s.id, 'pausable')).toBeUndefined();
+    // What the resume will admit, oldest first.
+    expect((await client.events.held(ref)).map((h) => h.event.id)).toEqual(sent.map((s) => s.id));
 
     await client.workflows.resume(ref);
     const runs = await eventually('the held runs', async () => {

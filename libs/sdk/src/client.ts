@@ -452,6 +452,9 @@ export function createClient(options: ClientOptions = {}) {
       list: (query: { app?: string; name?: string; limit?: number } = {}) => read<Record<string, unknown>[]>('events', query),
       /** Events sent with a `delay` and not yet taken in, soonest first (each with its `scheduledFor`). */
       scheduled: (query: { app?: string; name?: string; limit?: number } = {}) => read<Record<string, unknown>[]>('events/scheduled', query),
+      /** Events workflows paused with `hold` keep (by `app`, `workflow`), oldest first: what their resume will admit. */
+      held: (query: { app?: string; workflow?: string; limit?: number } = {}) =>
+        read<{ workflow: string; app: string; heldAt: string; event: Record<string, unknown> }[]>('events/held', query),
       /** Drop an event sent with a `delay` before it is taken in (409 `event_not_scheduled` once it is). */
       cancel: (eventId: string) => json<Record<string, unknown>>('POST', `events/${encodeURIComponent(eventId)}/cancel`, { retry: false }),
     },

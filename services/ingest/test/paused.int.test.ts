@@ -54,6 +54,9 @@ describe.each(modes())('a paused workflow (%s)', (mode) => {
     await sleep(500);
     expect(startsOf(app)).toHaveLength(0);
     expect(await h.db.query('select event_id from ingest.held_events where app = $1 order by seq', [app])).toEqual(sent.map((r) => ({ event_id: r.body.id })));
+    const listed = (await h.call('events.held', { query: { app, workflow: 'wf' } })).body;
+    expect(listed.map((x: { event: { id: string } }) => x.event.id)).toEqual(sent.map((r) => r.body.id));
+    expect(listed[0]).toEqual({ workflow: 'wf', app, heldAt: expect.any(String), event: expect.objectContaining({ name: 'go', data: { n: 1 }, tags: ['n:1'] }) });
 
     // Resumed: the held matches are admitted oldest first; the rate limit of now lets two through.
     await h.register(app, [{ name: 'other', triggers: [{ event: 'go' }] }, wf]);
@@ -62,6 +65,7 @@ describe.each(modes())('a paused workflow (%s)', (mode) => {
     expect(runs.map((s) => s.input)).toEqual([{ n: 1 }, { n: 2 }]);
     expect(runs.map((s) => [s.cmd.eventId, s.cmd.tags, s.cmd.session])).toEqual([[sent[0]!.body.id, ['n:1'], 's1'], [sent[1]!.body.id, ['n:2'], 's2']]);
     expect(await h.db.query('select 1 from ingest.held_events where app = $1', [app])).toHaveLength(0);
+    expect((await h.call('events.held', { query: { app } })).body).toEqual([]);
     const record = (await h.call('events.get', { params: { id: sent[0]!.body.id } })).body;
     expect(record.triggered).toEqual(expect.arrayContaining([{ workflow: 'wf', app, runId: runs[0]!.cmd.runId }, expect.objectContaining({ workflow: 'other' })]));
     await sleep(500);

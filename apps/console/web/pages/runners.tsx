@@ -132,7 +132,7 @@ export function WorkflowsPage(): JSX.Element {
             {w.paused && (
               <p class="small muted">
                 Paused by {w.paused.by} <Time at={w.paused.at} />: its events and cron ticks start no run until it is resumed; runs under way go on.
-                {w.paused.hold ? ' Its events are held: their runs start once it is resumed.' : ' Events sent meanwhile start none later.'}
+                {w.paused.hold ? <HeldCount w={w} /> : ' Events sent meanwhile start none later.'}
               </p>
             )}
             <div class="kv">
@@ -252,6 +252,17 @@ export function WorkflowsPage(): JSX.Element {
         />
       )}
     </div>
+  );
+}
+
+/** How many events a workflow paused with hold keeps (GET /v1/events/held): the runs its resume will start. */
+function HeldCount({ w }: { w: Workflow }): JSX.Element {
+  const held = useAsync(() => get<unknown[]>(`/events/held?app=${encodeURIComponent(w.app)}&workflow=${encodeURIComponent(w.name)}&limit=1000`), [w.app, w.name, w.paused?.at]);
+  const n = held.data?.length;
+  return (
+    <span data-testid="held-count">
+      {' '}Its events are held{n === undefined ? '' : ` (${n === 1000 ? '1,000 or more' : n.toLocaleString()} so far)`}: their runs start once it is resumed.
+    </span>
   );
 }
 

@@ -529,6 +529,20 @@ export const ListEventsQuery = component(
   'ListEventsQuery',
   z.object({ app: name('Restrict to one app.').optional(), name: name('Only events of this name.').optional(), limit: limit(100, 1000) }),
 );
+export const HeldEventsQuery = component(
+  'HeldEventsQuery',
+  z.object({ app: name("Only the held events of this app's workflows.").optional(), workflow: name('Only those held for this workflow.').optional(), limit: limit(100, 1000) }),
+);
+export const HeldEvent = component(
+  'HeldEvent',
+  z.object({
+    workflow: z.string().meta({ description: 'The workflow, paused with hold, the event is kept for.' }),
+    app: z.string(),
+    heldAt: timestamp(),
+    event: EventRecord,
+  }),
+  'An event a workflow paused with hold keeps: its run starts once the workflow is resumed.',
+);
 export const ListApprovalsQuery = component(
   'ListApprovalsQuery',
   z.object({

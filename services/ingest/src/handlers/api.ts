@@ -4,6 +4,7 @@ import type { ApiBatchHandler, ApiCall, ApiHandler, ApiResult } from '@dws/runti
 import { parseEvent, parseEventBody, type EventInput } from '../domain/event-input.js';
 import { eventById, listEvents, type EventRow } from '../store/events.js';
 import { cancelScheduled, listScheduled, scheduledById } from '../store/scheduled-events.js';
+import { listHeld } from '../store/held-events.js';
 import { iso, listLimit, str } from './read-values.js';
 import { scheduledRecord } from './scheduled-events.js';
 import { RecordedUnsettled, type Incoming, type IngestResult, type Ingestor } from './ingestor.js';
@@ -161,6 +162,12 @@ export function ingestApi(deps: { db: Database; ingestor: Ingestor }): Record<st
     async 'events.scheduled'({ caller, query }) {
       const rows = await listScheduled(db, caller.workspaceId, listFilter(query));
       return { body: rows.map(scheduledRecord) };
+    },
+
+    /** GET /events/held: the events workflows paused with `hold` keep (by app, workflow), oldest first, each with the workflow it waits for. */
+    async 'events.held'({ caller, query }) {
+      const rows = await listHeld(db, caller.workspaceId, { app: str(query.app), workflow: str(query.workflow), limit: listLimit(query.limit) });
+      return { body: rows.map((r) => ({ workflow: r.workflow, app: r.workflow_app, heldAt: iso(r.held_at), event: eventRecord(r) })) };
     },
 
     /** POST /events/{id}/cancel: a delayed event is dropped before it is taken in; one taken in (or being taken in) is a 409. */

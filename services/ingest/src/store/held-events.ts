@@ -1,4 +1,5 @@
 import type { Database } from '@dws/db';
+import type { EventRow } from './events.js';
 
 /** A held match (schema.ts heldEvents) with its event, as the timers admit it. */
 export interface HeldRow {
@@ -65,5 +66,24 @@ export async function appendTriggered(tx: Database, entries: { id: string; trigg
     `update ingest.events e set triggered = e.triggered || t.triggered
        from jsonb_to_recordset($1::jsonb) as t(id text, triggered jsonb) where e.id = t.id`,
     [JSON.stringify(entries)],
+  );
+}
+
+/** A held match with its event's record, as GET /events/held lists it. */
+export interface HeldListRow extends EventRow {
+  workflow: string;
+  workflow_app: string;
+  held_at: Date | string;
+}
+
+/** The matches workflows paused with `hold` keep (of one app or workflow), oldest first: what their resume will admit. */
+export function listHeld(db: Database, workspaceId: string, f: { app?: string; workflow?: string; limit: number }): Promise<HeldListRow[]> {
+  return db.query<HeldListRow>(
+    `select e.id, e.name, e.app, e.source, e.data, e.tags, e.scheduled_for, e.woke, e.triggered, e.received_at,
+            h.workflow, h.app as workflow_app, h.held_at
+       from ingest.held_events h join ingest.events e on e.id = h.event_id
+      where h.workspace_id = $1 and ($2::text is null or h.app = $2) and ($3::text is null or h.workflow = $3)
+      order by h.seq limit $4`,
+    [workspaceId, f.app ?? null, f.workflow ?? null, f.limit],
   );
 }
