@@ -50,6 +50,7 @@ describe.each(modes)('run tags on %s', (mode) => {
     await client.runs.wait(globex.runId!, { timeoutMs: 30_000 });
     expect((await client.runs.wait(untagged.runId!, { timeoutMs: 30_000 })).tags).toEqual([]);
     expect((await client.events.get(acme.id)).tags).toEqual(['tenant:acme', 'user:7']);
+    expect((await client.events.list({ tags: ['tenant:acme'] })).map((e) => e.id)).toEqual([acme.id]);
 
     // The child its step started carries the parent's tags, and so does a replay.
     const [child] = (await client.runs.list({ workflow: 'tagged-price', tags: ['tenant:acme'] })).runs;

@@ -35,3 +35,6 @@ export function mergeTags(lists: readonly (readonly string[] | null | undefined)
   for (const list of lists) for (const t of list ?? []) if (out.length < MAX_TAGS && !out.includes(t)) out.push(t);
   return out.length === 0 ? undefined : out;
 }
+
+/** The `tag` query parameter of a list (GET /runs, GET /events): given once a string, repeated an array; 400 `invalid_tag`. */
+export const tagsOfQuery = (value: unknown): string[] | undefined => parseTags(typeof value === 'string' ? [value] : value, 'invalid_tag', 'tag');

@@ -449,7 +449,9 @@ export function createClient(options: ClientOptions = {}) {
     },
     events: {
       get: (eventId: string) => read<Record<string, unknown>>(`events/${encodeURIComponent(eventId)}`),
-      list: (query: { app?: string; name?: string; limit?: number } = {}) => read<Record<string, unknown>[]>('events', query),
+      /** The event log, newest first; `tags`: events carrying every one given. */
+      list: ({ tags, ...query }: { app?: string; name?: string; tags?: string[]; limit?: number } = {}) =>
+        read<Record<string, unknown>[]>('events', { ...query, tag: tags }),
       /** Events sent with a `delay` and not yet taken in, soonest first (each with its `scheduledFor`). */
       scheduled: (query: { app?: string; name?: string; limit?: number } = {}) => read<Record<string, unknown>[]>('events/scheduled', query),
       /** Events workflows paused with `hold` keep (by `app`, `workflow`), oldest first: what their resume will admit. */

@@ -28,6 +28,13 @@ describe.each(modes())('tags (%s)', (mode) => {
     expect((await h.call('events.get', { params: { id: res.body.id } })).body.tags).toEqual(['tenant:acme', 'user:7']);
 
     const untagged = await h.send({ name: 'go', app });
+    // The log by tag: every tag given must be carried.
+    const byTag = async (tag: string | string[]) => (await h.call('events.list', { query: { app, tag } })).body.map((e: { id: string }) => e.id);
+    expect(await byTag('user:7')).toEqual([res.body.id]);
+    expect(await byTag(['user:7', 'tenant:acme'])).toEqual([res.body.id]);
+    expect(await byTag(['user:7', 'tenant:other'])).toEqual([]);
+    expect((await h.call('events.list', { query: { app } })).body).toHaveLength(2);
+    expect((await h.call('events.list', { query: { app, tag: 'x'.repeat(129) } })).body.error.code).toBe('invalid_tag');
     await h.waitStarts(() => startsOf(app).length === 2, 10_000, 'the untagged run');
     expect(startsOf(app).find((s) => s.cmd.runId === untagged.body.runId)!.cmd.tags).toEqual([]);
     expect((await h.call('events.get', { params: { id: untagged.body.id } })).body.tags).toBeUndefined();

@@ -529,6 +529,15 @@ export const ListEventsQuery = component(
   'ListEventsQuery',
   z.object({ app: name('Restrict to one app.').optional(), name: name('Only events of this name.').optional(), limit: limit(100, 1000) }),
 );
+export const EventLogQuery = component(
+  'EventLogQuery',
+  ListEventsQuery.extend({
+    tag: z
+      .union([tagSchema, z.array(tagSchema).max(MAX_TAGS)])
+      .optional()
+      .meta({ description: 'Events carrying this tag; repeat the parameter (tag=a&tag=b) for events carrying every one given.' }),
+  }),
+);
 export const HeldEventsQuery = component(
   'HeldEventsQuery',
   z.object({ app: name("Only the held events of this app's workflows.").optional(), workflow: name('Only those held for this workflow.').optional(), limit: limit(100, 1000) }),

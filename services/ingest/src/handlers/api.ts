@@ -1,5 +1,5 @@
 import type { Database } from '@dws/db';
-import { conflict, invalid, isServiceError, notFound } from '@dws/protocol';
+import { conflict, invalid, isServiceError, notFound, tagsOfQuery } from '@dws/protocol';
 import type { ApiBatchHandler, ApiCall, ApiHandler, ApiResult } from '@dws/runtime';
 import { parseEvent, parseEventBody, type EventInput } from '../domain/event-input.js';
 import { eventById, listEvents, type EventRow } from '../store/events.js';
@@ -153,8 +153,9 @@ export function ingestApi(deps: { db: Database; ingestor: Ingestor }): Record<st
       return { body: scheduledRecord(delayed) };
     },
 
+    /** GET /events: the log, newest first, by app, name and tag (a parameter given once is a string, repeated an array). */
     async 'events.list'({ caller, query }) {
-      const rows = await listEvents(db, caller.workspaceId, listFilter(query));
+      const rows = await listEvents(db, caller.workspaceId, { ...listFilter(query), tags: tagsOfQuery(query.tag) });
       return { body: rows.map(eventRecord) };
     },
 

@@ -161,11 +161,13 @@ export async function eventById(db: Database, workspaceId: string, id: string): 
   return rows[0];
 }
 
-export async function listEvents(db: Database, workspaceId: string, f: { app?: string; name?: string; limit: number }): Promise<EventRow[]> {
+/** The event log, newest first: by app, name, and the tags an event carries (every one given). */
+export async function listEvents(db: Database, workspaceId: string, f: { app?: string; name?: string; tags?: string[]; limit: number }): Promise<EventRow[]> {
   return db.query<EventRow>(
     `select id, name, app, source, data, tags, scheduled_for, woke, triggered, received_at from ingest.events
       where workspace_id = $1 and ($2::text is null or app = $2) and ($3::text is null or name = $3)
+        and ($5::text[] is null or (tags is not null and tags @> $5::text[]))
       order by received_at desc, id desc limit $4`,
-    [workspaceId, f.app ?? null, f.name ?? null, f.limit],
+    [workspaceId, f.app ?? null, f.name ?? null, f.limit, f.tags ?? null],
   );
 }

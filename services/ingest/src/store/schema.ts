@@ -1,4 +1,5 @@
 import { bigint, bigserial, boolean, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { sql } from 'drizzle-orm';
 import { outboxTable, retentionTable } from '@dws/runtime';
 
 export const ingest = pgSchema('ingest');
@@ -28,6 +29,8 @@ export const events = ingest.table(
   (t) => [
     index('events_ws_received').on(t.workspaceId, t.receivedAt.desc(), t.id.desc()),
     index('events_ws_dedupe').on(t.workspaceId, t.app, t.dedupeId, t.receivedAt),
+    // GET /events?tag= (tags @> ...): only tagged events are in it.
+    index('events_tags').using('gin', t.tags).where(sql`tags is not null`),
   ],
 );
 

@@ -1,5 +1,5 @@
 import type { Database } from '@dws/db';
-import { invalid, notFound, parseTags } from '@dws/protocol';
+import { invalid, notFound, tagsOfQuery } from '@dws/protocol';
 import type { ApiHandler } from '@dws/runtime';
 import {
   framesOfRun,
@@ -292,8 +292,7 @@ export function runReadsApi(db: Database): Record<string, ApiHandler> {
         runType: oneOf(query, 'runType', RUN_TYPES),
         eventId: text(query, 'eventId'),
         replayOf: text(query, 'replayOf'),
-        // A parameter given once is a string, repeated an array.
-        tags: parseTags(typeof query.tag === 'string' ? [query.tag] : query.tag, 'invalid_tag', 'tag'),
+        tags: tagsOfQuery(query.tag),
         q,
         deep: q !== undefined && (query.deep === '1' || query.deep === 'true' || query.deep === 1 || query.deep === true),
         since: instant(query),

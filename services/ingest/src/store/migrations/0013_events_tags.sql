@@ -1,0 +1,1 @@
+CREATE INDEX "events_tags" ON "ingest"."events" USING gin ("tags") WHERE tags is not null;
