@@ -1,11 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createClient, isApiError, type Client, type TimelineFrame } from '@dws/sdk';
+import { describe, expect, it } from '@jest/globals';
+import { isApiError, type TimelineFrame } from '@dws/sdk';
 import { eventually } from '../src/api.js';
-import { startDeployment, type Deployment, type Mode } from '../src/deployment.js';
-import { realInfra } from '../src/infra.js';
-import { startRunner, type TestRunner } from '../src/runner.js';
+import { e2eModes, useClientFixture } from '../src/client-fixture.js';
 
-const modes: Mode[] = realInfra() ? ['embedded', 'fleet'] : ['embedded'];
+const modes = e2eModes();
 
 /**
  * The SDK's REST client (`createClient`) against the deployment, through
@@ -13,70 +11,57 @@ const modes: Mode[] = realInfra() ? ['embedded', 'fleet'] : ['embedded'];
  * read, page, control and replay runs, and the API's refusals as ApiError.
  */
 describe.each(modes)('the SDK client on %s', (mode) => {
-  let dep: Deployment;
-  let runner: TestRunner;
-  let client: Client;
-
-  beforeAll(async () => {
-    dep = await startDeployment(mode);
-    runner = await startRunner(dep, (r) => {
-      r.workflow<{ n: number }>('client-flow', { triggers: [{ event: 'client.go' }] }, async ({ event, step, logger }) => {
-        logger.info('doubling', { n: event.data.n });
-        const doubled = await step.run('double', () => event.data.n * 2);
-        return { doubled };
-      });
-      r.workflow('client-sleeper', { triggers: [{ event: 'client.sleep' }] }, async ({ step }) => {
-        await step.run('first', () => 1);
-        await step.sleep('long', '1h');
-        return 2;
-      });
+  const fx = useClientFixture(mode, (r) => {
+    r.workflow<{ n: number }>('client-flow', { triggers: [{ event: 'fx.client.go' }] }, async ({ event, step, logger }) => {
+      logger.info('doubling', { n: event.data.n });
+      const doubled = await step.run('double', () => event.data.n * 2);
+      return { doubled };
     });
-    client = createClient({ url: `${dep.base}/v1`, apiKey: dep.secretKey, env: {} });
-  }, 180_000);
-
-  afterAll(async () => {
-    await runner?.close();
-    await dep?.stop();
-  }, 60_000);
+    r.workflow('client-sleeper', { triggers: [{ event: 'fx.client.sleep' }] }, async ({ step }) => {
+      await step.run('first', () => 1);
+      await step.sleep('long', '1h');
+      return 2;
+    });
+  });
 
   const status = (id: string, want: string) =>
-    eventually(`${id} ${want}`, async () => ((await client.runs.get(id)).status === want ? true : undefined), 60_000);
+    eventually(`${id} ${want}`, async () => ((await fx.client.runs.get(id)).status === want ? true : undefined), 60_000);
 
   it("sends an event, follows its run's stream to its end and reads the run, its steps and its event", async () => {
-    const sent = await eventually('a run of client.go', async () => {
-      const r = await client.send({ name: 'client.go', data: { n: 21 } });
+    const sent = await eventually('a run of fx.client.go', async () => {
+      const r = await fx.client.send({ name: 'fx.client.go', data: { n: 21 } });
       return r.runId ? r : undefined;
     });
     const frames: TimelineFrame[] = [];
-    for await (const f of client.runs.stream(sent.runId!)) frames.push(f);
+    for await (const f of fx.client.runs.stream(sent.runId!)) frames.push(f);
     expect(frames.map((f) => f.seq)).toEqual(frames.map((_, i) => i + 1));
     expect(frames.at(-1)).toMatchObject({ kind: 'run_status', status: 'succeeded', runId: sent.runId });
     expect(frames).toContainEqual(expect.objectContaining({ kind: 'log', message: 'doubling', fields: { n: 21 } }));
     expect(frames).toContainEqual(expect.objectContaining({ kind: 'step_status', name: 'double', status: 'succeeded' }));
 
-    const run = await client.runs.wait<{ doubled: number }>(sent.runId!, { timeoutMs: 30_000 });
+    const run = await fx.client.runs.wait<{ doubled: number }>(sent.runId!, { timeoutMs: 30_000 });
     expect(run).toMatchObject({ id: sent.runId, status: 'succeeded', workflow: 'client-flow', eventId: sent.id, input: { n: 21 }, result: { doubled: 42 } });
-    expect((await client.runs.steps(sent.runId!)).map((s) => [s.name, s.status, s.output])).toEqual([['double', 'succeeded', 42]]);
-    expect(await client.events.get(sent.id)).toMatchObject({ id: sent.id, name: 'client.go' });
-    expect((await client.runs.list({ eventId: sent.id })).runs.map((r) => r.id)).toEqual([sent.runId]);
+    expect((await fx.client.runs.steps(sent.runId!)).map((s) => [s.name, s.status, s.output])).toEqual([['double', 'succeeded', 42]]);
+    expect(await fx.client.events.get(sent.id)).toMatchObject({ id: sent.id, name: 'fx.client.go' });
+    expect((await fx.client.runs.list({ eventId: sent.id })).runs.map((r) => r.id)).toEqual([sent.runId]);
   }, 60_000);
 
   it('sends a batch, and under an idempotency key (sent again: deduped), and pages through the runs with the cursor', async () => {
-    const results = await client.sendMany([{ name: 'client.go', data: { n: 1 } }, { name: '' }, { name: 'client.go', data: { n: 2 } }, { name: 'client.go', data: { n: 3 } }]);
+    const results = await fx.client.sendMany([{ name: 'fx.client.go', data: { n: 1 } }, { name: '' }, { name: 'fx.client.go', data: { n: 2 } }, { name: 'fx.client.go', data: { n: 3 } }]);
     expect(results[1]).toMatchObject({ error: { code: 'invalid_event' } });
     const ids = results.flatMap((r) => ('runId' in r && r.runId ? [r.runId] : []));
     expect(ids).toHaveLength(3);
-    for (const id of ids) expect((await client.runs.wait(id, { timeoutMs: 30_000 })).status).toBe('succeeded');
+    for (const id of ids) expect((await fx.client.runs.wait(id, { timeoutMs: 30_000 })).status).toBe('succeeded');
     const key = `client-batch-${mode}-${Date.now()}`;
-    const keyed = await client.sendMany([{ name: 'client.go', data: { n: 4 } }], { idempotencyKey: key });
+    const keyed = await fx.client.sendMany([{ name: 'fx.client.go', data: { n: 4 } }], { idempotencyKey: key });
     expect(keyed[0]).toMatchObject({ deduped: false, runId: expect.any(String) });
-    expect((await client.sendMany([{ name: 'client.go', data: { n: 4 } }], { idempotencyKey: key }))[0]).toMatchObject({ deduped: true });
-    expect((await client.send({ name: 'client.go', data: { n: 5 } }, { idempotencyKey: key })).deduped).toBe(false);
-    expect((await client.send({ name: 'client.go', data: { n: 5 } }, { idempotencyKey: key })).deduped).toBe(true);
+    expect((await fx.client.sendMany([{ name: 'fx.client.go', data: { n: 4 } }], { idempotencyKey: key }))[0]).toMatchObject({ deduped: true });
+    expect((await fx.client.send({ name: 'fx.client.go', data: { n: 5 } }, { idempotencyKey: key })).deduped).toBe(false);
+    expect((await fx.client.send({ name: 'fx.client.go', data: { n: 5 } }, { idempotencyKey: key })).deduped).toBe(true);
     const seen: string[] = [];
     let cursor: string | undefined;
     do {
-      const page = await client.runs.list({ workflow: 'client-flow', limit: 2, cursor });
+      const page = await fx.client.runs.list({ workflow: 'client-flow', limit: 2, cursor });
       expect(page.runs.length).toBeLessThanOrEqual(2);
       seen.push(...page.runs.map((r) => r.id));
       cursor = page.nextCursor;
@@ -84,33 +69,33 @@ describe.each(modes)('the SDK client on %s', (mode) => {
     expect(new Set(seen).size).toBe(seen.length);
     expect(seen).toEqual(expect.arrayContaining(ids));
     const all: string[] = [];
-    for await (const r of client.runs.all({ workflow: 'client-flow', limit: 2 })) all.push(r.id);
+    for await (const r of fx.client.runs.all({ workflow: 'client-flow', limit: 2 })) all.push(r.id);
     expect(all).toEqual(seen);
   }, 60_000);
 
   it('pauses, resumes and cancels a run, replays it once per key, and throws what the API refuses as ApiError', async () => {
-    const id = (await client.send({ name: 'client.sleep' })).runId!;
+    const id = (await fx.client.send({ name: 'fx.client.sleep' })).runId!;
     await status(id, 'waiting');
-    expect((await client.runs.pause(id)).status).toBe('paused');
-    expect((await client.runs.pause(id)).status).toBe('paused');
-    expect((await client.runs.resume(id)).status).toBe('queued');
+    expect((await fx.client.runs.pause(id)).status).toBe('paused');
+    expect((await fx.client.runs.pause(id)).status).toBe('paused');
+    expect((await fx.client.runs.resume(id)).status).toBe('queued');
     await status(id, 'waiting');
-    expect((await client.runs.cancel(id)).status).toBe('cancelled');
-    const refused = await client.runs.cancel(id).catch((e: unknown) => e);
+    expect((await fx.client.runs.cancel(id)).status).toBe('cancelled');
+    const refused = await fx.client.runs.cancel(id).catch((e: unknown) => e);
     expect(isApiError(refused) && [refused.status, refused.code]).toEqual([409, 'run_terminal']);
 
     const key = `client-${mode}-${id}`;
-    const first = await client.runs.replay(id, { idempotencyKey: key });
-    const again = await client.runs.replay(id, { idempotencyKey: key });
+    const first = await fx.client.runs.replay(id, { idempotencyKey: key });
+    const again = await fx.client.runs.replay(id, { idempotencyKey: key });
     expect(again.id).toBe(first.id);
-    const other = await client.runs.replay(id);
+    const other = await fx.client.runs.replay(id);
     expect(other.id).not.toBe(first.id);
-    expect((await client.runs.list({ replayOf: id })).runs.map((r) => r.id).sort()).toEqual([first.id, other.id].sort());
+    expect((await fx.client.runs.list({ replayOf: id })).runs.map((r) => r.id).sort()).toEqual([first.id, other.id].sort());
     for (const r of [first.id, other.id]) {
       await status(r, 'waiting');
-      await client.runs.cancel(r);
+      await fx.client.runs.cancel(r);
     }
-    await expect(client.runs.get('run_00000000000000000000000000')).rejects.toMatchObject({ status: 404, code: 'run_not_found' });
-    await expect(client.runs.retryFromStep(id, 'nope')).rejects.toMatchObject({ status: 404, code: 'step_not_found' });
+    await expect(fx.client.runs.get('run_00000000000000000000000000')).rejects.toMatchObject({ status: 404, code: 'run_not_found' });
+    await expect(fx.client.runs.retryFromStep(id, 'nope')).rejects.toMatchObject({ status: 404, code: 'step_not_found' });
   }, 90_000);
 });
