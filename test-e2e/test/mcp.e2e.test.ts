@@ -75,7 +75,7 @@ describe.each(modes)('MCP server on %s', (mode) => {
 
     const { tools } = await reader.listTools();
     expect(tools.map((t) => t.name)).toEqual(
-      expect.arrayContaining(['list_runs', 'get_run', 'list_approvals', 'decide_approval', 'cancel_run', 'send_event']),
+      expect.arrayContaining(['list_runs', 'get_run', 'list_approvals', 'decide_approval', 'cancel_run', 'bulk_cancel_runs', 'send_event']),
     );
 
     // The agent sends the triggering event through MCP too.
@@ -156,5 +156,27 @@ describe.each(modes)('MCP server on %s', (mode) => {
     });
     expect(result.paid).toEqual({ paid: 90, to });
     expect(parked).toBeDefined();
+  }, 120_000);
+
+  it("cancels one tenant's parked runs by tag, and no other's", async () => {
+    const agent = await connect(dep.secretKey);
+    const tenant = `tenant:${Date.now()}`;
+    const send = async (tags: string[]) =>
+      json<{ runId: string }>(await agent.callTool({ name: 'send_event', arguments: { name: 'agent.payout_proposed', data: { to: 'acct', amount: 5 }, tags } })).runId;
+    const mine = [await send([tenant]), await send([tenant, 'vip'])];
+    const other = await send(['tenant:other']);
+    const parkedAll = async () => {
+      const runs = await Promise.all([...mine, other].map(async (id) => json<{ run: { status: string } }>(await agent.callTool({ name: 'get_run', arguments: { runId: id } })).run));
+      return runs.every((r) => r.status === 'waiting') ? true : undefined;
+    };
+    await eventually('the three runs parked on their approvals', parkedAll);
+    const res = json<{ matched: number; cancelled: number }>(await agent.callTool({ name: 'bulk_cancel_runs', arguments: { tags: [tenant], workflow: 'payout-agent' } }));
+    expect(res).toMatchObject({ matched: 2, cancelled: 2 });
+    for (const id of mine) expect(json<{ run: { status: string } }>(await agent.callTool({ name: 'get_run', arguments: { runId: id } })).run.status).toBe('cancelled');
+    expect(json<{ run: { status: string } }>(await agent.callTool({ name: 'get_run', arguments: { runId: other } })).run.status).toBe('waiting');
+    // A public key cannot.
+    const reader = await connect(dep.publicKey);
+    expect((await reader.callTool({ name: 'bulk_cancel_runs', arguments: { tags: ['tenant:other'] } })).isError).toBe(true);
+    await agent.callTool({ name: 'cancel_run', arguments: { runId: other } });
   }, 120_000);
 });

@@ -203,6 +203,7 @@ d('gateway approvals and MCP', () => {
       const { tools } = await client.listTools();
       expect(tools.map((t) => t.name).sort()).toEqual(
         [
+          'bulk_cancel_runs',
           'cancel_run',
           'decide_approval',
           'get_approval',
@@ -263,6 +264,7 @@ d('gateway approvals and MCP', () => {
         ['replay_run', { runId: 'run_1' }],
         ['send_event', { name: 'x' }],
         ['pause_workflow', { app: 'a', workflow: 'w' }],
+        ['bulk_cancel_runs', { tags: ['tenant:acme'] }],
       ] as const) {
         const r = (await client.callTool({ name, arguments: args })) as ToolResult;
         expect({ name, isError: r.isError, body: textOf(r) }).toEqual({

@@ -153,6 +153,22 @@ export const MCP_TOOLS: McpTool[] = [
     }),
   ),
   {
+    name: 'bulk_cancel_runs',
+    title: 'Cancel runs by filter',
+    description:
+      'Cancel the runs that have not ended matching every field given (at least one), newest first, at most 1,000 a call (capped true: call again). ' +
+      "Narrow with `if`, CEL over each run's event (event.data.tenant == 'acme'). Answers how many matched and were cancelled.",
+    write: true,
+    input: {
+      app,
+      workflow: z.string().min(1).max(256).optional().describe("Only this workflow's runs (its exact name)."),
+      status: z.enum(['queued', 'running', 'waiting', 'paused']).optional().describe('Only runs in this status (running also matches waiting).'),
+      tags: z.array(z.string().min(1).max(128)).min(1).max(10).optional().describe('Only runs carrying every one of these tags (tenant:acme).'),
+      if: z.string().min(1).optional().describe("CEL over the run's triggering event; only the runs it holds for are cancelled."),
+    },
+    run: (a, call) => call('post', '/runs/bulk-cancel', { json: defined({ app: a.app, workflow: a.workflow, status: a.status, tags: a.tags, if: a.if }) }),
+  },
+  {
     name: 'replay_run',
     title: 'Replay a run',
     description: 'Start a finished run again as a new run, with its payload or a replacement `input`.',
