@@ -75,17 +75,12 @@ export function idempotencyKeyOf(req: IncomingMessage): string | undefined {
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
 
 /**
- * The headers a route forwards: its `Idempotency-Key` when it keeps one. A
- * route that starts runs without keeping a key (bulk replay) refuses it
- * (400) rather than leave a retry free to start them twice; any other route
+ * The headers a route forwards: its `Idempotency-Key` when it keeps one
+ * (every route that starts runs does: route-table.test.ts); any other route
  * ignores it.
  */
 function forwardedHeaders(r: RouteSpec, key: string | undefined): Record<string, string> | undefined {
-  if (key === undefined) return undefined;
-  if (!r.idempotencyKey) {
-    if (r.startsRuns) throw invalid('idempotency_key_unsupported', `${r.method.toUpperCase()} ${r.path} does not keep an Idempotency-Key: a retry would act again.`);
-    return undefined;
-  }
+  if (key === undefined || !r.idempotencyKey) return undefined;
   if (!IDEMPOTENCY_KEY.test(key)) throw invalid('invalid_idempotency_key', 'Idempotency-Key must be 1 to 200 visible ASCII characters.');
   return { 'idempotency-key': key };
 }

@@ -48,6 +48,12 @@ const since = z.iso.datetime({ offset: true }).optional().meta({ description: 'R
 const until = z.iso.datetime({ offset: true }).optional().meta({ description: 'RFC 3339; only runs started before it.' });
 const tagSchema = str().min(1).max(MAX_TAG_LENGTH);
 const filterTags = z.array(tagSchema).min(1).max(MAX_TAGS).optional().meta({ description: 'Runs carrying every one of these tags.' });
+/** A list's `tag` query parameter: given once a string, repeated an array (every one given must be carried). */
+const tagParam = (what: string) =>
+  z
+    .union([tagSchema, z.array(tagSchema).max(MAX_TAGS)])
+    .optional()
+    .meta({ description: `${what} carrying this tag; repeat the parameter (tag=a&tag=b) for ${what.toLowerCase()} carrying every one given.` });
 
 export const RUN_STATUSES = ['queued', 'running', 'waiting', 'paused', 'succeeded', 'failed', 'cancelled'] as const;
 export const RUN_SORTS = ['started', 'workflow', 'status', 'app', 'duration'] as const;
@@ -475,10 +481,7 @@ export const ListRunsQuery = component(
     runType: z.enum(['event', 'cron']).optional(),
     eventId: name('Runs that one event fanned out.').optional(),
     replayOf: name('Runs forked from one source run.').optional(),
-    tag: z
-      .union([tagSchema, z.array(tagSchema).max(MAX_TAGS)])
-      .optional()
-      .meta({ description: 'Runs carrying this tag; repeat the parameter (tag=a&tag=b) for runs carrying every one given.' }),
+    tag: tagParam('Runs'),
     q: name('Case-insensitive substring of workflow name, run id or app.').optional(),
     deep: z.enum(['0', '1', 'true', 'false']).optional().meta({ description: '1 widens q to run input, result and error.' }),
     since,
@@ -532,10 +535,7 @@ export const ListEventsQuery = component(
 export const EventLogQuery = component(
   'EventLogQuery',
   ListEventsQuery.extend({
-    tag: z
-      .union([tagSchema, z.array(tagSchema).max(MAX_TAGS)])
-      .optional()
-      .meta({ description: 'Events carrying this tag; repeat the parameter (tag=a&tag=b) for events carrying every one given.' }),
+    tag: tagParam('Events'),
   }),
 );
 export const HeldEventsQuery = component(
