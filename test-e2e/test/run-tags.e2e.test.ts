@@ -9,8 +9,9 @@ const modes = e2eModes();
 /**
  * Run tags through the public API with the SDK's client: an event's tags on
  * the runs it starts, their children and replays, GET /runs by tag, a bulk
- * cancel by tag, a bulk replay by tag once per Idempotency-Key, and a
- * schedule's tags on its ticks' runs, paused and resumed.
+ * cancel by tag, a bulk replay by tag once per Idempotency-Key, step.emit's
+ * tags on its event and runs, and a schedule's tags on its ticks' runs,
+ * paused and resumed.
  */
 describe.each(modes)('run tags on %s', (mode) => {
   const fx = useClientFixture(mode, (r) => {
@@ -23,10 +24,14 @@ describe.each(modes)('run tags on %s', (mode) => {
       await step.sleep('long', '1h');
     });
     r.workflow('tagged-digest', async ({ step }) => step.run('send', () => 'sent'));
+    r.workflow<{ tenant: string }>('tagged-notifier', { triggers: [{ event: 'tags.notify' }] }, async ({ event, step }) =>
+      step.emit('fan-out', { name: 'tags.notified', data: { tenant: event.data.tenant }, tags: [`tenant:${event.data.tenant}`, 'via:emit'] }),
+    );
+    r.workflow('tagged-notified', { triggers: [{ event: 'tags.notified' }] }, async ({ step }) => step.run('note', () => 'noted'));
   });
 
   beforeAll(async () => {
-    await eventually('the workflows registered', async () => ((await fx.client.workflows.list()).length >= 4 ? true : undefined));
+    await eventually('the workflows registered', async () => ((await fx.client.workflows.list()).length >= 6 ? true : undefined));
   }, 60_000);
 
   it("tags the runs an event starts, their children and replays, and lists runs by tag", async () => {
@@ -55,6 +60,16 @@ describe.each(modes)('run tags on %s', (mode) => {
     expect(await ids(['tenant:globex'])).toHaveLength(2); // its order and that order's child
     expect(await ids(['tenant:acme', 'tenant:globex'])).toEqual([]);
   }, 90_000);
+
+  it("tags an emitted event and the runs it starts with the emit's tags", async () => {
+    const sent = await fx.client.send({ name: 'tags.notify', data: { tenant: 'initech' } });
+    const notifier = await fx.client.runs.wait(sent.runId!, { timeoutMs: 30_000 });
+    expect(notifier).toMatchObject({ status: 'succeeded', tags: [] });
+    const emitted = (notifier.result as { id: string }).id;
+    expect((await fx.client.events.get(emitted)).tags).toEqual(['tenant:initech', 'via:emit']);
+    const notified = await eventually('the emitted event\'s run', async () => (await fx.client.runs.list({ workflow: 'tagged-notified', tags: ['tenant:initech'] })).runs[0]);
+    expect(notified).toMatchObject({ eventId: emitted, tags: ['tenant:initech', 'via:emit'] });
+  }, 60_000);
 
   it('bulk-cancels the runs of one tag and leaves the rest', async () => {
     const mine = await Promise.all([1, 2, 3].map(() => fx.client.send({ name: 'tags.sleep', tags: ['batch:42'] })));

@@ -158,6 +158,11 @@ export interface EmitOpcode extends OpcodeBase {
    * the service stores the step. A runner that omits it emits at once.
    */
   delay?: number | string;
+  /**
+   * An extension of SPEC: the event's tags (as POST /events takes them), so
+   * the runs it starts carry them. At most 10 strings of 1-128 characters.
+   */
+  tags?: string[];
 }
 
 export interface WebhookOpcode extends OpcodeBase {

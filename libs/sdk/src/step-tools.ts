@@ -1,4 +1,4 @@
-import type { InferOpcode, Opcode, Usage } from '@dws/protocol';
+import { parseTags, type InferOpcode, type Opcode, type Usage } from '@dws/protocol';
 import { embedInBatches } from './ai-embed.js';
 import { EVAL_MAX_ITEMS, runEval, type EvalBudget } from './ai-eval.js';
 import { generateChecked } from './ai-output.js';
@@ -60,6 +60,15 @@ function emitDelay(delay: unknown, what: string): number | string {
   if (typeof delay === 'number' && Number.isFinite(delay) && delay >= 0) return Math.round(delay);
   if (typeof delay === 'string' && delay.trim() !== '') return delay.trim();
   throw new TypeError(`${what}.delay must be ms, a duration like "2h", or a Date`);
+}
+
+/** step.emit's tags, checked as the service checks them (at the call, not a pass later). */
+function emitTags(tags: unknown, what: string): string[] | undefined {
+  try {
+    return parseTags(tags, 'invalid_event', `${what}.tags`);
+  } catch (err) {
+    throw new TypeError((err as Error).message);
+  }
 }
 
 function optionalFields<T extends object>(target: T, source: Record<string, unknown>, keys: string[], what: string, max?: number): T {
@@ -154,6 +163,8 @@ export function createStepTools(core: StepCore): { step: StepTools; webhook: Wor
           data: json(options.data ?? {}, `data of ${what}`),
         };
         if (options.delay !== undefined) op.delay = emitDelay(options.delay, what);
+        const tags = emitTags(options.tags, what);
+        if (tags) op.tags = tags;
         return optionalFields(op, options as unknown as Record<string, unknown>, ['dedupeId', 'targetApp'], what, NAME_MAX);
       }),
 

@@ -51,6 +51,12 @@ export interface EmitOptions {
    * drops it before its time. An extension of SPEC's Emit opcode.
    */
   delay?: number | string | Date;
+  /**
+   * Tags of the event and of the runs it starts (at most 10, each 1-128
+   * characters: `tenant:acme`), as `client.send` takes them. An extension of
+   * SPEC's Emit opcode.
+   */
+  tags?: string[];
 }
 
 export interface WebhookSendOptions {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { create, EmitEventSchema, toBinary } from '@dws/proto';
 import { ids, streams, subjects } from '@dws/runtime';
 import { uniqueName } from '@dws/testing';
-import { modes, startHarness, startsStored, until, type Harness } from './harness.js';
+import { modes, startHarness, startsStored, storedStarts, until, type Harness } from './harness.js';
 
 jest.setTimeout(60_000);
 const enc = new TextEncoder();
@@ -15,6 +15,7 @@ interface Emit {
   app: string;
   dedupeId?: string;
   targetApp?: string;
+  tags?: string[];
 }
 
 const emitCmd = (h: Harness, e: Emit) =>
@@ -22,7 +23,7 @@ const emitCmd = (h: Harness, e: Emit) =>
     EmitEventSchema,
     create(EmitEventSchema, {
       workspaceId: h.ws, eventId: e.eventId, name: e.name, data: enc.encode('{"n":1}'), app: e.app,
-      dedupeId: e.dedupeId ?? '', targetApp: e.targetApp ?? '', sourceRunId: ids.run(),
+      dedupeId: e.dedupeId ?? '', targetApp: e.targetApp ?? '', sourceRunId: ids.run(), tags: e.tags ?? [],
     }),
   );
 
@@ -63,6 +64,14 @@ describe.each(modes())('step.emit hand-offs (%s)', (mode) => {
     expect(rows[0]!.triggered.map((t) => t.workflow)).toEqual(['on-emitted']);
     expect((await startsStored(h, [eventId])).get(eventId)).toBe(1);
     await h.waitStarts((s) => s.some((x) => x.cmd.eventId === eventId), 20_000, 'the emitted event to start its workflow');
+  });
+
+  it("records an emit's tags on its event and on the runs it starts", async () => {
+    const eventId = ids.event();
+    await emitAll(h, [emitCmd(h, { eventId, name: 'thing.emitted', app: 'app', tags: ['tenant:acme', 'via:emit'] })]);
+    expect((await h.call('events.get', { params: { id: eventId } })).body).toMatchObject({ source: 'emit', tags: ['tenant:acme', 'via:emit'] });
+    const starts = (await storedStarts(h)).filter((s) => s.eventId === eventId);
+    expect(starts.map((s) => s.tags)).toEqual([['tenant:acme', 'via:emit']]);
   });
 
   it('dedupes a dedupeId per emitting app: another app\'s same id is its own event, and both broadcast', async () => {

@@ -30,6 +30,7 @@ export function handoffMessage(run: { id: string; workspaceId: string; app: stri
             targetApp: h.targetApp ?? '',
             sourceRunId: run.id,
             dueAtMs: BigInt(h.dueAtMs ?? 0),
+            tags: h.tags ?? [],
           }),
         ),
       };

@@ -137,6 +137,14 @@ describe('decide', () => {
     expect(emit('400d')).toMatchObject({ steps: [{ status: 'failed', error: { message: 'Emit: delay is more than a year ahead (365 days at most).' } }] });
   });
 
+  it("hands an emit's tags on, and fails the step on bad ones", () => {
+    const emit = (tags: unknown) => decide(run(), reply(206, { opcodes: [{ op: 'Emit', id: hashStepId('e'), name: 'e', eventName: 'x.y', data: {}, tags }], logs: [] }), NOW, ids);
+    expect(emit(['tenant:acme', 'vip', 'vip'])).toMatchObject({ steps: [{ status: 'succeeded', handoff: { kind: 'emit', tags: ['tenant:acme', 'vip'] } }] });
+    expect((emit([]) as { steps: { handoff: object }[] }).steps[0]!.handoff).not.toHaveProperty('tags');
+    expect(emit('vip')).toMatchObject({ steps: [{ status: 'failed', error: { message: 'Emit: tags must be an array of strings.' } }] });
+    expect(emit(['x'.repeat(129)])).toMatchObject({ steps: [{ status: 'failed', error: { message: 'Emit: Each of tags must be 1-128 characters.' } }] });
+  });
+
   it('backs off exponentially with jitter, capped', () => {
     expect(backoffMs(1, () => 0)).toBe(500);
     expect(backoffMs(1, () => 1)).toBe(1000);

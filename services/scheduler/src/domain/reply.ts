@@ -1,5 +1,5 @@
 import { parseDelay } from '@dws/cel';
-import { DEFAULT_RETRY_BACKOFF, retryDelayMs, type RetryBackoff, type StepError } from '@dws/protocol';
+import { DEFAULT_RETRY_BACKOFF, parseTags, retryDelayMs, type RetryBackoff, type StepError } from '@dws/protocol';
 import { capabilityGap } from './capabilities.js';
 import { spendCeilingReached, workspaceCeilingReached, type AiSpendView, type Spend, type WorkspaceModelView } from './ai-spend.js';
 
@@ -43,7 +43,7 @@ export type StepStatus = 'succeeded' | 'failed' | 'retrying' | 'sleeping' | 'wai
 
 /** Work a step hands to another service, published through the outbox after commit. */
 export type Handoff =
-  | { kind: 'emit'; eventId: string; name: string; dataJson: string; dedupeId?: string; targetApp?: string; /** Its delay: taken in at this time. */ dueAtMs?: number }
+  | { kind: 'emit'; eventId: string; name: string; dataJson: string; dedupeId?: string; targetApp?: string; /** Its delay: taken in at this time. */ dueAtMs?: number; tags?: string[] }
   | { kind: 'webhook'; deliveryId: string; url: string; bodyJson: string }
   | { kind: 'approval'; requestJson: string }
   | { kind: 'infer'; requestJson: string }
@@ -378,6 +378,13 @@ function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, 
       const delay = parseDelay(raw.delay, nowMs);
       if (!delay.ok) return failStep(`Emit: ${delay.error}`);
       const { dueAtMs } = delay;
+      // An extension of SPEC's Emit: the event's tags, as POST /events takes them.
+      let tags: string[] | undefined;
+      try {
+        tags = parseTags(raw.tags, 'invalid_event');
+      } catch (err) {
+        return failStep(`Emit: ${(err as Error).message}`);
+      }
       const eventId = newIds.event();
       return {
         step: {
@@ -388,6 +395,7 @@ function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, 
           handoff: {
             kind: 'emit', eventId, name: eventName, dataJson: JSON.stringify(raw.data ?? null), dedupeId: optStr(raw.dedupeId), targetApp: optStr(raw.targetApp),
             ...(dueAtMs === undefined ? {} : { dueAtMs }),
+            ...(tags ? { tags } : {}),
           },
         },
       };
