@@ -10,8 +10,8 @@ const modes = e2eModes();
  * Run tags through the public API with the SDK's client: an event's tags on
  * the runs it starts, their children and replays, GET /runs by tag, a bulk
  * cancel by tag, a bulk replay by tag once per Idempotency-Key, step.emit's
- * tags on its event and runs, and a schedule's tags on its ticks' runs,
- * paused and resumed.
+ * tags (and session) on its event and runs, and a schedule's tags on its
+ * ticks' runs, paused and resumed.
  */
 describe.each(modes)('run tags on %s', (mode) => {
   const fx = useClientFixture(mode, (r) => {
@@ -25,7 +25,7 @@ describe.each(modes)('run tags on %s', (mode) => {
     });
     r.workflow('tagged-digest', async ({ step }) => step.run('send', () => 'sent'));
     r.workflow<{ tenant: string }>('tagged-notifier', { triggers: [{ event: 'tags.notify' }] }, async ({ event, step }) =>
-      step.emit('fan-out', { name: 'tags.notified', data: { tenant: event.data.tenant }, tags: [`tenant:${event.data.tenant}`, 'via:emit'] }),
+      step.emit('fan-out', { name: 'tags.notified', data: { tenant: event.data.tenant }, tags: [`tenant:${event.data.tenant}`, 'via:emit'], session: `chat-${event.data.tenant}` }),
     );
     r.workflow('tagged-notified', { triggers: [{ event: 'tags.notified' }] }, async ({ step }) => step.run('note', () => 'noted'));
   });
@@ -61,14 +61,14 @@ describe.each(modes)('run tags on %s', (mode) => {
     expect(await ids(['tenant:acme', 'tenant:globex'])).toEqual([]);
   }, 90_000);
 
-  it("tags an emitted event and the runs it starts with the emit's tags", async () => {
+  it("tags an emitted event and the runs it starts with the emit's tags, in the emit's session", async () => {
     const sent = await fx.client.send({ name: 'tags.notify', data: { tenant: 'initech' } });
     const notifier = await fx.client.runs.wait(sent.runId!, { timeoutMs: 30_000 });
     expect(notifier).toMatchObject({ status: 'succeeded', tags: [] });
     const emitted = (notifier.result as { id: string }).id;
     expect((await fx.client.events.get(emitted)).tags).toEqual(['tenant:initech', 'via:emit']);
     const notified = await eventually('the emitted event\'s run', async () => (await fx.client.runs.list({ workflow: 'tagged-notified', tags: ['tenant:initech'] })).runs[0]);
-    expect(notified).toMatchObject({ eventId: emitted, tags: ['tenant:initech', 'via:emit'] });
+    expect(notified).toMatchObject({ eventId: emitted, tags: ['tenant:initech', 'via:emit'], session: 'chat-initech' });
   }, 60_000);
 
   it('bulk-cancels the runs of one tag and leaves the rest', async () => {

@@ -163,6 +163,8 @@ export interface EmitOpcode extends OpcodeBase {
    * the runs it starts carry them. At most 10 strings of 1-128 characters.
    */
   tags?: string[];
+  /** An extension of SPEC: the event's session (as POST /events takes it), which the runs it starts join. */
+  session?: string;
 }
 
 export interface WebhookOpcode extends OpcodeBase {

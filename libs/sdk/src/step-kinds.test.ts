@@ -157,11 +157,12 @@ describe('step opcodes', () => {
     expect(ops.map((o) => (o as { delay?: unknown }).delay)).toEqual(['3d', 1500, '2030-01-01T09:00:00.000Z']);
   });
 
-  it("carries an emit's tags, repeats dropped, and none when empty", async () => {
+  it("carries an emit's tags (repeats dropped, none when empty) and session", async () => {
     const ops = opsOf(
-      await executePass(({ step }) => Promise.all([step.emit('a', { name: 'n', tags: ['tenant:acme', 'vip', 'vip'] }), step.emit('b', { name: 'n', tags: [] })]), input()),
+      await executePass(({ step }) => Promise.all([step.emit('a', { name: 'n', tags: ['tenant:acme', 'vip', 'vip'], session: 'chat-1' }), step.emit('b', { name: 'n', tags: [] })]), input()),
     );
     expect(ops.map((o) => (o as { tags?: unknown }).tags)).toEqual([['tenant:acme', 'vip'], undefined]);
+    expect(ops.map((o) => (o as { session?: unknown }).session)).toEqual(['chat-1', undefined]);
   });
 
   it.each<[string, WorkflowHandler, RegExp]>([
@@ -177,6 +178,7 @@ describe('step opcodes', () => {
     ['an emit with a negative delay', ({ step }) => step.emit('e', { name: 'n', delay: -1 }), /\.delay must be ms, a duration like "2h", or a Date/],
     ['an emit with eleven tags', ({ step }) => step.emit('e', { name: 'n', tags: Array.from({ length: 11 }, (_, i) => `t${i}`) }), /At most 10 step\.emit\("e"\)\.tags/],
     ['an emit with a tag that is not a string', ({ step }) => step.emit('e', { name: 'n', tags: [1 as never] }), /step\.emit\("e"\)\.tags must be an array of strings/],
+    ['an emit with a session over 256', ({ step }) => step.emit('e', { name: 'n', session: 's'.repeat(257) }), /\.session is over 256 characters/],
     ['a missing id', ({ step }) => step.sleep('', 1), /needs a non-empty string id/],
   ])('fails the run (400) on %s', async (_what, handler, message) => {
     const r = await executePass(handler, input());

@@ -165,7 +165,7 @@ export function createStepTools(core: StepCore): { step: StepTools; webhook: Wor
         if (options.delay !== undefined) op.delay = emitDelay(options.delay, what);
         const tags = emitTags(options.tags, what);
         if (tags) op.tags = tags;
-        return optionalFields(op, options as unknown as Record<string, unknown>, ['dedupeId', 'targetApp'], what, NAME_MAX);
+        return optionalFields(op, options as unknown as Record<string, unknown>, ['dedupeId', 'targetApp', 'session'], what, NAME_MAX);
       }),
 
     approval: (<A>(id: string, options: ApprovalOptions<A>) =>

@@ -57,6 +57,11 @@ export interface EmitOptions {
    * SPEC's Emit opcode.
    */
   tags?: string[];
+  /**
+   * The event's session (up to 256 characters), which the runs it starts
+   * join, as `client.send` takes it. An extension of SPEC's Emit opcode.
+   */
+  session?: string;
 }
 
 export interface WebhookSendOptions {

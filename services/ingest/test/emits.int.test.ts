@@ -16,6 +16,7 @@ interface Emit {
   dedupeId?: string;
   targetApp?: string;
   tags?: string[];
+  session?: string;
 }
 
 const emitCmd = (h: Harness, e: Emit) =>
@@ -23,7 +24,7 @@ const emitCmd = (h: Harness, e: Emit) =>
     EmitEventSchema,
     create(EmitEventSchema, {
       workspaceId: h.ws, eventId: e.eventId, name: e.name, data: enc.encode('{"n":1}'), app: e.app,
-      dedupeId: e.dedupeId ?? '', targetApp: e.targetApp ?? '', sourceRunId: ids.run(), tags: e.tags ?? [],
+      dedupeId: e.dedupeId ?? '', targetApp: e.targetApp ?? '', sourceRunId: ids.run(), tags: e.tags ?? [], session: e.session ?? '',
     }),
   );
 
@@ -66,12 +67,12 @@ describe.each(modes())('step.emit hand-offs (%s)', (mode) => {
     await h.waitStarts((s) => s.some((x) => x.cmd.eventId === eventId), 20_000, 'the emitted event to start its workflow');
   });
 
-  it("records an emit's tags on its event and on the runs it starts", async () => {
+  it("records an emit's tags and session on its event and on the runs it starts", async () => {
     const eventId = ids.event();
-    await emitAll(h, [emitCmd(h, { eventId, name: 'thing.emitted', app: 'app', tags: ['tenant:acme', 'via:emit'] })]);
+    await emitAll(h, [emitCmd(h, { eventId, name: 'thing.emitted', app: 'app', tags: ['tenant:acme', 'via:emit'], session: 'chat-7' })]);
     expect((await h.call('events.get', { params: { id: eventId } })).body).toMatchObject({ source: 'emit', tags: ['tenant:acme', 'via:emit'] });
     const starts = (await storedStarts(h)).filter((s) => s.eventId === eventId);
-    expect(starts.map((s) => s.tags)).toEqual([['tenant:acme', 'via:emit']]);
+    expect(starts.map((s) => [s.tags, s.session])).toEqual([[['tenant:acme', 'via:emit'], 'chat-7']]);
   });
 
   it('dedupes a dedupeId per emitting app: another app\'s same id is its own event, and both broadcast', async () => {

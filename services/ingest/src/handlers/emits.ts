@@ -34,7 +34,7 @@ export function consumeEmits(bus: Bus, ingestor: Ingestor): Promise<Subscription
           data: JSON.parse(dataJson) as unknown,
           dedupeId: e.dedupeId || undefined,
           runner: undefined,
-          session: undefined,
+          session: e.session || undefined,
           ...(e.tags.length > 0 ? { tags: e.tags } : {}),
           // step.emit's delay: stored until then (a redelivery once it has passed is taken in at once, under its id: nothing twice).
           ...(Number(e.dueAtMs) > Date.now() ? { dueAtMs: Number(e.dueAtMs) } : {}),

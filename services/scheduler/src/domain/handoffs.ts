@@ -31,6 +31,7 @@ export function handoffMessage(run: { id: string; workspaceId: string; app: stri
             sourceRunId: run.id,
             dueAtMs: BigInt(h.dueAtMs ?? 0),
             tags: h.tags ?? [],
+            session: h.session ?? '',
           }),
         ),
       };

@@ -137,10 +137,13 @@ describe('decide', () => {
     expect(emit('400d')).toMatchObject({ steps: [{ status: 'failed', error: { message: 'Emit: delay is more than a year ahead (365 days at most).' } }] });
   });
 
-  it("hands an emit's tags on, and fails the step on bad ones", () => {
-    const emit = (tags: unknown) => decide(run(), reply(206, { opcodes: [{ op: 'Emit', id: hashStepId('e'), name: 'e', eventName: 'x.y', data: {}, tags }], logs: [] }), NOW, ids);
-    expect(emit(['tenant:acme', 'vip', 'vip'])).toMatchObject({ steps: [{ status: 'succeeded', handoff: { kind: 'emit', tags: ['tenant:acme', 'vip'] } }] });
+  it("hands an emit's tags and session on, and fails the step on bad ones", () => {
+    const emit = (tags: unknown, session?: unknown) =>
+      decide(run(), reply(206, { opcodes: [{ op: 'Emit', id: hashStepId('e'), name: 'e', eventName: 'x.y', data: {}, tags, session }], logs: [] }), NOW, ids);
+    expect(emit(['tenant:acme', 'vip', 'vip'], 'chat-1')).toMatchObject({ steps: [{ status: 'succeeded', handoff: { kind: 'emit', tags: ['tenant:acme', 'vip'], session: 'chat-1' } }] });
+    expect(emit(undefined, 's'.repeat(257))).toMatchObject({ steps: [{ status: 'failed', error: { message: 'Emit: session is over 256 characters.' } }] });
     expect((emit([]) as { steps: { handoff: object }[] }).steps[0]!.handoff).not.toHaveProperty('tags');
+    expect((emit([]) as { steps: { handoff: object }[] }).steps[0]!.handoff).not.toHaveProperty('session');
     expect(emit('vip')).toMatchObject({ steps: [{ status: 'failed', error: { message: 'Emit: tags must be an array of strings.' } }] });
     expect(emit(['x'.repeat(129)])).toMatchObject({ steps: [{ status: 'failed', error: { message: 'Emit: Each of tags must be 1-128 characters.' } }] });
   });

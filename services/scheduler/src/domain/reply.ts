@@ -43,7 +43,7 @@ export type StepStatus = 'succeeded' | 'failed' | 'retrying' | 'sleeping' | 'wai
 
 /** Work a step hands to another service, published through the outbox after commit. */
 export type Handoff =
-  | { kind: 'emit'; eventId: string; name: string; dataJson: string; dedupeId?: string; targetApp?: string; /** Its delay: taken in at this time. */ dueAtMs?: number; tags?: string[] }
+  | { kind: 'emit'; eventId: string; name: string; dataJson: string; dedupeId?: string; targetApp?: string; /** Its delay: taken in at this time. */ dueAtMs?: number; tags?: string[]; session?: string }
   | { kind: 'webhook'; deliveryId: string; url: string; bodyJson: string }
   | { kind: 'approval'; requestJson: string }
   | { kind: 'infer'; requestJson: string }
@@ -273,6 +273,8 @@ interface RawOpcode {
 }
 
 const optStr = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+/** SPEC Limits: a session is at most 256 characters, as POST /events takes it. */
+const MAX_SESSION = 256;
 const finite = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 
 /**
@@ -378,13 +380,15 @@ function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, 
       const delay = parseDelay(raw.delay, nowMs);
       if (!delay.ok) return failStep(`Emit: ${delay.error}`);
       const { dueAtMs } = delay;
-      // An extension of SPEC's Emit: the event's tags, as POST /events takes them.
+      // Extensions of SPEC's Emit: the event's tags and session, as POST /events takes them.
       let tags: string[] | undefined;
       try {
         tags = parseTags(raw.tags, 'invalid_event');
       } catch (err) {
         return failStep(`Emit: ${(err as Error).message}`);
       }
+      const session = optStr(raw.session);
+      if (session && session.length > MAX_SESSION) return failStep(`Emit: session is over ${MAX_SESSION} characters.`);
       const eventId = newIds.event();
       return {
         step: {
@@ -396,6 +400,7 @@ function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, 
             kind: 'emit', eventId, name: eventName, dataJson: JSON.stringify(raw.data ?? null), dedupeId: optStr(raw.dedupeId), targetApp: optStr(raw.targetApp),
             ...(dueAtMs === undefined ? {} : { dueAtMs }),
             ...(tags ? { tags } : {}),
+            ...(session ? { session } : {}),
           },
         },
       };
