@@ -161,9 +161,11 @@ describe.each(modes)('MCP server on %s', (mode) => {
   it("cancels one tenant's parked runs by tag, and no other's", async () => {
     const agent = await connect(dep.secretKey);
     const tenant = `tenant:${Date.now()}`;
-    const send = async (tags: string[]) =>
-      json<{ runId: string }>(await agent.callTool({ name: 'send_event', arguments: { name: 'agent.payout_proposed', data: { to: 'acct', amount: 5 }, tags } })).runId;
-    const mine = [await send([tenant]), await send([tenant, 'vip'])];
+    const send = async (tags: string[], session?: string) =>
+      json<{ runId: string }>(await agent.callTool({ name: 'send_event', arguments: { name: 'agent.payout_proposed', data: { to: 'acct', amount: 5 }, tags, session } })).runId;
+    const mine = [await send([tenant], `chat-${tenant}`), await send([tenant, 'vip'])];
+    // The event's session is its run's.
+    expect(json<{ run: { session?: string } }>(await agent.callTool({ name: 'get_run', arguments: { runId: mine[0]! } })).run.session).toBe(`chat-${tenant}`);
     const other = await send(['tenant:other']);
     const parkedAll = async () => {
       const runs = await Promise.all([...mine, other].map(async (id) => json<{ run: { status: string } }>(await agent.callTool({ name: 'get_run', arguments: { runId: id } })).run));

@@ -199,11 +199,12 @@ export const MCP_TOOLS: McpTool[] = [
       app: z.string().min(1).optional().describe('App of the event.'),
       dedupeId: z.string().min(1).optional().describe('Idempotency key: a repeat is not ingested twice.'),
       tags: z.array(z.string().min(1).max(128)).max(10).optional().describe('Tags of the runs it starts (tenant:acme, user:42).'),
+      session: z.string().min(1).max(256).optional().describe('Session the runs it starts join (a conversation, a user journey): GET /v1/sessions sums their model usage and scores.'),
       delay: z
         .union([z.number().int().min(0), z.string().min(1)])
         .optional()
         .describe('Take the event in later: ms, text like "30s" or "2h", or an RFC 3339 timestamp (at most a year ahead).'),
     },
-    run: (a, call) => call('post', '/events', { json: defined({ name: a.name, data: a.data, app: a.app, dedupeId: a.dedupeId, tags: a.tags, delay: a.delay }) }),
+    run: (a, call) => call('post', '/events', { json: defined({ name: a.name, data: a.data, app: a.app, dedupeId: a.dedupeId, tags: a.tags, session: a.session, delay: a.delay }) }),
   },
 ];
