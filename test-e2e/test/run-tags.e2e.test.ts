@@ -10,8 +10,8 @@ const modes = e2eModes();
  * Run tags through the public API with the SDK's client: an event's tags on
  * the runs it starts, their children and replays, GET /runs by tag, a bulk
  * cancel by tag, a bulk replay by tag once per Idempotency-Key, step.emit's
- * tags (and session) on its event and runs, and a schedule's tags on its
- * ticks' runs, paused and resumed.
+ * tags (and session) on its event and runs, step.tag's from inside a run,
+ * and a schedule's tags on its ticks' runs, paused and resumed.
  */
 describe.each(modes)('run tags on %s', (mode) => {
   const fx = useClientFixture(mode, (r) => {
@@ -28,10 +28,16 @@ describe.each(modes)('run tags on %s', (mode) => {
       step.emit('fan-out', { name: 'tags.notified', data: { tenant: event.data.tenant }, tags: [`tenant:${event.data.tenant}`, 'via:emit'], session: `chat-${event.data.tenant}` }),
     );
     r.workflow('tagged-notified', { triggers: [{ event: 'tags.notified' }] }, async ({ step }) => step.run('note', () => 'noted'));
+    r.workflow<{ tenant: string }>('tagged-later', { triggers: [{ event: 'tags.later' }] }, async ({ event, step }) => {
+      const account = await step.run('look-up', () => `tenant:${event.data.tenant}`);
+      const tags = await step.tag('account', [account]);
+      await step.runWorkflow('price', { workflow: 'tagged-price', data: { n: 4 } });
+      return tags;
+    });
   });
 
   beforeAll(async () => {
-    await eventually('the workflows registered', async () => ((await fx.client.workflows.list()).length >= 6 ? true : undefined));
+    await eventually('the workflows registered', async () => ((await fx.client.workflows.list()).length >= 7 ? true : undefined));
   }, 60_000);
 
   it("tags the runs an event starts, their children and replays, and lists runs by tag", async () => {
@@ -69,6 +75,15 @@ describe.each(modes)('run tags on %s', (mode) => {
     expect((await fx.client.events.get(emitted)).tags).toEqual(['tenant:initech', 'via:emit']);
     const notified = await eventually('the emitted event\'s run', async () => (await fx.client.runs.list({ workflow: 'tagged-notified', tags: ['tenant:initech'] })).runs[0]);
     expect(notified).toMatchObject({ eventId: emitted, tags: ['tenant:initech', 'via:emit'], session: 'chat-initech' });
+  }, 60_000);
+
+  it('adds tags from inside a run (step.tag): the run carries them from then on, and so does the child it starts after', async () => {
+    const sent = await fx.client.send({ name: 'tags.later', data: { tenant: 'umbrella' }, tags: ['source:api'] });
+    const done = await fx.client.runs.wait<string[]>(sent.runId!, { timeoutMs: 30_000 });
+    expect(done).toMatchObject({ status: 'succeeded', result: ['source:api', 'tenant:umbrella'], tags: ['source:api', 'tenant:umbrella'] });
+    const found = (await fx.client.runs.list({ tags: ['tenant:umbrella'] })).runs;
+    expect(found.map((r) => r.workflow).sort()).toEqual(['tagged-later', 'tagged-price']);
+    expect(found.find((r) => r.workflow === 'tagged-price')!.tags).toEqual(['source:api', 'tenant:umbrella']);
   }, 60_000);
 
   it('bulk-cancels the runs of one tag and leaves the rest', async () => {

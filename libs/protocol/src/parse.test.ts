@@ -78,7 +78,7 @@ describe('parseInvokeReply', () => {
 });
 
 describe('OPCODES', () => {
-  it('lists the ten ops of the SPEC table', () => {
+  it('lists the ten ops of the SPEC table, then the extension Tag', () => {
     expect(OPCODES).toEqual([
       'StepRun',
       'Sleep',
@@ -90,6 +90,7 @@ describe('OPCODES', () => {
       'Approval',
       'Infer',
       'Score',
+      'Tag',
     ]);
   });
 });

@@ -66,7 +66,7 @@ export interface RunnerLogLine {
   tsMs: number;
 }
 
-/** Every op of SPEC's Opcode table, in table order. */
+/** Every op of SPEC's Opcode table, in table order, then this service's extensions (Tag). */
 export const OPCODES = [
   'StepRun',
   'Sleep',
@@ -78,6 +78,7 @@ export const OPCODES = [
   'Approval',
   'Infer',
   'Score',
+  'Tag',
 ] as const;
 export type OpcodeName = (typeof OPCODES)[number];
 
@@ -215,6 +216,16 @@ export interface ScoreOpcode extends OpcodeBase {
   data: { name: string; value: unknown; [key: string]: unknown };
 }
 
+/**
+ * An extension of SPEC: tags added to the run (step.tag), exactly once per
+ * step id; the step's result is the run's tags after it. A run keeps at most
+ * 10 tags: past the tenth, the rest are not added (as a batch's merge).
+ */
+export interface TagOpcode extends OpcodeBase {
+  op: 'Tag';
+  tags: string[];
+}
+
 /** SPEC Opcode: element of a 206 reply, discriminated on `op`. */
 export type Opcode =
   | StepRunOpcode
@@ -226,7 +237,8 @@ export type Opcode =
   | WebhookOpcode
   | ApprovalOpcode
   | InferOpcode
-  | ScoreOpcode;
+  | ScoreOpcode
+  | TagOpcode;
 
 /** The triggering event of a run (`name` is informational). */
 export interface InvokeEvent {

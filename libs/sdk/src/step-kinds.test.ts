@@ -165,6 +165,13 @@ describe('step opcodes', () => {
     expect(ops.map((o) => (o as { session?: unknown }).session)).toEqual(['chat-1', undefined]);
   });
 
+  it("reports step.tag as a Tag opcode (repeats dropped) and resolves to the run's tags it is given back", async () => {
+    const ops = opsOf(await executePass(({ step }) => step.tag('t', ['tenant:acme', 'vip', 'vip']), input()));
+    expect(ops).toEqual([{ op: 'Tag', id: hashStepId('t'), name: 't', tags: ['tenant:acme', 'vip'] }]);
+    const r = await executePass(({ step }) => step.tag('t', ['vip']), input({ [hashStepId('t')]: { data: ['tenant:acme', 'vip'] } }));
+    expect(r).toMatchObject({ status: 200, body: { data: ['tenant:acme', 'vip'] } });
+  });
+
   it.each<[string, WorkflowHandler, RegExp]>([
     ['a bad duration', ({ step }) => step.sleep('s', 'soon'), /step\.sleep\("s"\) "soon" is not a duration/],
     ['a negative duration', ({ step }) => step.sleep('s', -5), /non-negative/],
@@ -179,6 +186,8 @@ describe('step opcodes', () => {
     ['an emit with eleven tags', ({ step }) => step.emit('e', { name: 'n', tags: Array.from({ length: 11 }, (_, i) => `t${i}`) }), /At most 10 step\.emit\("e"\)\.tags/],
     ['an emit with a tag that is not a string', ({ step }) => step.emit('e', { name: 'n', tags: [1 as never] }), /step\.emit\("e"\)\.tags must be an array of strings/],
     ['an emit with a session over 256', ({ step }) => step.emit('e', { name: 'n', session: 's'.repeat(257) }), /\.session is over 256 characters/],
+    ['a tag step with no tags', ({ step }) => step.tag('t', []), /step\.tag\("t"\) needs at least one tag/],
+    ['a tag step with a tag over 128', ({ step }) => step.tag('t', ['x'.repeat(129)]), /step\.tag\("t"\)\.tags must be 1-128 characters/],
     ['a missing id', ({ step }) => step.sleep('', 1), /needs a non-empty string id/],
   ])('fails the run (400) on %s', async (_what, handler, message) => {
     const r = await executePass(handler, input());

@@ -62,7 +62,7 @@ function emitDelay(delay: unknown, what: string): number | string {
   throw new TypeError(`${what}.delay must be ms, a duration like "2h", or a Date`);
 }
 
-/** step.emit's tags, checked as the service checks them (at the call, not a pass later). */
+/** step.emit's and step.tag's tags, checked as the service checks them (at the call, not a pass later). */
 function emitTags(tags: unknown, what: string): string[] | undefined {
   try {
     return parseTags(tags, 'invalid_event', `${what}.tags`);
@@ -171,6 +171,14 @@ export function createStepTools(core: StepCore): { step: StepTools; webhook: Wor
     approval: (<A>(id: string, options: ApprovalOptions<A>) =>
       // Replay hands back the memoised decision as recorded: the service shaped it.
       core.park(label('step.approval', id), id, () => approvalOpcode(options, label('step.approval', id)))) as StepTools['approval'],
+
+    tag: ((id: string, tags: string[]) =>
+      core.park(label('step.tag', id), id, () => {
+        const what = label('step.tag', id);
+        const given = emitTags(tags, what);
+        if (!given) throw new TypeError(`${what} needs at least one tag`);
+        return { op: 'Tag', tags: given };
+      })) as StepTools['tag'],
 
     score: (id: string, options: ScoreOptions) =>
       core.park(label('step.score', id), id, () => {

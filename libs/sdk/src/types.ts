@@ -303,6 +303,14 @@ export interface StepTools {
   approval<A = unknown>(id: string, options: ApprovalOptions<A>): Promise<ApprovalDecision<A>>;
   /** Records a score for this run (evals), exactly once per step id. */
   score(id: string, options: ScoreOptions): Promise<unknown>;
+  /**
+   * Adds tags to this run (at most 10 a run, each 1-128 characters:
+   * `tenant:acme`), exactly once per step id; resolves to the run's tags after
+   * it. Past the tenth, the rest are not added. `runs.list({ tags })`, bulk
+   * actions and webhook payloads see them from then on; runs started from this
+   * one later (children, replays) take them too. An extension of SPEC.
+   */
+  tag(id: string, tags: string[]): Promise<string[]>;
   ai: AiSteps;
 }
 

@@ -39,6 +39,7 @@ export type ScriptStep =
   | { approval: string; timeoutMs?: number }
   | { infer: string; model: string }
   | { score: string; name: string; value: unknown; note?: string }
+  | { tag: string; tags: unknown }
   | { parallel: string[] };
 
 export type Script = (event: { name: string; data: any }, ctx: Record<string, any>) => ScriptStep[];
@@ -175,6 +176,7 @@ export class ScriptedInvoker {
     if ('approval' in step) return { op: 'Approval', id, name, data: { title: name }, timeoutMs: step.timeoutMs };
     if ('infer' in step) return { op: 'Infer', id, name, data: { model: step.model, prompt: 'hi' } };
     if ('score' in step) return { op: 'Score', id, name, data: { name: step.name, value: step.value, ...(step.note ? { note: step.note } : {}) } };
+    if ('tag' in step) return { op: 'Tag', id, name, tags: step.tags };
     throw new Error('unknown step');
   }
 }

@@ -9,6 +9,15 @@ const invoker = new ScriptedInvoker({
   sleeper: () => [{ run: 'first' }, { sleep: 'nap', ms: 3_600_000 }],
   parent: () => [{ child: 'kid', workflow: 'three' }],
   doomed: () => [{ run: 'boom', fn: () => { throw new Error('no'); }, retriable: false }],
+  // step.tag (an extension of SPEC): tags added mid-run, the second step two at once; then a child, which takes them.
+  tagger: (event) => [
+    { run: 'look-up' },
+    { tag: 'tenant', tags: [event.data.tenant] },
+    { parallel: ['p1', 'p2'] },
+    { tag: 'more', tags: ['vip', event.data.tenant, ...Array.from({ length: 8 }, (_, i) => `extra-${i}`)] },
+    { child: 'kid', workflow: 'three' },
+  ],
+  badTag: () => [{ tag: 'bad', tags: 'not-a-list' }],
 });
 
 // A run's tags (StartRun `tags`): stored on every path a run starts by, kept by the runs made from it, and filtered on.
@@ -70,6 +79,29 @@ describe.each(modes())('run tags (%s)', (mode) => {
     for (const id of mine) expect((await h.call('runs.get', { params: { id } })).body.status).toBe('cancelled');
     expect((await h.call('runs.get', { params: { id: other } })).body.status).toBe('waiting');
     await h.call('runs.cancel', { params: { id: other } });
+  });
+
+  it('adds tags from inside a run (step.tag) once, up to ten, seen by reads and by a child started after', async () => {
+    const [start, tenant] = [uniqueName('start'), uniqueName('acme')];
+    const id = await h.start('tagger', { tenant }, { flow: { tags: [start] } });
+    await h.waitFor(id, ['succeeded']);
+    const expected = [start, tenant, 'vip', ...Array.from({ length: 7 }, (_, i) => `extra-${i}`)];
+    expect(await tagsOf(id)).toEqual(expected);
+    expect(await list(tenant)).toEqual(expect.arrayContaining([id]));
+    // Each Tag step's result is the run's tags after it; stored once, however many passes replayed it.
+    const steps = (await h.call('runs.steps', { params: { id } })).body as { name: string; status: string; output?: unknown }[];
+    const tagSteps = await h.db.query<{ name: string; data: string }>(`select name, data from scheduler.steps where run_id = $1 and op = 'Tag' order by idx`, [id]);
+    expect(tagSteps.map((s) => [s.name, JSON.parse(s.data)])).toEqual([['tenant', [start, tenant]], ['more', expected]]);
+    expect(steps.filter((s) => s.name === 'tenant' || s.name === 'more').map((s) => s.status)).toEqual(['succeeded', 'succeeded']);
+    const [child] = await h.db.query<{ id: string }>('select id from scheduler.runs where parent_run_id = $1', [id]);
+    expect(await tagsOf(child!.id)).toEqual(expected);
+  });
+
+  it('fails a Tag step whose tags are not a list of strings', async () => {
+    const id = await h.start('badTag');
+    await h.waitFor(id, ['failed']);
+    const [step] = await h.db.query<{ status: string; error: { message: string } }>(`select status, error from scheduler.steps where run_id = $1`, [id]);
+    expect(step).toMatchObject({ status: 'failed', error: { message: 'Tag: tags must be an array of strings.' } });
   });
 
   it('refuses a bad tag filter with a 400', async () => {

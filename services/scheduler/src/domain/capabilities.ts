@@ -7,7 +7,7 @@
  * forever").
  */
 export const COMPLETABLE_OPS: ReadonlySet<string> = new Set([
-  'StepRun', 'Sleep', 'SleepUntil', 'WaitForEvent', 'RunWorkflow', 'Emit', 'Webhook', 'Score', 'Approval', 'Infer',
+  'StepRun', 'Sleep', 'SleepUntil', 'WaitForEvent', 'RunWorkflow', 'Emit', 'Webhook', 'Score', 'Approval', 'Infer', 'Tag',
 ]);
 
 /** Why a known opcode cannot be completed yet (ops SPEC defines but this service lacks the engine for): none today. */

@@ -148,6 +148,13 @@ describe('decide', () => {
     expect(emit(['x'.repeat(129)])).toMatchObject({ steps: [{ status: 'failed', error: { message: 'Emit: Each of tags must be 1-128 characters.' } }] });
   });
 
+  it('stores a Tag step (an extension of SPEC) with the tags it adds, and fails one without a list of tags', () => {
+    const tag = (tags: unknown) => decide(run(), reply(206, { opcodes: [{ op: 'Tag', id: hashStepId('t'), name: 't', tags }], logs: [] }), NOW, ids);
+    expect(tag(['tenant:acme', 'vip', 'vip'])).toMatchObject({ type: 'continue', steps: [{ op: 'Tag', status: 'succeeded', memo: true, addTags: ['tenant:acme', 'vip'] }] });
+    expect(tag([])).toMatchObject({ steps: [{ status: 'failed', error: { message: 'Tag needs tags: a non-empty array of strings.' } }] });
+    expect(tag([7])).toMatchObject({ steps: [{ status: 'failed', error: { message: 'Tag: tags must be an array of strings.' } }] });
+  });
+
   it('backs off exponentially with jitter, capped', () => {
     expect(backoffMs(1, () => 0)).toBe(500);
     expect(backoffMs(1, () => 1)).toBe(1000);

@@ -73,6 +73,8 @@ export interface StepOutcome {
   usageJson?: string;
   /** A StepRun: when its code began (ms epoch), stored as the step's start; others start when stored. */
   startedAtMs?: number;
+  /** A Tag step (an extension of SPEC): the tags it adds to the run; its result, the run's tags after it, is set where they are merged (the engine's apply). */
+  addTags?: string[];
 }
 
 export type Decision =
@@ -412,6 +414,16 @@ function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, 
       return {
         step: { ...base, status: 'succeeded', memo: true, dataJson: JSON.stringify({ deliveryId }), handoff: { kind: 'webhook', deliveryId, url, bodyJson: JSON.stringify(raw.data ?? null) } },
       };
+    }
+    case 'Tag': {
+      let tags: string[] | undefined;
+      try {
+        tags = parseTags(raw.tags, 'invalid_tags');
+      } catch (err) {
+        return failStep(`Tag: ${(err as Error).message}`);
+      }
+      if (!tags) return failStep('Tag needs tags: a non-empty array of strings.');
+      return { step: { ...base, status: 'succeeded', memo: true, dataJson: JSON.stringify(tags), addTags: tags } };
     }
     case 'Score': {
       const d = raw.data as { name?: unknown; value?: unknown } | undefined;

@@ -1,7 +1,7 @@
 import type { Bus, Subscription } from '@dws/bus';
 import { withTxRetry, type Database } from '@dws/db';
 import type { Logger } from '@dws/log';
-import { GroupCommit, invalid, redact, type StepError } from '@dws/protocol';
+import { GroupCommit, invalid, mergeTags, redact, type StepError } from '@dws/protocol';
 import { create, fromBinary, InvokeRequestSchema, InvokeResult_Outcome, InvokeResultSchema, toBinary } from '@dws/proto';
 import { counter, histogram, ids, PollLoop, subjects, type Outbox, type OutboxMessage, type PendingPublish, type RunnerHttp } from '@dws/runtime';
 import { checkpointSteps, decide, logsOf, withParsedBody, type Decision, type PassOutcome, type RunView, type StepOutcome } from '../domain/reply.js';
@@ -519,6 +519,13 @@ export class Engine {
         fields: { name: s.name, status: s.status, attempt: s.attempts, index: idx, ...(s.error ? { error: s.error } : {}) },
       });
     }
+    // step.tag (an extension of SPEC): the run's tags grow in step order, up to ten; each Tag step's result is the tags after it.
+    let tags = run.tags;
+    for (const s of steps) {
+      if (!s.addTags) continue;
+      tags = mergeTags([tags, s.addTags]) ?? null;
+      s.dataJson = JSON.stringify(tags ?? []);
+    }
     let status = run.status;
     let resultJson: string | null = null;
     let error: StepError | null = null;
@@ -561,9 +568,11 @@ export class Engine {
     frames.forEach((f, i) => (f.seq = run.nextSeq + i));
     const terminal = TERMINAL.has(status);
     const handoffs: OutboxMessage[] = [];
+    // The facts of this pass carry the tags it leaves the run with.
+    const ref = { id: run.id, workspaceId: run.workspaceId, app: run.app, workflow: run.workflow, tags };
     for (const s of steps) {
-      if (s.handoff) handoffs.push(handoffMessage(run, s));
-      if (s.status === 'failed') handoffs.push(stepFailedMessage(run, s));
+      if (s.handoff) handoffs.push(handoffMessage(ref, s));
+      if (s.status === 'failed') handoffs.push(stepFailedMessage(ref, s));
     }
     const spawnOnFailure =
       status === 'failed' && !run.onFailure && (await this.o.workflows.get(run.workspaceId, run.app, run.workflow)).onFailure ? ids.run() : null;
@@ -575,7 +584,7 @@ export class Engine {
       p.op === 'Infer' && p.status === 'waiting' && !steps.some((s) => s.id === id && s.status !== 'waiting');
     const keepSlot =
       status === 'waiting' && (steps.some((s) => modelCallOut(s.id, s)) || [...run.pending].some(([id, p]) => modelCallOut(id, p)));
-    if (terminal) handoffs.push(...runEndMessages(run, status, resultJson, error, !parks && !hadOpen));
+    if (terminal) handoffs.push(...runEndMessages(ref, status, resultJson, error, !parks && !hadOpen));
     // One statement covers the common pass, outbox rows included, group-committed with the other
     // runs' passes that end meanwhile; a transaction only when the pass parks on waiters or
     // children, or its end touches a parent, children or a follow-on run.
@@ -598,6 +607,7 @@ export class Engine {
       frames,
       outbox: handoffs,
       keepSlot,
+      ...(tags !== run.tags && tags ? { tags } : {}),
     };
     // Children started or cancelled, an onFailure run: their frames and messages, once committed.
     let others: { effects: RunEffects; pending: PendingPublish } | undefined;
@@ -627,6 +637,7 @@ export class Engine {
     // Committed: update memory, tell live tails, then publish the outbox rows (a client
     // watching the run learns of its end without waiting for the stream's ack).
     run.pass += 1;
+    run.tags = tags;
     run.stepCount += newSteps;
     run.nextSeq += frames.length;
     run.attempt = attempt;

@@ -211,6 +211,8 @@ export interface ApplyPass {
   outbox?: OutboxMessage[];
   /** A run of a limited key that parks keeps its slots: the service is making a model call for it (flow.ts). */
   keepSlot?: boolean;
+  /** The run's tags once this pass's step.tag steps are added (an extension of SPEC); absent when the pass adds none. */
+  tags?: string[];
 }
 
 /**
@@ -250,10 +252,11 @@ export async function applyPasses(db: Database, owner: string, batch: ApplyPass[
        select * from jsonb_to_recordset($2::jsonb)
          as x(run_id text, pass bigint, status text, result text, error jsonb, attempt int, transport_failures int,
               no_runner_since bigint, new_steps int, next_seq int, lease_owner text, lease_ms int, lease_at bigint,
-              terminal boolean, keep_slot boolean, workspace_id text, steps jsonb, frames jsonb, outbox jsonb)
+              terminal boolean, keep_slot boolean, tags text[], workspace_id text, steps jsonb, frames jsonb, outbox jsonb)
      ), r as (
        update scheduler.runs set
          pass = runs.pass + 1,
+         tags = coalesce(x.tags, runs.tags),
          status = case when runs.pause_requested and x.status in ('running', 'waiting') then 'paused' else x.status end,
          result = x.result, error = x.error, attempt = x.attempt, transport_failures = x.transport_failures,
          no_runner_since = case when x.no_runner_since is null then null else to_timestamp(x.no_runner_since / 1000.0) end,
@@ -301,6 +304,7 @@ export async function applyPasses(db: Database, owner: string, batch: ApplyPass[
             `"attempt":${a.attempt},"transport_failures":${a.transportFailures},"no_runner_since":${a.noRunnerSinceMs ?? 'null'},` +
             `"new_steps":${a.newSteps},"next_seq":${a.nextSeq},"lease_owner":${leaseOwner === null ? 'null' : JSON.stringify(leaseOwner)},` +
             `"lease_ms":${leaseMs ?? 'null'},"lease_at":${leaseAt ?? 'null'},"terminal":${terminal},"keep_slot":${a.keepSlot === true},` +
+            `"tags":${a.tags ? JSON.stringify(a.tags) : 'null'},` +
             `"workspace_id":${JSON.stringify(a.workspaceId)},"steps":${stepsJson(a.steps)},"frames":${framesJson(a.frames)},` +
             `"outbox":${outboxJson(a.outbox)}}`
           );
