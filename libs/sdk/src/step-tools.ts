@@ -63,7 +63,7 @@ function emitDelay(delay: unknown, what: string): number | string {
 }
 
 /** step.emit's and step.tag's tags, checked as the service checks them (at the call, not a pass later). */
-function emitTags(tags: unknown, what: string): string[] | undefined {
+function checkedTags(tags: unknown, what: string): string[] | undefined {
   try {
     return parseTags(tags, 'invalid_event', `${what}.tags`);
   } catch (err) {
@@ -163,7 +163,7 @@ export function createStepTools(core: StepCore): { step: StepTools; webhook: Wor
           data: json(options.data ?? {}, `data of ${what}`),
         };
         if (options.delay !== undefined) op.delay = emitDelay(options.delay, what);
-        const tags = emitTags(options.tags, what);
+        const tags = checkedTags(options.tags, what);
         if (tags) op.tags = tags;
         return optionalFields(op, options as unknown as Record<string, unknown>, ['dedupeId', 'targetApp', 'session'], what, NAME_MAX);
       }),
@@ -175,7 +175,7 @@ export function createStepTools(core: StepCore): { step: StepTools; webhook: Wor
     tag: ((id: string, tags: string[]) =>
       core.park(label('step.tag', id), id, () => {
         const what = label('step.tag', id);
-        const given = emitTags(tags, what);
+        const given = checkedTags(tags, what);
         if (!given) throw new TypeError(`${what} needs at least one tag`);
         return { op: 'Tag', tags: given };
       })) as StepTools['tag'],
