@@ -89,7 +89,7 @@ describe.each(modes())('run tags (%s)', (mode) => {
     expect(await tagsOf(id)).toEqual(expected);
     expect(await list(tenant)).toEqual(expect.arrayContaining([id]));
     // Each Tag step's result is the run's tags after it; stored once, however many passes replayed it.
-    const steps = (await h.call('runs.steps', { params: { id } })).body as { name: string; status: string; output?: unknown }[];
+    const steps = (await h.call('runs.steps', { params: { id } })).body as { name: string; status: string }[];
     const tagSteps = await h.db.query<{ name: string; data: string }>(`select name, data from scheduler.steps where run_id = $1 and op = 'Tag' order by idx`, [id]);
     expect(tagSteps.map((s) => [s.name, JSON.parse(s.data)])).toEqual([['tenant', [start, tenant]], ['more', expected]]);
     expect(steps.filter((s) => s.name === 'tenant' || s.name === 'more').map((s) => s.status)).toEqual(['succeeded', 'succeeded']);

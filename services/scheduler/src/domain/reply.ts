@@ -275,6 +275,15 @@ interface RawOpcode {
 }
 
 const optStr = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+/** An opcode's `tags` (Emit's, Tag's: extensions of SPEC), checked as POST /events checks an event's; none when empty. */
+function opcodeTags(value: unknown): { ok: true; tags?: string[] } | { ok: false; message: string } {
+  try {
+    return { ok: true, tags: parseTags(value, 'invalid_tags') };
+  } catch (err) {
+    return { ok: false, message: (err as Error).message };
+  }
+}
+
 /** SPEC Limits: a session is at most 256 characters, as POST /events takes it. */
 const MAX_SESSION = 256;
 const finite = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
@@ -383,12 +392,8 @@ function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, 
       if (!delay.ok) return failStep(`Emit: ${delay.error}`);
       const { dueAtMs } = delay;
       // Extensions of SPEC's Emit: the event's tags and session, as POST /events takes them.
-      let tags: string[] | undefined;
-      try {
-        tags = parseTags(raw.tags, 'invalid_event');
-      } catch (err) {
-        return failStep(`Emit: ${(err as Error).message}`);
-      }
+      const tags = opcodeTags(raw.tags);
+      if (!tags.ok) return failStep(`Emit: ${tags.message}`);
       const session = optStr(raw.session);
       if (session && session.length > MAX_SESSION) return failStep(`Emit: session is over ${MAX_SESSION} characters.`);
       const eventId = newIds.event();
@@ -401,7 +406,7 @@ function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, 
           handoff: {
             kind: 'emit', eventId, name: eventName, dataJson: JSON.stringify(raw.data ?? null), dedupeId: optStr(raw.dedupeId), targetApp: optStr(raw.targetApp),
             ...(dueAtMs === undefined ? {} : { dueAtMs }),
-            ...(tags ? { tags } : {}),
+            ...(tags.tags ? { tags: tags.tags } : {}),
             ...(session ? { session } : {}),
           },
         },
@@ -416,14 +421,10 @@ function opcodeOutcome(run: RunView, raw: RawOpcode, id: string, nowMs: number, 
       };
     }
     case 'Tag': {
-      let tags: string[] | undefined;
-      try {
-        tags = parseTags(raw.tags, 'invalid_tags');
-      } catch (err) {
-        return failStep(`Tag: ${(err as Error).message}`);
-      }
-      if (!tags) return failStep('Tag needs tags: a non-empty array of strings.');
-      return { step: { ...base, status: 'succeeded', memo: true, dataJson: JSON.stringify(tags), addTags: tags } };
+      const tags = opcodeTags(raw.tags);
+      if (!tags.ok) return failStep(`Tag: ${tags.message}`);
+      if (!tags.tags) return failStep('Tag needs tags: a non-empty array of strings.');
+      return { step: { ...base, status: 'succeeded', memo: true, dataJson: JSON.stringify(tags.tags), addTags: tags.tags } };
     }
     case 'Score': {
       const d = raw.data as { name?: unknown; value?: unknown } | undefined;
