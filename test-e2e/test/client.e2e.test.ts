@@ -17,6 +17,10 @@ describe.each(modes)('the SDK client on %s', (mode) => {
       const doubled = await step.run('double', () => event.data.n * 2);
       return { doubled };
     });
+    r.workflow<{ k: string }>('client-waiter', { triggers: [{ event: 'fx.client.wait' }] }, async ({ event, step }) => {
+      const go = await step.waitForEvent<{ v: number }>('go', { event: 'fx.client.go-on', timeout: '2m', if: `event.data.k == '${event.data.k}'` });
+      return { v: go?.data.v };
+    });
     r.workflow('client-sleeper', { triggers: [{ event: 'fx.client.sleep' }] }, async ({ step }) => {
       await step.run('first', () => 1);
       await step.sleep('long', '1h');
@@ -44,6 +48,33 @@ describe.each(modes)('the SDK client on %s', (mode) => {
     expect((await fx.client.runs.steps(sent.runId!)).map((s) => [s.name, s.status, s.output])).toEqual([['double', 'succeeded', 42]]);
     expect(await fx.client.events.get(sent.id)).toMatchObject({ id: sent.id, name: 'fx.client.go' });
     expect((await fx.client.runs.list({ eventId: sent.id })).runs.map((r) => r.id)).toEqual([sent.runId]);
+  }, 60_000);
+
+  it('waits for a run to end (GET /runs/{id}/wait held by the service), and is answered as the run is once timeoutMs has passed', async () => {
+    const k = `${mode}-${Date.now()}`;
+    const id = (await fx.client.send({ name: 'fx.client.wait', data: { k } })).runId!;
+    await expect(fx.client.runs.wait(id, { timeoutMs: 300 })).rejects.toMatchObject({ name: 'TimeoutError' });
+    const raw = async (query: string) => {
+      const res = await fetch(`${fx.dep.base}/v1/runs/${id}/wait${query}`, { headers: { authorization: `Bearer ${fx.dep.publicKey}` } });
+      return { status: res.status, body: (await res.json()) as { status: string; result?: unknown; error?: { code: string } } };
+    };
+    const t0 = Date.now();
+    const asIs = await raw('?timeoutMs=400');
+    expect(asIs.status).toBe(200);
+    expect(['queued', 'running', 'waiting']).toContain(asIs.body.status);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(350);
+    expect((await raw('?timeoutMs=later')).body.error?.code).toBe('invalid_timeoutms');
+
+    // Both waits are held while the run waits for its event; its end answers them.
+    const held = [fx.client.runs.wait<{ v: number }>(id, { timeoutMs: 30_000 }), raw('?timeoutMs=30000')];
+    await new Promise((r) => setTimeout(r, 300));
+    await fx.client.send({ name: 'fx.client.go-on', data: { k, v: 7 } });
+    const [viaSdk, viaHttp] = (await Promise.all(held)) as [Awaited<ReturnType<typeof fx.client.runs.wait>>, Awaited<ReturnType<typeof raw>>];
+    expect(viaSdk).toMatchObject({ id, status: 'succeeded', result: { v: 7 } });
+    expect(viaHttp.body).toMatchObject({ status: 'succeeded', result: { v: 7 } });
+    const missing = await fetch(`${fx.dep.base}/v1/runs/run_01jzzzzzzzzzzzzzzzzzzzzzzz/wait?timeoutMs=0`, { headers: { authorization: `Bearer ${fx.dep.secretKey}` } });
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as { error: { code: string } }).error.code).toBe('run_not_found');
   }, 60_000);
 
   it('sends a batch, and under an idempotency key (sent again: deduped), and pages through the runs with the cursor', async () => {

@@ -36,11 +36,14 @@ export async function listen(app: Express, host: string, port: number, first?: F
     async close(graceMs = 5000) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
+      // A keep-alive connection whose request finishes after this is closed too, not kept until the grace ends.
+      const idle = setInterval(() => server.closeIdleConnections(), 50);
       const timer = setTimeout(() => {
         for (const s of sockets) s.destroy();
       }, graceMs);
       timer.unref();
       await closed;
+      clearInterval(idle);
       clearTimeout(timer);
     },
   };

@@ -144,16 +144,15 @@ describe('createClient', () => {
       unavailable,
       sse([frame(3, 'waiting')], 'close'),
       sse([frame(4, 'running'), frame(5, 'succeeded')], 'close'),
-      ok({ id: 'run_1', status: 'succeeded', result: 'done' }),
     ];
-    const got = await client.runs.wait('run_1');
-    expect(got.result).toBe('done');
+    const frames0: number[] = [];
+    for await (const f of client.runs.stream('run_1')) frames0.push(f.seq);
+    expect(frames0).toEqual([1, 2, 3, 4, 5]);
     expect(seen.map((s) => s.url)).toEqual([
       '/v1/runs/run_1/stream?from=0',
       '/v1/runs/run_1/stream?from=2',
       '/v1/runs/run_1/stream?from=2',
       '/v1/runs/run_1/stream?from=3',
-      '/v1/runs/run_1',
     ]);
 
     seen = [];
@@ -163,8 +162,20 @@ describe('createClient', () => {
     expect(frames).toEqual([6, 7]);
   });
 
-  it('wait gives up after its timeout', async () => {
-    answers = [(_req, res) => (res.writeHead(200, { 'content-type': 'text/event-stream' }), res.write(': open\n\n'))];
+  it('waits for a run to end: asks again while it has not, through a transient failure', async () => {
+    answers = [ok({ id: 'run_1', status: 'running' }), unavailable, ok({ id: 'run_1', status: 'waiting' }), ok({ id: 'run_1', status: 'succeeded', result: 'done' })];
+    const got = await client.runs.wait('run_1');
+    expect(got.result).toBe('done');
+    expect(seen.map((s) => s.url)).toEqual(Array(4).fill('/v1/runs/run_1/wait?timeoutMs=60000'));
+  });
+
+  it('wait gives up after its timeout, asking the service to hold each call no longer than what is left', async () => {
+    const holding: Handler = (req, res, body) => void setTimeout(() => ok({ id: 'run_1', status: 'running' })(req, res, body), 150);
+    answers = [holding, holding, holding];
     await expect(client.runs.wait('run_1', { timeoutMs: 200 })).rejects.toMatchObject({ name: 'TimeoutError' });
+    const asked = seen.map((s) => Number(new URL(s.url, 'http://x').searchParams.get('timeoutMs')));
+    expect(asked.length).toBeGreaterThanOrEqual(2);
+    expect(asked[0]).toBeLessThanOrEqual(200);
+    expect(asked.at(-1)!).toBeLessThan(asked[0]!);
   });
 });

@@ -227,7 +227,7 @@ export interface ClientOptions {
   apiKey?: string;
   /** Tries of a call that is safe to repeat, through transient failures. @default 4 */
   maxAttempts?: number;
-  /** Per request (not for `stream` and `wait`). @default 30_000 */
+  /** Per request (`wait`'s calls get this on top of the time the service holds them; none for `stream`). @default 30_000 */
   timeoutMs?: number;
   /** @default process.env */
   env?: Record<string, string | undefined>;
@@ -252,6 +252,8 @@ export function isApiError(err: unknown): err is ApiError {
 
 const TERMINAL = new Set<string>(['succeeded', 'failed', 'cancelled']);
 const TRANSIENT = new Set([502, 503, 504]);
+/** The longest one GET /runs/{id}/wait is held (the service's ceiling). */
+const MAX_WAIT_MS = 60_000;
 const isoOf = (t: string | Date | undefined) => (t instanceof Date ? t.toISOString() : t);
 const bulkBody = <F extends BulkRunFilter>(f: F) => ({ ...f, since: isoOf(f.since), until: isoOf(f.until) });
 const BACKOFF_MS = 100;
@@ -273,6 +275,8 @@ interface Call {
   retry: boolean;
   /** A stream: open as long as the run is, so no `timeoutMs`. */
   open?: boolean;
+  /** This call's own time limit instead of the client's `timeoutMs` (a wait held by the service). */
+  timeoutMs?: number;
 }
 
 export type Client = ReturnType<typeof createClient>;
@@ -316,7 +320,7 @@ export function createClient(options: ClientOptions = {}) {
         method,
         headers,
         body: call.body === undefined ? undefined : JSON.stringify(call.body),
-        signal: signal ?? (call.open ? undefined : AbortSignal.timeout(timeoutMs)),
+        signal: signal ?? (call.open ? undefined : AbortSignal.timeout(call.timeoutMs ?? timeoutMs)),
       });
     } catch (err) {
       if (signal?.aborted) throw err;
@@ -440,11 +444,18 @@ export function createClient(options: ClientOptions = {}) {
       bulkCancel: (filter: BulkRunFilter & { status?: 'queued' | 'running' | 'waiting' | 'paused'; if?: string }) =>
         json<BulkResult & { cancelled: number }>('POST', 'runs/bulk-cancel', { body: bulkBody(filter), retry: true }),
       stream,
-      /** The run once it has ended (succeeded, failed or cancelled), followed on its stream; rejects after `timeoutMs`. */
+      /**
+       * The run once it has ended (succeeded, failed or cancelled), with its result: GET /runs/{id}/wait, held by
+       * the service until then (a minute a call at most); rejects with a `TimeoutError` after `timeoutMs`.
+       */
       wait: async <Result = unknown>(runId: string, opts: { timeoutMs?: number } = {}): Promise<RunDetail<Result>> => {
-        const signal = opts.timeoutMs === undefined ? undefined : AbortSignal.timeout(opts.timeoutMs);
-        for await (const _ of stream(runId, { signal }));
-        return read<RunDetail<Result>>(id(runId));
+        const deadline = opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs;
+        for (;;) {
+          const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, Math.floor(deadline - Date.now())));
+          const run = await json<RunDetail<Result>>('GET', `${id(runId)}/wait`, { query: { timeoutMs: waitMs }, retry: true, timeoutMs: waitMs + timeoutMs });
+          if (TERMINAL.has(run.status)) return run;
+          if (Date.now() >= deadline) throw new DOMException(`Run ${runId} had not ended after ${opts.timeoutMs} ms (it is ${run.status}).`, 'TimeoutError');
+        }
       },
     },
     events: {

@@ -21,31 +21,44 @@ interface Deps {
 
 /** A run stream's exact path, with at most `from` in its query: what the fast path takes of GET /v1/runs/{id}/stream. */
 const RUN_STREAM = /^\/v1\/runs\/([A-Za-z0-9_-]{1,200})\/stream(?:\?from=([^&=%+]*))?$/;
+/** A run wait's exact path, with at most `timeoutMs` in its query (GET /v1/runs/{id}/wait: one per run a client awaits). */
+const RUN_WAIT = /^\/v1\/runs\/([A-Za-z0-9_-]{1,200})\/wait(?:\?timeoutMs=([^&=%+]*))?$/;
 
 /**
  * The POST routes with a fixed path that a service answers (POST /v1/events,
  * /v1/register, ...), and a run's stream (GET /v1/runs/{id}/stream: one per
- * run W1 and W2 follow, 1,000 at once in W7), served on node's own request
+ * run W1 and W2 follow, 1,000 at once in W7) and its wait (GET
+ * /v1/runs/{id}/wait: one per run a client awaits), served on node's own request
  * and response: express's per-request objects and router cost the gateway
  * more than the rest of such a request (W5 one event at a time: 0.33-0.37
  * -> 0.19 ms of its CPU per event). Only the plain form is taken here: the
- * exact path, no query string but a run stream's `from`, a Content-Length
+ * exact path, no query string but a run stream's `from` or a wait's `timeoutMs`, a Content-Length
  * within the limit and no Content-Encoding; anything else goes to express,
  * which answers as it always did. Both sides share the body checks
  * (parseJsonBody), authentication, validation and forwarding
- * (authenticate, validateInput, forwardRoute, Streams.runStream) and the
+ * (authenticate, validateInput, forwardRoute, Streams.runStream and runWait) and the
  * error body (errorReply), in the same order.
  */
 export function fastRoutes(routes: RouteSpec[], d: Deps): FirstHandler {
   const byPath = new Map<string, RouteSpec>();
   for (const r of routes) if (r.method === 'post' && r.target.kind === 'forward' && !r.path.includes(':')) byPath.set(`/v1${r.path}`, r);
-  const runStream = routes.find((r) => r.method === 'get' && r.target.kind === 'local' && r.target.name === 'runStream');
+  const localGet = (name: string) => routes.find((r) => r.method === 'get' && r.target.kind === 'local' && r.target.name === name);
+  const runStream = localGet('runStream');
+  const runWait = localGet('runWait');
   return (req, res) => {
-    if (req.method === 'GET' && runStream) {
-      const m = RUN_STREAM.exec(req.url ?? '');
-      if (!m) return false;
-      void serveRunStream(runStream, req, res, m[1]!, m[2], d);
-      return true;
+    if (req.method === 'GET') {
+      const url = req.url ?? '';
+      let m = runStream && RUN_STREAM.exec(url);
+      if (m) {
+        void serveRunStream(runStream!, req, res, m[1]!, m[2], d);
+        return true;
+      }
+      m = runWait && RUN_WAIT.exec(url);
+      if (m) {
+        void serveRunWait(runWait!, req, res, m[1]!, m[2], d);
+        return true;
+      }
+      return false;
     }
     if (req.method !== 'POST' || req.headers['content-encoding'] !== undefined || req.headers['transfer-encoding'] !== undefined) return false;
     const r = byPath.get(req.url ?? '');
@@ -91,6 +104,22 @@ async function serveRunStream(r: RouteSpec, req: IdentifiedRequest, res: ServerR
   } catch (err) {
     // Streams throw only before the stream starts; anything later is theirs to end.
     if (res.headersSent) return void res.destroy();
+    const e = errorReply(err, req, d.log, req.url ?? '');
+    send(res, e.status, JSON.stringify(errorBody(e.code, e.message)));
+  }
+}
+
+async function serveRunWait(r: RouteSpec, req: IdentifiedRequest, res: ServerResponse, id: string, timeoutMs: string | undefined, d: Deps): Promise<void> {
+  req.requestId = requestIdOf(req);
+  res.setHeader('x-request-id', req.requestId);
+  logWhenDone(d.log, req, res, req.url ?? '');
+  try {
+    const caller = await authenticate(d.auth, r, req);
+    const v = validateInput(r, { params: { id }, query: timeoutMs === undefined || timeoutMs === '' ? {} : { timeoutMs } }, caller);
+    const reply = await d.streams.runWait(res, caller!, v.params.id!, v.query.timeoutMs as number | undefined);
+    if (reply) send(res, reply.status, reply.bodyJson);
+  } catch (err) {
+    if (res.destroyed) return;
     const e = errorReply(err, req, d.log, req.url ?? '');
     send(res, e.status, JSON.stringify(errorBody(e.code, e.message)));
   }

@@ -14,6 +14,7 @@ export type Target =
 export type LocalHandler =
   | 'openapi'
   | 'runStream'
+  | 'runWait'
   | 'runsStream'
   | 'eventsStream'
   | 'connectInfo'
@@ -95,6 +96,7 @@ export const ROUTES: RouteSpec[] = [
   { method: 'get', path: '/runs/:id/steps', summary: "The run's steps, in order (unpaged)", tag: 'runs', access: 'read', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.Step, array: true }, target: fwd('scheduler', 'runs.steps') },
   { method: 'get', path: '/runs/:id/scores', summary: "The scores the run's Score steps wrote (unpaged)", tag: 'runs', access: 'read', namesRun: true, params: s.IdParams, ok: { status: 200, schema: s.Score, array: true }, target: fwd('scheduler', 'runs.scores') },
   { method: 'get', path: '/runs/:id/logs', summary: 'Run log lines, oldest first', tag: 'runs', access: 'read', namesRun: true, params: s.IdParams, query: s.LogsQuery, ok: { status: 200, schema: s.LogLine, array: true }, target: fwd('scheduler', 'runs.logs') },
+  { method: 'get', path: '/runs/:id/wait', summary: 'The run once it has ended (succeeded, failed or cancelled), or as it is after `timeoutMs`: check `status`', tag: 'runs', access: 'read', params: s.IdParams, query: s.RunWaitQuery, ok: { status: 200, schema: s.RunDetail }, target: local('runWait') },
   { method: 'get', path: '/runs/:id/stream', summary: 'SSE: the run timeline, replayed after `from` (or Last-Event-ID), then live; ends when the run is terminal', tag: 'runs', access: 'read', params: s.IdParams, query: s.StreamQuery, ok: { status: 200, sse: s.TimelineFrame }, target: local('runStream') },
 
   // Run control, forwarded to the scheduler with the actor.

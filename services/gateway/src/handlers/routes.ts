@@ -54,6 +54,10 @@ export function apiRouter(routes: RouteSpec[], d: RouterDeps): Router {
   const local: Record<LocalHandler, (c: Ctx) => Promise<void> | void> = {
     openapi: ({ res }) => void res.json(d.openapi()),
     runStream: ({ req, res, caller, params, query }) => d.streams.runStream(req, res, caller!, params.id!, (query.from as number | undefined) ?? 0),
+    runWait: async ({ res, caller, params, query }) => {
+      const reply = await d.streams.runWait(res, caller!, params.id!, query.timeoutMs as number | undefined);
+      if (reply) res.status(reply.status).type('application/json').send(reply.bodyJson);
+    },
     runsStream: ({ res, caller }) => d.streams.runsStream(res, caller!),
     eventsStream: ({ res, caller }) => d.streams.eventsStream(res, caller!),
     // Upgrades never reach express (the server's upgrade listener takes them): this is a plain GET.

@@ -520,6 +520,21 @@ export const Session = component(
   }),
 );
 export const StreamQuery = component('RunStreamQuery', z.object({ from: seqFrom }));
+/** Longest wait of one GET /runs/{id}/wait: under the idle timeout of the proxies in front of most deployments. */
+export const MAX_RUN_WAIT_MS = 60_000;
+export const RunWaitQuery = component(
+  'RunWaitQuery',
+  z.object({
+    timeoutMs: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .max(Number.MAX_SAFE_INTEGER)
+      .transform((n) => Math.min(n, MAX_RUN_WAIT_MS))
+      .optional()
+      .meta({ description: `How long to wait for the run to end, in ms (default 30000); over ${MAX_RUN_WAIT_MS} is clamped to ${MAX_RUN_WAIT_MS}.` }),
+  }),
+);
 export const ControlActionsQuery = component(
   'ControlActionsQuery',
   z.object({

@@ -2,12 +2,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Bus, Subscription } from '@dws/bus';
 import type { Logger } from '@dws/log';
 import { isServiceError, notFound, ServiceError } from '@dws/protocol';
-import { callApi, counter, subjects, type Caller } from '@dws/runtime';
+import { callApi, counter, subjects, type ApiResponse, type Caller } from '@dws/runtime';
 import { contextOf, endSpan, linkTo, runContext, SpanKind, tracer, type Span } from '@dws/telemetry';
 import { isTerminalFrame, TimelineMerge, type Frame } from '../domain/timeline.js';
 import { awaitNewRun } from './new-run.js';
 import { announcedRunIds, NewRunTails, type NewRunTailOptions } from './new-run-tails.js';
 import { RunTimelines, type RunTimelineOptions } from './run-timelines.js';
+import { waitForRunEnd } from './run-wait.js';
 
 const dec = new TextDecoder();
 
@@ -15,6 +16,11 @@ const runStreams = counter(
   'dws_gateway_run_streams_total',
   'Run streams opened, by how each began: tail (it followed its run since the POST /events that started it: no backlog read), memory (the frames this gateway holds for the run\'s open streams: no backlog read) or read (the backlog read from the scheduler).',
 );
+
+/** GET /runs/{id}/wait without `timeoutMs`. */
+const DEFAULT_RUN_WAIT_MS = 30_000;
+/** How long GET /runs/{id}/wait waits for a run it was not told of to be stored before its 404 (as forwarded reads: forward.ts). */
+const NEW_RUN_WAIT_MS = 1_000;
 
 /** Runs of one POST /events followed at most (a batch may start hundreds, rarely each followed at once). */
 const MAX_ANNOUNCED = 16;
@@ -189,6 +195,8 @@ interface TimelinePage {
  */
 export class Streams {
   private readonly open = new Set<SseConnection>();
+  /** What ends each GET /runs/{id}/wait in progress early (drain answers them with the run as it is). */
+  private readonly waits = new Set<() => void>();
   private draining = false;
   private readonly o: Required<Omit<StreamOptions, 'newRunTails' | 'runTimelines'>>;
   private readonly tails: NewRunTails;
@@ -224,6 +232,49 @@ export class Streams {
     this.draining = true;
     this.tails.clear();
     for (const c of [...this.open]) c.close(true);
+    for (const stop of [...this.waits]) stop();
+  }
+
+  /**
+   * GET /runs/{id}/wait (run-wait.ts): the run once it has ended, or as it is
+   * after `timeoutMs` (or when this gateway drains). Undefined when the client
+   * went before the answer.
+   */
+  async runWait(res: ServerResponse, caller: Caller, runId: string, timeoutMs = DEFAULT_RUN_WAIT_MS): Promise<ApiResponse | undefined> {
+    if (!SUBJECT_TOKEN.test(runId)) throw notFound('run');
+    let stop!: () => void;
+    const stopped = new Promise<void>((r) => (stop = r));
+    // Closed before the answer: the client went.
+    let gone = false;
+    const onClose = () => {
+      gone = true;
+      stop();
+    };
+    this.waits.add(stop);
+    if (this.draining) stop();
+    res.once('close', onClose);
+    const announced = this.tails.take(caller.workspaceId, runId);
+    try {
+      return await waitForRunEnd(
+        {
+          runId,
+          announced,
+          follow: (fn) => this.timelines.follow(caller.workspaceId, runId, fn),
+          read: () => callApi(this.d.bus, 'scheduler', 'runs.get', caller, { params: { id: runId }, query: {} }, 10_000),
+          stop: stopped,
+          gone: () => gone,
+        },
+        timeoutMs,
+        {
+          firstFrameWaitMs: this.o.firstFrameWaitMs,
+          newRunWaitMs: announced ? this.o.pendingRunWaitMs : NEW_RUN_WAIT_MS,
+          resyncMs: this.o.resyncMs,
+        },
+      );
+    } finally {
+      this.waits.delete(stop);
+      res.off('close', onClose);
+    }
   }
 
   async runStream(req: IncomingMessage, res: ServerResponse, caller: Caller, runId: string, from: number): Promise<void> {
