@@ -21,6 +21,7 @@
  *   pnpm bench idle fleet,embedded,restate 1   # CPU with nothing to do (polls, heartbeats), IDLE_SECONDS (default 20) after IDLE_SETTLE_SECONDS (20)
  *   pnpm bench w1,w2,w3,w4 fleet,restate 3   # the fleet and Restate side by side in one run (issue 14's ratios)
  *   pnpm bench w2,w2ws,w4,w4ws fleet,restate 3   # W2 and W4 with each run's end read off one workspace stream, too
+ *   pnpm bench w2,w2wait fleet,restate 3   # W2 with each run awaited by GET /v1/runs/{id}/wait, too
  *
  * `restate` runs W1-W4 on a real restate-server (the version pinned in
  * peers/restate.ts, installed from npm into bench/.peers/ on first use, its
@@ -146,6 +147,16 @@ async function awaitRunEnd(dep: Deployment, runId: string): Promise<string> {
       }
     }
     return status;
+  }
+}
+
+/** Wait for the run to end with GET /v1/runs/{id}/wait (the gateway holds the call until then): what the SDK's `runs.wait` does. */
+async function waitRunEnd(dep: Deployment, runId: string): Promise<string> {
+  for (;;) {
+    const res = await request(`${dep.base}/v1/runs/${runId}/wait?timeoutMs=60000`, { headers: { authorization: `Bearer ${dep.secretKey}` } });
+    const body = (await res.body.json()) as { status?: string };
+    if (res.statusCode !== 200) throw new Error(`GET /v1/runs/${runId}/wait: ${res.statusCode} ${JSON.stringify(body)}`);
+    if (body.status === 'succeeded' || body.status === 'failed' || body.status === 'cancelled') return body.status;
   }
 }
 
@@ -293,7 +304,8 @@ async function idle(dep: Deployment): Promise<Figures> {
 
 /**
  * W2; `w2ws` is W2 with each run's end read off the workspace's run stream
- * (run-ends.ts) instead of a stream per run. `diagnostics: false` (the soak)
+ * (run-ends.ts) instead of a stream per run, `w2wait` with each run awaited
+ * by GET /v1/runs/{id}/wait (the SDK's `runs.wait`). `diagnostics: false` (the soak)
  * skips what W2 reads off the services' /metrics besides the figures.
  */
 async function w2(dep: Deployment, wl = 'w2', diagnostics = true): Promise<Figures> {
@@ -306,7 +318,7 @@ async function w2(dep: Deployment, wl = 'w2', diagnostics = true): Promise<Figur
   const cpu0 = await cpuNow(dep, sql);
   const { lat, wallS: wall } = await boundedLoad(RUNS, INFLIGHT, async () => {
     const runId = await start(dep, workflow);
-    return ends ? ends.wait(runId) : awaitRunEnd(dep, runId);
+    return ends ? ends.wait(runId) : wl === 'w2wait' ? waitRunEnd(dep, runId) : awaitRunEnd(dep, runId);
   });
   const cpu = cpuSpent(cpu0, await cpuNow(dep, sql));
   ends?.close();
@@ -542,6 +554,7 @@ async function open(mode: Mode | 'restate'): Promise<Target> {
         return w1(dep);
       case 'w2':
       case 'w2ws':
+      case 'w2wait':
       case 'w2spec':
         return w2(dep, wl);
       case 'w3':

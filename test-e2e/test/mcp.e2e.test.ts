@@ -75,7 +75,7 @@ describe.each(modes)('MCP server on %s', (mode) => {
 
     const { tools } = await reader.listTools();
     expect(tools.map((t) => t.name)).toEqual(
-      expect.arrayContaining(['list_runs', 'get_run', 'list_approvals', 'decide_approval', 'cancel_run', 'bulk_cancel_runs', 'send_event']),
+      expect.arrayContaining(['list_runs', 'get_run', 'wait_for_run', 'list_approvals', 'decide_approval', 'cancel_run', 'bulk_cancel_runs', 'send_event']),
     );
 
     // The agent sends the triggering event through MCP too.
@@ -98,6 +98,8 @@ describe.each(modes)('MCP server on %s', (mode) => {
     });
     expect(parked).toMatchObject({ id: runId, status: 'waiting', needsAttention: true });
 
+    // Waiting for it to end gives it back as it is once timeoutMs has passed.
+    expect(json(await reader.callTool({ name: 'wait_for_run', arguments: { runId, timeoutMs: 200 } }))).toMatchObject({ id: runId, status: 'waiting' });
     const detail = json(await reader.callTool({ name: 'get_run', arguments: { runId } }));
     expect(detail.run).toMatchObject({ id: runId, status: 'waiting', workflow: 'payout-agent', input: { to, amount: 900 } });
     expect(detail.steps.map((s: { name: string }) => s.name)).toContain('payout-gate');
@@ -142,9 +144,8 @@ describe.each(modes)('MCP server on %s', (mode) => {
       code: 'approval_not_open',
     });
 
-    const done = await eventually('the run to succeed', async () =>
-      runReached(json(await reader.callTool({ name: 'get_run', arguments: { runId } })).run),
-    );
+    const done = json(await reader.callTool({ name: 'wait_for_run', arguments: { runId, timeoutMs: 30_000 } }));
+    expect(done.status).toBe('succeeded');
     const result = done.result as { decision: ApprovalDecision<Transfer>; paid: unknown };
     expect(result.decision).toMatchObject({
       gated: true,

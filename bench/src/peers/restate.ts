@@ -353,6 +353,7 @@ export async function startRestate(): Promise<RestatePeer> {
           return w1();
         case 'w2':
         case 'w2ws': // its client gets only the result either way
+        case 'w2wait':
           return w2();
         case 'w3':
           return w3();

@@ -102,7 +102,7 @@ export async function startGateway(
   const hub = new LiveHub(bus, log);
   const sse = new Streams({ bus, hub, log }, opts.streams);
   const openapi = openApiDocument(ROUTES, { version: '1.0.0' });
-  const mcp = new McpEndpoint({ bus, batcher, auth, log, routes: ROUTES, version: '1.0.0' });
+  const mcp = new McpEndpoint({ bus, batcher, auth, log, routes: ROUTES, version: '1.0.0', streams: sse });
   const app = createHttpApp();
   app.use(accessLog(log));
   opts.routes?.(app);

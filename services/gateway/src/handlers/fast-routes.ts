@@ -9,6 +9,7 @@ import type { Authenticator } from './auth.js';
 import { forwardRoute, idempotencyKeyOf, validateInput } from './forward.js';
 import type { RouteSpec } from './route-table.js';
 import { authenticate } from './routes.js';
+import { closeSignal } from './run-wait.js';
 import type { Streams } from './streams.js';
 
 interface Deps {
@@ -116,7 +117,7 @@ async function serveRunWait(r: RouteSpec, req: IdentifiedRequest, res: ServerRes
   try {
     const caller = await authenticate(d.auth, r, req);
     const v = validateInput(r, { params: { id }, query: timeoutMs === undefined || timeoutMs === '' ? {} : { timeoutMs } }, caller);
-    const reply = await d.streams.runWait(res, caller!, v.params.id!, v.query.timeoutMs as number | undefined);
+    const reply = await d.streams.runWait(caller!, v.params.id!, v.query.timeoutMs as number | undefined, closeSignal(res));
     if (reply) send(res, reply.status, reply.bodyJson);
   } catch (err) {
     if (res.destroyed) return;

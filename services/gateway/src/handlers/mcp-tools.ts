@@ -70,6 +70,16 @@ export const MCP_TOOLS: McpTool[] = [
     },
   },
   {
+    name: 'wait_for_run',
+    title: 'Wait for a run to end',
+    description:
+      'The run once it has ended (succeeded, failed or cancelled), with its result or error. Held until then for timeoutMs; ' +
+      'after it, the run as it is then: check status, and call again to keep waiting.',
+    write: false,
+    input: { runId, timeoutMs: z.number().int().min(0).optional().describe('How long to wait, in ms (default 30000, at most 60000).') },
+    run: (a, call) => call('get', '/runs/:id/wait', { params: { id: a.runId as string }, query: defined({ timeoutMs: a.timeoutMs }) }),
+  },
+  {
     name: 'list_approvals',
     title: 'List approvals',
     description: 'Approvals, newest first: pending and escalated ones await a decision (decide_approval).',

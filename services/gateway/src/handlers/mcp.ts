@@ -10,6 +10,8 @@ import type { AuthedCaller, Authenticator } from './auth.js';
 import { forwardRoute, validateInput } from './forward.js';
 import { MCP_TOOLS, type CallRoute } from './mcp-tools.js';
 import type { RouteSpec } from './route-table.js';
+import { closeSignal } from './run-wait.js';
+import type { Streams } from './streams.js';
 
 export interface McpDeps {
   bus: Bus;
@@ -18,6 +20,8 @@ export interface McpDeps {
   log: Logger;
   routes: RouteSpec[];
   version: string;
+  /** What serves the one gateway-local route a tool calls (GET /runs/{id}/wait). */
+  streams: Pick<Streams, 'runWait'>;
 }
 
 const INSTRUCTIONS =
@@ -43,7 +47,7 @@ export class McpEndpoint {
   async handle(req: Request, res: Response, authed: AuthedCaller, body: unknown): Promise<void> {
     // CONTRACT: with SERVICE_AUTH=off every decision is `unrecorded`, MCP's too.
     const caller: AuthedCaller = { ...authed, via: authed.via === 'unrecorded' ? 'unrecorded' : 'mcp' };
-    const server = this.server(caller);
+    const server = this.server(caller, closeSignal(res));
     const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
     try {
@@ -67,12 +71,12 @@ export class McpEndpoint {
     }
   }
 
-  private server(caller: AuthedCaller): McpServer {
+  private server(caller: AuthedCaller, gone: AbortSignal): McpServer {
     const server = new McpServer(
       { name: 'durable-workflow-service', version: this.d.version },
       { capabilities: { tools: {} }, instructions: INSTRUCTIONS },
     );
-    const call = this.callRoute(caller);
+    const call = this.callRoute(caller, gone);
     for (const tool of MCP_TOOLS) {
       server.registerTool(
         tool.name,
@@ -100,10 +104,11 @@ export class McpEndpoint {
     return server;
   }
 
-  private callRoute(caller: AuthedCaller): CallRoute {
+  private callRoute(caller: AuthedCaller, gone: AbortSignal): CallRoute {
     return async (method, path, input = {}) => {
       const route = this.byKey.get(`${method} ${path}`);
-      if (!route || route.target.kind !== 'forward') throw new Error(`no forwarded route ${method} ${path}`);
+      const waits = route?.target.kind === 'local' && route.target.name === 'runWait';
+      if (!route || (route.target.kind !== 'forward' && !waits)) throw new Error(`no forwarded route ${method} ${path}`);
       // The route's own access rule, exactly as its REST call would meet it.
       this.d.auth.authorize(caller, { write: route.access === 'write' });
       const raw = input.json === undefined ? undefined : JSON.stringify(input.json);
@@ -112,8 +117,8 @@ export class McpEndpoint {
         { params: input.params ?? {}, query: input.query ?? {}, body: raw === undefined ? undefined : { parsed: input.json, raw }, idempotencyKey: input.idempotencyKey },
         caller,
       );
-      const reply = await forwardRoute(this.d, route, caller, v);
-      return reply.bodyJson === undefined ? null : (JSON.parse(reply.bodyJson) as unknown);
+      const reply = waits ? await this.d.streams.runWait(caller, v.params.id!, v.query.timeoutMs as number | undefined, gone) : await forwardRoute(this.d, route, caller, v);
+      return reply?.bodyJson === undefined ? null : (JSON.parse(reply.bodyJson) as unknown);
     };
   }
 }

@@ -9,6 +9,7 @@ import { inboundBody, isInboundPost, receiveInbound } from './inbound-webhook.js
 import type { AuthedCaller, Authenticator } from './auth.js';
 import type { McpEndpoint } from './mcp.js';
 import type { LocalHandler, RouteSpec } from './route-table.js';
+import { closeSignal } from './run-wait.js';
 import type { Streams } from './streams.js';
 
 /** Query values as express gives them (string or string[]), with empty ones treated as absent. */
@@ -55,7 +56,7 @@ export function apiRouter(routes: RouteSpec[], d: RouterDeps): Router {
     openapi: ({ res }) => void res.json(d.openapi()),
     runStream: ({ req, res, caller, params, query }) => d.streams.runStream(req, res, caller!, params.id!, (query.from as number | undefined) ?? 0),
     runWait: async ({ res, caller, params, query }) => {
-      const reply = await d.streams.runWait(res, caller!, params.id!, query.timeoutMs as number | undefined);
+      const reply = await d.streams.runWait(caller!, params.id!, query.timeoutMs as number | undefined, closeSignal(res));
       if (reply) res.status(reply.status).type('application/json').send(reply.bodyJson);
     },
     runsStream: ({ res, caller }) => d.streams.runsStream(res, caller!),

@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { ApiResponse } from '@dws/runtime';
 import { isTerminalFrame, type Frame } from '../domain/timeline.js';
 import { awaitNewRun } from './new-run.js';
@@ -83,3 +84,10 @@ function isEnded(res: ApiResponse): boolean {
 
 const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms)).unref());
 const race = (...ps: Promise<void>[]) => Promise.race(ps);
+
+/** Aborted when the response closes: before the answer, that is the client going away. */
+export function closeSignal(res: ServerResponse): AbortSignal {
+  const ac = new AbortController();
+  res.once('close', () => ac.abort());
+  return ac.signal;
+}

@@ -237,22 +237,16 @@ export class Streams {
 
   /**
    * GET /runs/{id}/wait (run-wait.ts): the run once it has ended, or as it is
-   * after `timeoutMs` (or when this gateway drains). Undefined when the client
-   * went before the answer.
+   * after `timeoutMs` (or when this gateway drains). Undefined when `gone`
+   * aborted (the client went) before the answer.
    */
-  async runWait(res: ServerResponse, caller: Caller, runId: string, timeoutMs = DEFAULT_RUN_WAIT_MS): Promise<ApiResponse | undefined> {
+  async runWait(caller: Caller, runId: string, timeoutMs = DEFAULT_RUN_WAIT_MS, gone?: AbortSignal): Promise<ApiResponse | undefined> {
     if (!SUBJECT_TOKEN.test(runId)) throw notFound('run');
     let stop!: () => void;
     const stopped = new Promise<void>((r) => (stop = r));
-    // Closed before the answer: the client went.
-    let gone = false;
-    const onClose = () => {
-      gone = true;
-      stop();
-    };
     this.waits.add(stop);
     if (this.draining) stop();
-    res.once('close', onClose);
+    gone?.addEventListener('abort', stop, { once: true });
     const announced = this.tails.take(caller.workspaceId, runId);
     try {
       return await waitForRunEnd(
@@ -262,7 +256,7 @@ export class Streams {
           follow: (fn) => this.timelines.follow(caller.workspaceId, runId, fn),
           read: () => callApi(this.d.bus, 'scheduler', 'runs.get', caller, { params: { id: runId }, query: {} }, 10_000),
           stop: stopped,
-          gone: () => gone,
+          gone: () => gone?.aborted ?? false,
         },
         timeoutMs,
         {
@@ -273,7 +267,7 @@ export class Streams {
       );
     } finally {
       this.waits.delete(stop);
-      res.off('close', onClose);
+      gone?.removeEventListener('abort', stop);
     }
   }
 
