@@ -113,6 +113,8 @@ const WAIT_TIMEOUT_MS = 45_000;
 /** During the load, a worker stops watching a run after this (it is still checked at the end) and starts another. */
 const WATCH_CAP_MS = 30_000;
 const POLL_MS = 500;
+/** How long one GET /v1/runs/{id}/wait of the load is held at most. */
+const WAIT_MS = 3_000;
 /** After the load stops, how long the debounced and batched events sent last may take to start their runs. */
 const COALESCED_START_MS = 5_000;
 /**
@@ -492,9 +494,13 @@ async function drive(
     }
     return false;
   };
-  const terminal = (runId: string) => async () => {
-    const r = await get(`/v1/runs/${runId}`);
-    return r.status === 200 && isTerminal((r.body as { status: string }).status);
+  /** Half the runs are awaited with GET /wait (a gateway holds the call until the run ends, through the kills), half polled. */
+  const terminal = (runId: string) => {
+    const path = rng() < 0.5 ? `/v1/runs/${runId}/wait?timeoutMs=${WAIT_MS}` : `/v1/runs/${runId}`;
+    return async () => {
+      const r = await get(path);
+      return r.status === 200 && isTerminal((r.body as { status: string }).status);
+    };
   };
   const approve = (runId: string) => async () => {
     const list = await get(`/v1/approvals?runId=${runId}`);
