@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { notFound } from '@dws/protocol';
 import { ids, subjects } from '@dws/runtime';
-import { http, infraAvailable, startTestGateway, type TestGateway } from './harness.js';
+import { expectFastPathAsExpress, http, infraAvailable, startTestGateway, type TestGateway } from './harness.js';
 
 const d = infraAvailable ? describe : describe.skip;
 const enc = new TextEncoder();
@@ -117,13 +117,7 @@ d('gateway GET /runs/{id}/wait', () => {
       [`/v1/runs/${id}/wait`, 'sk_nope'],
       ['/v1/runs/run_nothing_here/wait?timeoutMs=0', g.secretKey],
     ];
-    for (const [path, key] of cases) {
-      const [p, q] = path.split('?');
-      const fast = await http(g.base, 'GET', path, { key });
-      const viaExpress = await http(g.base, 'GET', `${p}/${q === undefined ? '' : `?${q}`}`, { key });
-      const seen = (r: typeof fast) => ({ status: r.status, body: r.body, type: r.headers['content-type'], id: typeof r.headers['x-request-id'] });
-      expect({ path, ...seen(fast) }).toEqual({ path, ...seen(viaExpress) });
-    }
+    await expectFastPathAsExpress(g.base, cases);
     expect((await http(g.base, 'GET', `/v1/runs/${id}/wait?timeoutMs=soon`, { key: g.secretKey })).body).toMatchObject({ error: { code: 'invalid_timeoutms' } });
     expect((await http(g.base, 'GET', `/v1/runs/${id}/wait?timeoutMs=999999999`, { key: g.secretKey })).body).toEqual({ id, status: 'succeeded', result: 2 });
     const missing = await http(g.base, 'GET', '/v1/runs/run_nothing_here/wait', { key: g.secretKey });

@@ -1,3 +1,4 @@
+import { expect } from '@jest/globals';
 import { request } from 'undici';
 import { connectJetStreamBus, deleteNamespace, prefixedBus, type Bus } from '@dws/bus';
 import { loadConfig } from '@dws/config';
@@ -105,6 +106,20 @@ export async function http(
     /* not JSON: the text is kept for the assertion message */
   }
   return { status: res.statusCode, headers: res.headers, body: parsed, text };
+}
+
+/**
+ * Each request twice: as sent (the gateway's fast path takes it, fast-routes.ts) and with a trailing
+ * slash (only express does): status, body, content type and request id alike.
+ */
+export async function expectFastPathAsExpress(base: string, cases: [path: string, key: string | undefined][]): Promise<void> {
+  for (const [path, key] of cases) {
+    const [p, q] = path.split('?');
+    const fast = await http(base, 'GET', path, { key });
+    const viaExpress = await http(base, 'GET', `${p}/${q === undefined ? '' : `?${q}`}`, { key });
+    const seen = (r: Reply) => ({ status: r.status, body: r.body, type: r.headers['content-type'], id: typeof r.headers['x-request-id'] });
+    expect({ path, ...seen(fast) }).toEqual({ path, ...seen(viaExpress) });
+  }
 }
 
 export { sse, type SseEvent } from '@dws/testing';

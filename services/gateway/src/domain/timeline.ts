@@ -7,8 +7,11 @@ export interface Frame {
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
+/** succeeded, failed or cancelled: the run has ended. */
+export const isTerminalStatus = (status: unknown): boolean => TERMINAL.has(status as string);
+
 /** A run_status frame with a terminal status: the last frame a run stream sends. */
-export const isTerminalFrame = (f: Frame): boolean => f.kind === 'run_status' && TERMINAL.has(f.status as string);
+export const isTerminalFrame = (f: Frame): boolean => f.kind === 'run_status' && isTerminalStatus(f.status);
 
 /**
  * Merges the stored backlog of a run with its live frames into one ordered,

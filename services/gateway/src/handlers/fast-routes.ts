@@ -5,7 +5,7 @@ import { BODY_LIMIT_BYTES, errorReply, parseJsonBody, requestIdOf, type FirstHan
 import type { Logger } from '@dws/log';
 import { errorBody } from '@dws/protocol';
 import { logWhenDone } from './access-log.js';
-import type { Authenticator } from './auth.js';
+import type { AuthedCaller, Authenticator } from './auth.js';
 import { forwardRoute, idempotencyKeyOf, validateInput } from './forward.js';
 import type { RouteSpec } from './route-table.js';
 import { authenticate } from './routes.js';
@@ -51,12 +51,17 @@ export function fastRoutes(routes: RouteSpec[], d: Deps): FirstHandler {
       const url = req.url ?? '';
       let m = runStream && RUN_STREAM.exec(url);
       if (m) {
-        void serveRunStream(runStream!, req, res, m[1]!, m[2], d);
+        void serveRunGet(runStream!, req, res, d, m[1]!, oneQuery('from', m[2]), (caller, id, q) =>
+          d.streams.runStream(req, res, caller, id, (q.from as number | undefined) ?? 0),
+        );
         return true;
       }
       m = runWait && RUN_WAIT.exec(url);
       if (m) {
-        void serveRunWait(runWait!, req, res, m[1]!, m[2], d);
+        void serveRunGet(runWait!, req, res, d, m[1]!, oneQuery('timeoutMs', m[2]), async (caller, id, q) => {
+          const reply = await d.streams.runWait(caller, id, q.timeoutMs as number | undefined, closeSignal(res));
+          if (reply) send(res, reply.status, reply.bodyJson);
+        });
         return true;
       }
       return false;
@@ -93,38 +98,37 @@ async function serve(r: RouteSpec, req: IdentifiedRequest, res: ServerResponse, 
   }
 }
 
-async function serveRunStream(r: RouteSpec, req: IdentifiedRequest, res: ServerResponse, id: string, from: string | undefined, d: Deps): Promise<void> {
+/**
+ * A run's GET served here, as the router serves it: the key (401/403), then
+ * the route's schemas (a bad `from` or `timeoutMs` is 400), then `serve`. An
+ * error before the answer began is the error body; after (a stream under
+ * way), the connection is cut.
+ */
+async function serveRunGet(
+  r: RouteSpec,
+  req: IdentifiedRequest,
+  res: ServerResponse,
+  d: Deps,
+  id: string,
+  query: Record<string, string>,
+  serve: (caller: AuthedCaller, id: string, query: Record<string, unknown>) => Promise<void>,
+): Promise<void> {
   req.requestId = requestIdOf(req);
   res.setHeader('x-request-id', req.requestId);
   logWhenDone(d.log, req, res, req.url ?? '');
   try {
-    // As the router: the key (401/403), then the route's schemas (a bad `from` is 400 invalid_from).
     const caller = await authenticate(d.auth, r, req);
-    const v = validateInput(r, { params: { id }, query: from === undefined || from === '' ? {} : { from } }, caller);
-    await d.streams.runStream(req, res, caller!, v.params.id!, (v.query.from as number | undefined) ?? 0);
+    const v = validateInput(r, { params: { id }, query }, caller);
+    await serve(caller!, v.params.id!, v.query);
   } catch (err) {
-    // Streams throw only before the stream starts; anything later is theirs to end.
-    if (res.headersSent) return void res.destroy();
+    if (res.headersSent || res.destroyed) return void res.destroy();
     const e = errorReply(err, req, d.log, req.url ?? '');
     send(res, e.status, JSON.stringify(errorBody(e.code, e.message)));
   }
 }
 
-async function serveRunWait(r: RouteSpec, req: IdentifiedRequest, res: ServerResponse, id: string, timeoutMs: string | undefined, d: Deps): Promise<void> {
-  req.requestId = requestIdOf(req);
-  res.setHeader('x-request-id', req.requestId);
-  logWhenDone(d.log, req, res, req.url ?? '');
-  try {
-    const caller = await authenticate(d.auth, r, req);
-    const v = validateInput(r, { params: { id }, query: timeoutMs === undefined || timeoutMs === '' ? {} : { timeoutMs } }, caller);
-    const reply = await d.streams.runWait(caller!, v.params.id!, v.query.timeoutMs as number | undefined, closeSignal(res));
-    if (reply) send(res, reply.status, reply.bodyJson);
-  } catch (err) {
-    if (res.destroyed) return;
-    const e = errorReply(err, req, d.log, req.url ?? '');
-    send(res, e.status, JSON.stringify(errorBody(e.code, e.message)));
-  }
-}
+/** One query value of the fast path's form (`?name=value`), empty as absent, as express gives it. */
+const oneQuery = (name: string, value: string | undefined): Record<string, string> => (value === undefined || value === '' ? {} : { [name]: value });
 
 /** As express's res.type('application/json').send(text). */
 function send(res: ServerResponse, status: number, json: string | undefined): void {

@@ -111,7 +111,7 @@ export function validateInput(r: RouteSpec, input: RouteInput, caller: AuthedCal
  * How long a route naming a run born moments ago waits for it before its 404: its StartRun is a few
  * ms on its way. (Not longer: another workspace's run looks the same, and is answered 404 only then.)
  */
-const NEW_RUN_WAIT_MS = 1_000;
+export const NEW_RUN_WAIT_MS = 1_000;
 
 /** What forwarding needs: the bus, and the batches of the routes forwarded in batches. */
 export interface Forwarding {

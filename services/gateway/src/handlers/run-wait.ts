@@ -1,10 +1,8 @@
 import type { ServerResponse } from 'node:http';
 import type { ApiResponse } from '@dws/runtime';
-import { isTerminalFrame, type Frame } from '../domain/timeline.js';
+import { isTerminalFrame, isTerminalStatus, type Frame } from '../domain/timeline.js';
 import { awaitNewRun } from './new-run.js';
 import type { Followed } from './run-timelines.js';
-
-const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 export interface RunWaitDeps {
   runId: string;
@@ -78,8 +76,7 @@ export async function waitForRunEnd(d: RunWaitDeps, timeoutMs: number, o: RunWai
 /** The read names a run that has ended. */
 function isEnded(res: ApiResponse): boolean {
   if (res.bodyJson === undefined) return true;
-  const run = JSON.parse(res.bodyJson) as { status?: unknown } | null;
-  return TERMINAL.has(String(run?.status));
+  return isTerminalStatus((JSON.parse(res.bodyJson) as { status?: unknown } | null)?.status);
 }
 
 const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms)).unref());

@@ -5,6 +5,7 @@ import { isServiceError, notFound, ServiceError } from '@dws/protocol';
 import { callApi, counter, subjects, type ApiResponse, type Caller } from '@dws/runtime';
 import { contextOf, endSpan, linkTo, runContext, SpanKind, tracer, type Span } from '@dws/telemetry';
 import { isTerminalFrame, TimelineMerge, type Frame } from '../domain/timeline.js';
+import { NEW_RUN_WAIT_MS } from './forward.js';
 import { awaitNewRun } from './new-run.js';
 import { announcedRunIds, NewRunTails, type NewRunTailOptions } from './new-run-tails.js';
 import { RunTimelines, type RunTimelineOptions } from './run-timelines.js';
@@ -19,8 +20,6 @@ const runStreams = counter(
 
 /** GET /runs/{id}/wait without `timeoutMs`. */
 const DEFAULT_RUN_WAIT_MS = 30_000;
-/** How long GET /runs/{id}/wait waits for a run it was not told of to be stored before its 404 (as forwarded reads: forward.ts). */
-const NEW_RUN_WAIT_MS = 1_000;
 
 /** Runs of one POST /events followed at most (a batch may start hundreds, rarely each followed at once). */
 const MAX_ANNOUNCED = 16;
