@@ -219,12 +219,14 @@ d('gateway approvals and MCP', () => {
           'resume_run',
           'resume_workflow',
           'send_event',
+          'wait_for_run',
         ].sort(),
       );
       const decide = tools.find((t) => t.name === 'decide_approval')!;
       expect(decide.annotations?.readOnlyHint).toBe(false);
       expect(decide.inputSchema.required).toEqual(expect.arrayContaining(['approvalId', 'status']));
       expect(tools.find((t) => t.name === 'list_runs')!.annotations?.readOnlyHint).toBe(true);
+      expect(tools.find((t) => t.name === 'wait_for_run')!.annotations?.readOnlyHint).toBe(true);
       await client.close();
     });
 
