@@ -1,3 +1,4 @@
+import { createHmac, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { signInvoke } from '@dws/protocol';
 import { api, eventually, runReached } from '../src/api.js';
@@ -24,6 +25,9 @@ describe.each(modes)('inbound webhooks on %s', (mode) => {
     runner = await startRunner(dep, (r) => {
       r.workflow<{ amount: number }>('on-payment', { triggers: [{ event: 'partner.payment' }] }, async ({ event }) => ({
         got: event.data,
+      }));
+      r.workflow<{ id: string; message: string }>('on-push', { triggers: [{ event: 'github/push' }] }, async ({ event }) => ({
+        commit: event.data.message,
       }));
     });
   }, 120_000);
@@ -106,5 +110,41 @@ describe.each(modes)('inbound webhooks on %s', (mode) => {
     ).toBe(202);
     expect((await api(dep.base, 'DELETE', `/v1/webhook-receivers/${id}`, { key: dep.publicKey })).status).toBe(403);
     expect((await api(dep.base, 'DELETE', `/v1/webhook-receivers/${id}`, { key: dep.secretKey })).status).toBe(204);
+  }, 120_000);
+
+  it('a transform filters posts and makes the event: its name from a header, its data and dedupeId from the body', async () => {
+    const transform = { if: "headers['x-github-event'] != 'ping'", name: "'github/' + headers['x-github-event']", data: 'body.head_commit', id: 'body.after' };
+    const refused = await api(dep.base, 'POST', '/v1/webhook-receivers', { key: dep.secretKey, body: { eventName: 'github', transform: { name: "'a' +" } } });
+    expect(refused).toMatchObject({ status: 400, body: { error: { code: 'invalid_webhook_receiver', message: expect.stringContaining('transform.name') } } });
+    const created = await api(dep.base, 'POST', '/v1/webhook-receivers', { key: dep.secretKey, body: { name: 'github', eventName: 'github', transform } });
+    expect(created).toMatchObject({ status: 201, body: { transform } });
+    const { id, slug, secret } = created.body as { id: string; slug: string; secret: string };
+    const gh = (event: string, body: unknown) => {
+      const raw = JSON.stringify(body);
+      return api(dep.base, 'POST', `/v1/webhooks/${slug}`, {
+        raw,
+        headers: { 'x-hub-signature-256': `sha256=${createHmac('sha256', secret).update(raw).digest('hex')}`, 'x-github-event': event, 'x-github-delivery': randomUUID() },
+      });
+    };
+
+    expect(await gh('ping', { zen: 'Design for failure.' })).toMatchObject({ status: 202, body: { filtered: true, deduped: false } });
+    const after = randomUUID();
+    const pushed = await gh('push', { after, head_commit: { id: 'c1', message: 'ship it' } });
+    expect(pushed).toMatchObject({ status: 202, body: { eventId: expect.stringMatching(/^evt_/), deduped: false } });
+    const run = await eventually('the run the push started', async () => {
+      const runs = await api(dep.base, 'GET', `/v1/runs?eventId=${pushed.body.eventId}`, { key: dep.publicKey });
+      const r = runs.body?.[0];
+      return r ? runReached((await api(dep.base, 'GET', `/v1/runs/${r.id}`, { key: dep.publicKey })).body) : undefined;
+    });
+    expect(run).toMatchObject({ workflow: 'on-push', eventName: 'github/push', result: { commit: 'ship it' } });
+    // GitHub redelivers with a new delivery id: the transform's id (the pushed sha) dedupes it.
+    expect(await gh('push', { after, head_commit: { id: 'c1', message: 'ship it' } })).toMatchObject({ status: 202, body: { deduped: true } });
+    expect(await gh('push', { after: randomUUID() })).toMatchObject({ status: 422, body: { error: { code: 'transform_failed' } } });
+
+    const seen = await api(dep.base, 'GET', '/v1/webhook-source-deliveries?limit=200', { key: dep.publicKey });
+    expect(seen.body.filter((x: any) => x.receiverId === id).map((x: any) => x.outcome)).toEqual(['transform_failed', 'verified', 'verified', 'filtered']);
+    const cleared = await api(dep.base, 'PATCH', `/v1/webhook-receivers/${id}`, { key: dep.secretKey, body: { transform: null } });
+    expect(cleared.status).toBe(200);
+    expect(cleared.body.transform).toBeUndefined();
   }, 120_000);
 });

@@ -115,6 +115,64 @@ describe.each(modes())('ingest webhook receivers (%s)', (mode) => {
     expect(recs[0].headers['x-service-delivery-id']).toBe(headers['X-Service-Delivery-Id']);
   });
 
+  it('a transform filters posts, names the event from a header or the body, takes its data and dedupeId from the body; failing on a post is 422, recorded', async () => {
+    await h.register('git', [{ name: 'on-push', triggers: [{ event: 'github/push' }] }]);
+    const rc = await createReceiver({
+      app: 'git',
+      eventName: 'github.unused',
+      transform: { if: "headers['x-github-event'] != 'ping'", name: "'github/' + headers['x-github-event']", data: 'body.head_commit', id: 'body.after' },
+    });
+    expect(rc).toMatchObject({ transform: { if: expect.any(String), name: expect.any(String), data: 'body.head_commit', id: 'body.after' } });
+    const gh = (event: string, body: unknown) => {
+      const raw = JSON.stringify(body);
+      return post(rc.slug, raw, { ...signed(rc.secret, raw), 'X-GitHub-Event': event, 'X-GitHub-Delivery': uniqueName('ghd') });
+    };
+    const push = { after: uniqueName('sha'), head_commit: { id: 'c1', message: 'fix' } };
+    const r = await gh('push', push);
+    expect(r).toMatchObject({ status: 202, body: { eventId: expect.stringMatching(/^evt_/), deduped: false } });
+    const ev = await op('events.get', { params: { id: r.body.eventId } });
+    expect(ev.body).toMatchObject({ name: 'github/push', app: 'git', data: { id: 'c1', message: 'fix' } });
+    expect(ev.body.triggered.map((t: any) => `${t.app}/${t.workflow}`)).toEqual(['git/on-push']);
+    // Another delivery of the same push (a new delivery id, the same `after`): deduped by the transform's id.
+    expect(await gh('push', push)).toMatchObject({ status: 202, body: { deduped: true } });
+
+    const ping = await gh('ping', { zen: 'Keep it logically awesome.' });
+    expect(ping).toMatchObject({ status: 202, body: { deliveryId: expect.any(String), deduped: false, filtered: true } });
+    expect(ping.body.eventId).toBeUndefined();
+    // `data` names a field this post lacks: the partner is told (422), and the post is recorded.
+    const failed = await gh('push', { after: uniqueName('sha') });
+    expect(failed).toMatchObject({ status: 422, body: { error: { code: 'transform_failed', message: expect.stringMatching(/transform\.data/) } } });
+    const recs = (await deliveries()).filter((d) => d.receiverId === rc.id);
+    expect(recs.map((d) => [d.outcome, d.verified])).toEqual([
+      ['transform_failed', true],
+      ['filtered', true],
+      ['verified', true],
+      ['verified', true],
+    ]);
+    expect(recs[1].reason).toMatch(/transform\.if is false/);
+
+    // Mended by a PATCH (null data: the whole body), the partner's retry goes through; null removes the transform.
+    const mended = await op('receivers.update', { params: { id: rc.id }, body: { transform: { name: "'github/' + headers['x-github-event']" } } });
+    expect(mended.body.transform).toEqual({ name: "'github/' + headers['x-github-event']" });
+    const retried = await gh('push', { after: 'x' });
+    expect((await op('events.get', { params: { id: retried.body.eventId } })).body).toMatchObject({ name: 'github/push', data: { after: 'x' } });
+    const plain = await op('receivers.update', { params: { id: rc.id }, body: { transform: null } });
+    expect(plain.body.transform).toBeUndefined();
+    const asNamed = await gh('push', { after: 'y' });
+    expect((await op('events.get', { params: { id: asNamed.body.eventId } })).body).toMatchObject({ name: 'github.unused' });
+
+    // Checked where it is written: CEL that does not compile, an `if` that is not a condition, an unknown field.
+    for (const [transform, field] of [
+      [{ name: "'a' +" }, 'transform.name'],
+      [{ if: 'body.n + 1' }, 'transform.if'],
+      [{ when: 'true' }, 'transform.when'],
+      [{ data: '' }, 'transform.data'],
+    ] as const) {
+      const bad = await op('receivers.create', { body: { eventName: 'x', transform } });
+      expect(bad).toMatchObject({ status: 400, body: { error: { code: 'invalid_webhook_receiver', message: expect.stringContaining(field) } } });
+    }
+  });
+
   it('refuses and records a bad signature, a missing one, a stale timestamp, an oversized body and non-JSON; none becomes an event', async () => {
     const rc = await createReceiver({ app: 'shop', eventName: 'payment.received' });
     const raw = '{"amount":1}';

@@ -23,6 +23,9 @@ const FORWARDED_HEADERS = [
   'x-service-delivery-id',
   'x-github-event',
   'x-github-delivery',
+  'x-gitlab-event',
+  'x-shopify-topic',
+  'x-event-key',
 ];
 
 const INBOUND_PATH = /^\/webhooks\/[^/]+\/?$/;

@@ -11,13 +11,37 @@ import { component, json, limit, name, str, timestamp } from './schemas.js';
 const SECRET_NOTE =
   'The signing secret: shown only here, never by a read. A partner signs each post with `X-Service-Signature: t=<unix seconds>&s=<hex HMAC-SHA256 of "<t>.<raw body>">` under it (Stripe-Signature and X-Hub-Signature-256 are accepted too).';
 
+const CEL_NOTE = 'CEL over `body` (the posted JSON) and `headers` (its headers of interest, lowercase names).';
+const TransformFields = z
+  .object({
+    if: str()
+      .max(1024)
+      .optional()
+      .meta({ description: `Whether a verified post becomes an event; false (or failing) records it as \`filtered\` and answers 202 with no event. ${CEL_NOTE}` }),
+    name: str()
+      .max(1024)
+      .optional()
+      .meta({ description: `The event's name instead of \`eventName\`, e.g. \`'github/' + headers['x-github-event']\`. ${CEL_NOTE}` }),
+    data: str().max(1024).optional().meta({ description: `The event's data instead of the whole body, e.g. \`body.data.object\`. ${CEL_NOTE}` }),
+    id: str()
+      .max(1024)
+      .optional()
+      .meta({ description: `The event's dedupeId instead of the delivery-id header, e.g. \`body.id\`: a partner's retry starts nothing twice. ${CEL_NOTE}` }),
+  })
+  .strict()
+  .meta({
+    description:
+      'CEL that filters verified posts and makes their events. An expression that does not compile is a 400 here; one that fails on a post (`name`, `data`, `id`) answers the partner 422 `transform_failed`, recorded.',
+  });
+
 const receiverFields = {
   id: z.string(),
   name: z.string().optional(),
   app: z.string().optional().meta({ description: 'App the produced event belongs to.' }),
   targetApp: z.string().optional().meta({ description: 'Target app for the produced event (routes it over `app`).' }),
   slug: z.string().meta({ description: 'Public URL segment: partners POST to /v1/webhooks/{slug}. Immutable.' }),
-  eventName: z.string().meta({ description: 'Event a verified post maps to; its data is the posted JSON body.' }),
+  eventName: z.string().meta({ description: 'Event a verified post maps to; its data is the posted JSON body (unless `transform` says otherwise).' }),
+  transform: TransformFields.optional(),
   scheme: z.string().meta({ description: 'Signature scheme: `hmac-sha256`.' }),
   enabled: z.boolean().meta({ description: 'A disabled receiver refuses posts with 403 (recorded).' }),
   createdAt: timestamp(),
@@ -57,6 +81,7 @@ export const CreateWebhookReceiverBody = component(
     app: name('App the produced event belongs to.').optional(),
     eventName: name('Event a verified post maps to.'),
     targetApp: name('Target app for the produced event.').optional(),
+    transform: TransformFields.optional(),
     slug: SLUG.optional(),
     secret: SECRET.optional(),
   }),
@@ -70,6 +95,7 @@ export const PatchWebhookReceiverBody = component(
       app: name('null clears it.').nullable().optional(),
       eventName: name().optional(),
       targetApp: name('null clears it.').nullable().optional(),
+      transform: TransformFields.nullable().optional().meta({ description: 'Replaces the transform; null removes it.' }),
       enabled: z.boolean().optional(),
       rotateSecret: z.boolean().optional().meta({ description: 'true issues a new secret, returned once in this response.' }),
     })
@@ -77,7 +103,7 @@ export const PatchWebhookReceiverBody = component(
   'Omitted fields are unchanged. The slug is immutable.',
 );
 
-export const SOURCE_OUTCOMES = ['verified', 'invalid_signature', 'stale_timestamp', 'disabled', 'too_large', 'invalid_body'] as const;
+export const SOURCE_OUTCOMES = ['verified', 'filtered', 'invalid_signature', 'stale_timestamp', 'disabled', 'too_large', 'invalid_body', 'transform_failed'] as const;
 
 export const WebhookSourceDelivery = component(
   'WebhookSourceDelivery',
@@ -85,13 +111,18 @@ export const WebhookSourceDelivery = component(
     id: z.string(),
     receiverId: z.string(),
     slug: z.string(),
-    outcome: z.enum(SOURCE_OUTCOMES).meta({ description: 'What became of the post; only `verified` produced an event.' }),
+    outcome: z
+      .enum(SOURCE_OUTCOMES)
+      .meta({ description: "What became of the post; only `verified` produced an event (`filtered`: verified, and the transform's `if` was false)." }),
     verified: z.boolean(),
     reason: z.string().optional().meta({ description: 'Which signature scheme verified or failed, and why (never the signature).' }),
     sizeBytes: z.number().int(),
     headers: z
       .record(z.string(), z.string())
-      .meta({ description: 'Headers of interest: content-type, user-agent, x-service-delivery-id, x-github-event, x-github-delivery.' }),
+      .meta({
+        description:
+          'Headers of interest: content-type, user-agent, x-service-delivery-id, x-github-event, x-github-delivery, x-gitlab-event, x-shopify-topic, x-event-key.',
+      }),
     eventId: z.string().optional().meta({ description: 'The event-log record the post became (absent when refused or deduped).' }),
     createdAt: timestamp(),
   }),
@@ -117,7 +148,8 @@ export const InboundAccepted = component(
     eventId: z
       .string()
       .optional()
-      .meta({ description: 'The event it became; absent when a repeated X-Service-Delivery-Id / X-GitHub-Delivery was deduped.' }),
+      .meta({ description: "The event it became; absent when a repeated delivery id was deduped, or the transform's `if` filtered it out." }),
     deduped: z.boolean(),
+    filtered: z.boolean().optional().meta({ description: "true when the receiver's transform `if` was false: no event." }),
   }),
 );

@@ -3,8 +3,9 @@ import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
 import { conflict, invalid, notFound, ServiceError, tooLarge, type SealKeyring } from '@dws/protocol';
 import { ids, type ApiHandler, type Caller } from '@dws/runtime';
-import { parseEvent } from '../domain/event-input.js';
+import { parseEvent, type EventInput } from '../domain/event-input.js';
 import { verifyInbound } from '../domain/inbound-signature.js';
+import { applyTransform, parseTransform } from '../domain/receiver-transform.js';
 import {
   deleteReceiver,
   insertReceiver,
@@ -31,7 +32,16 @@ const MAX_LEN = 256;
 const MIN_SECRET = 16;
 const SLUG_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{2,127}$/;
 /** Headers recorded with a source delivery: what helps tell posts apart, never a signature or a credential. */
-const HEADERS_OF_INTEREST = ['content-type', 'user-agent', 'x-service-delivery-id', 'x-github-event', 'x-github-delivery'];
+const HEADERS_OF_INTEREST = [
+  'content-type',
+  'user-agent',
+  'x-service-delivery-id',
+  'x-github-event',
+  'x-github-delivery',
+  'x-gitlab-event',
+  'x-shopify-topic',
+  'x-event-key',
+];
 /** Partner delivery ids that become the event's dedupeId, so a partner's retry of one post starts nothing twice (24 h, per app). */
 const DELIVERY_ID_HEADERS = ['x-service-delivery-id', 'x-github-delivery'];
 
@@ -72,6 +82,7 @@ function receiverRecord(r: ReceiverRow) {
     targetApp: r.target_app ?? undefined,
     slug: r.slug,
     eventName: r.event_name,
+    ...(r.transform && { transform: r.transform }),
     scheme: 'hmac-sha256',
     enabled: r.enabled,
     createdAt: iso(r.created_at),
@@ -84,7 +95,8 @@ function sourceDeliveryRecord(r: SourceDeliveryRow) {
     receiverId: r.receiver_id,
     slug: r.slug,
     outcome: r.outcome,
-    verified: r.outcome === 'verified',
+    // The signature verified (whatever the transform then made of the post).
+    verified: r.outcome === 'verified' || r.outcome === 'filtered' || r.outcome === 'transform_failed',
     reason: r.reason ?? undefined,
     sizeBytes: r.size_bytes,
     headers: r.headers,
@@ -169,6 +181,7 @@ export function receiverApi(d: { db: Database; ingestor: Ingestor; log: Logger; 
         targetApp: optString(o, 'targetApp', false) ?? undefined,
         slug: given ?? newSlug(),
         eventName,
+        transform: parseTransform(o.transform, bad),
         secretSealed: s.sealed,
         secretKeyId: s.keyId,
       });
@@ -190,6 +203,7 @@ export function receiverApi(d: { db: Database; ingestor: Ingestor; log: Logger; 
         app: optString(o, 'app', true),
         targetApp: optString(o, 'targetApp', true),
         eventName: eventName ?? undefined,
+        transform: o.transform === undefined ? undefined : (parseTransform(o.transform, bad) ?? null),
         enabled: o.enabled as boolean | undefined,
         secret: secret === undefined ? undefined : sealSecret(secret),
       };
@@ -273,7 +287,38 @@ export function receiverApi(d: { db: Database; ingestor: Ingestor; log: Logger; 
         await refuse(row, 'invalid_body', 'body is not JSON', size, kept, invalid('invalid_body', 'The webhook body is not valid JSON.'));
       }
       const dedupe = DELIVERY_ID_HEADERS.map((h) => lower[h]).find((v) => v !== undefined && v !== '' && v.length <= MAX_LEN);
-      const ev = parseEvent({ name: row.event_name, app: row.app, targetApp: row.target_app, data, dedupeId: dedupe });
+      const made = applyTransform(row.transform ?? undefined, { body: data, headers: kept }, { name: row.event_name, dedupeId: dedupe });
+      if (made.kind === 'filtered') {
+        const deliveryId = ids.generic('whsd');
+        await insertSourceDelivery(db, {
+          id: deliveryId,
+          workspaceId: row.workspace_id,
+          receiverId: row.id,
+          slug: row.slug,
+          outcome: 'filtered',
+          reason: `${scheme} signature; ${made.reason}`,
+          sizeBytes: size,
+          headers: kept,
+        });
+        return { status: 202, body: { deliveryId, deduped: false, filtered: true } };
+      }
+      const transformFailed = (reason: string) =>
+        refuse(
+          row,
+          'transform_failed',
+          reason,
+          size,
+          kept,
+          new ServiceError(422, 'transform_failed', `The receiver's transform failed: ${reason}.`),
+        );
+      if (made.kind === 'failed') return transformFailed(made.reason);
+      let ev: EventInput;
+      try {
+        ev = parseEvent({ name: made.name, app: row.app, targetApp: row.target_app, data: made.data, dedupeId: made.dedupeId });
+      } catch (err) {
+        // Only a transform can make an event the event rules refuse (a name over 256 characters, say).
+        return transformFailed(err instanceof ServiceError ? err.message.replace(/\.$/, '') : String(err));
+      }
       const webhookCaller: Caller = {
         workspaceId: row.workspace_id,
         actor: `webhook:${row.slug}`,

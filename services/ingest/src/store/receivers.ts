@@ -1,4 +1,5 @@
 import type { Database } from '@dws/db';
+import type { ReceiverTransform } from '../domain/receiver-transform.js';
 
 export interface ReceiverRow {
   id: string;
@@ -8,6 +9,7 @@ export interface ReceiverRow {
   target_app: string | null;
   slug: string;
   event_name: string;
+  transform: ReceiverTransform | null;
   secret_sealed: string;
   secret_key_id: string;
   enabled: boolean;
@@ -22,18 +24,30 @@ export interface NewReceiver {
   targetApp?: string;
   slug: string;
   eventName: string;
+  transform?: ReceiverTransform;
   secretSealed: string;
   secretKeyId: string;
 }
 
-const COLS = 'id, workspace_id, name, app, target_app, slug, event_name, secret_sealed, secret_key_id, enabled, created_at';
+const COLS = 'id, workspace_id, name, app, target_app, slug, event_name, transform, secret_sealed, secret_key_id, enabled, created_at';
 
 /** @returns the row, or undefined when the slug is taken (the slug is global: any workspace's receiver holds it). */
 export async function insertReceiver(db: Database, r: NewReceiver): Promise<ReceiverRow | undefined> {
   const rows = await db.query<ReceiverRow>(
-    `insert into ingest.receivers (id, workspace_id, name, app, target_app, slug, event_name, secret_sealed, secret_key_id)
-     values ($1, $2, $3, $4, $5, $6, $7, $8, $9) on conflict (slug) do nothing returning ${COLS}`,
-    [r.id, r.workspaceId, r.name ?? null, r.app ?? null, r.targetApp ?? null, r.slug, r.eventName, r.secretSealed, r.secretKeyId],
+    `insert into ingest.receivers (id, workspace_id, name, app, target_app, slug, event_name, transform, secret_sealed, secret_key_id)
+     values ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10) on conflict (slug) do nothing returning ${COLS}`,
+    [
+      r.id,
+      r.workspaceId,
+      r.name ?? null,
+      r.app ?? null,
+      r.targetApp ?? null,
+      r.slug,
+      r.eventName,
+      r.transform ? JSON.stringify(r.transform) : null,
+      r.secretSealed,
+      r.secretKeyId,
+    ],
   );
   return rows[0];
 }
@@ -58,6 +72,8 @@ export interface ReceiverPatch {
   app?: string | null;
   targetApp?: string | null;
   eventName?: string;
+  /** null removes it. */
+  transform?: ReceiverTransform | null;
   enabled?: boolean;
   secret?: { sealed: string; keyId: string };
 }
@@ -66,14 +82,15 @@ export interface ReceiverPatch {
 export async function updateReceiver(db: Database, workspaceId: string, id: string, p: ReceiverPatch): Promise<ReceiverRow | undefined> {
   const sets: string[] = [];
   const args: unknown[] = [workspaceId, id];
-  const set = (col: string, v: unknown) => {
+  const set = (col: string, v: unknown, cast = '') => {
     args.push(v);
-    sets.push(`${col} = $${args.length}`);
+    sets.push(`${col} = $${args.length}${cast}`);
   };
   if (p.name !== undefined) set('name', p.name);
   if (p.app !== undefined) set('app', p.app);
   if (p.targetApp !== undefined) set('target_app', p.targetApp);
   if (p.eventName !== undefined) set('event_name', p.eventName);
+  if (p.transform !== undefined) set('transform', p.transform === null ? null : JSON.stringify(p.transform), '::jsonb');
   if (p.enabled !== undefined) set('enabled', p.enabled);
   if (p.secret) {
     set('secret_sealed', p.secret.sealed);

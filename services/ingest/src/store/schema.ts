@@ -350,6 +350,8 @@ export const receivers = ingest.table(
     targetApp: text('target_app'),
     slug: text('slug').notNull(),
     eventName: text('event_name').notNull(),
+    /** CEL that filters a post and makes its event's name, data and dedupeId (domain/receiver-transform.ts); null for none. */
+    transform: jsonb('transform'),
     secretSealed: text('secret_sealed').notNull(),
     secretKeyId: text('secret_key_id').notNull(),
     enabled: boolean('enabled').notNull().default(true),

@@ -1,0 +1,1 @@
+ALTER TABLE "ingest"."receivers" ADD COLUMN "transform" jsonb;
