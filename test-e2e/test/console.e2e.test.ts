@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Gates } from '@dws/testing';
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import path from 'node:path';
@@ -747,11 +747,28 @@ suite(`web console in Chromium on ${mode}`, () => {
     const refused = await api(dep.base, 'POST', `/v1/webhooks/${slug}`, { body: { amount: 12 }, headers: { 'x-service-signature': 't=1&s=00' } });
     expect(refused.status).toBe(401);
 
+    // A receiver with a transform, and a post it filters out: shown as such, not as refused.
+    const gh = await api(dep.base, 'POST', '/v1/webhook-receivers', {
+      key: ws.secretKey,
+      body: { name: 'GitHub', eventName: 'github', transform: { if: "headers['x-github-event'] != 'ping'", name: "'github/' + headers['x-github-event']" } },
+    });
+    expect(gh.status).toBe(201);
+    const ping = '{"zen":"Approachable is better than simple."}';
+    const filtered = await api(dep.base, 'POST', `/v1/webhooks/${gh.body.slug}`, {
+      raw: ping,
+      headers: { 'x-hub-signature-256': `sha256=${createHmac('sha256', gh.body.secret).update(ping).digest('hex')}`, 'x-github-event': 'ping' },
+    });
+    expect(filtered.body).toMatchObject({ filtered: true });
+
     await open('/webhooks?tab=receivers');
     await page.getByRole('row').filter({ hasText: 'Stripe payments' }).getByText('payment.received').waitFor();
+    const ghRow = page.getByRole('row').filter({ hasText: 'GitHub' });
+    await ghRow.getByText("'github/' + headers['x-github-event']").waitFor();
+    await ghRow.getByText("headers['x-github-event'] != 'ping'").waitFor();
     await shot('28-webhooks-receivers');
     await page.getByRole('tab', { name: 'Inbound posts' }).click();
     await page.getByRole('row').filter({ hasText: slug }).waitFor();
+    await page.getByRole('row').filter({ hasText: gh.body.slug }).getByText('filtered (no event)').waitFor();
     await shot('29-webhooks-inbound');
 
     await open('/no/such/page');

@@ -182,6 +182,8 @@ export interface Receiver {
   targetApp?: string;
   slug: string;
   eventName: string;
+  /** CEL over a post's body and headers: whether it becomes an event, and its name, data and dedupeId. */
+  transform?: { if?: string; name?: string; data?: string; id?: string };
   scheme: string;
   enabled: boolean;
   secret?: string;

@@ -449,7 +449,14 @@ function Receivers(): JSX.Element {
                         <Copy text={url} label="URL" />
                       </div>
                     </td>
-                    <td><code>{r.eventName}</code></td>
+                    <td>
+                      <code>{r.transform?.name ?? r.eventName}</code>
+                      {r.transform?.if && (
+                        <div class="small muted">
+                          when <code>{r.transform.if}</code>
+                        </div>
+                      )}
+                    </td>
                     <td>{r.targetApp ?? r.app ?? <span class="muted">all</span>}</td>
                     <td><Badge status={r.enabled ? 'live' : 'stale'} label={r.enabled ? 'enabled' : 'disabled'} /></td>
                     {canWrite && (
@@ -584,7 +591,15 @@ function Inbound(): JSX.Element {
           <tbody>
             {list.data.items.map((s) => (
               <tr key={s.id}>
-                <td><Badge status={s.outcome === 'verified' ? 'accepted' : 'rejected'} label={s.outcome === 'verified' ? 'verified' : `refused: ${String(s.outcome ?? 'unknown').replace(/_/g, ' ')}`} /></td>
+                <td>
+                  {s.outcome === 'verified' ? (
+                    <Badge status="accepted" label="verified" />
+                  ) : s.outcome === 'filtered' ? (
+                    <Badge status="filtered" label="filtered (no event)" />
+                  ) : (
+                    <Badge status="rejected" label={`refused: ${String(s.outcome ?? 'unknown').replace(/_/g, ' ')}`} />
+                  )}
+                </td>
                 <td class="mono small">{s.slug}</td>
                 <td class="small">{s.reason ?? ''}</td>
                 <td class="num">{typeof s.sizeBytes === 'number' ? `${s.sizeBytes} B` : '—'}</td>
