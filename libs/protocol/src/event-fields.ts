@@ -24,3 +24,20 @@ export function unknownEventFields(keys: readonly string[]): string | undefined 
     `an event takes ${EVENT_FIELDS.join(', ')}`,
   ].join('; ');
 }
+
+/**
+ * The headers of an inbound webhook post (POST /v1/webhooks/{slug}) that
+ * the gateway passes on besides the signatures, that ingest records with the
+ * post and that a receiver's transform reads: what tells posts apart, never
+ * a credential.
+ */
+export const INBOUND_HEADERS = [
+  'content-type',
+  'user-agent',
+  'x-service-delivery-id',
+  'x-github-event',
+  'x-github-delivery',
+  'x-gitlab-event',
+  'x-shopify-topic',
+  'x-event-key',
+] as const;

@@ -1,7 +1,7 @@
 import express, { type Request, type RequestHandler, type Response } from 'express';
 import type { Bus } from '@dws/bus';
 import { BODY_LIMIT_BYTES } from '@dws/http';
-import { isServiceError, ServiceError } from '@dws/protocol';
+import { INBOUND_HEADERS, isServiceError, ServiceError } from '@dws/protocol';
 import { callApi } from '@dws/runtime';
 
 /**
@@ -14,19 +14,7 @@ import { callApi } from '@dws/runtime';
  */
 
 /** Headers ingest reads: the signature schemes it accepts and the ones it records. Never authorization or cookies. */
-const FORWARDED_HEADERS = [
-  'x-service-signature',
-  'stripe-signature',
-  'x-hub-signature-256',
-  'content-type',
-  'user-agent',
-  'x-service-delivery-id',
-  'x-github-event',
-  'x-github-delivery',
-  'x-gitlab-event',
-  'x-shopify-topic',
-  'x-event-key',
-];
+const FORWARDED_HEADERS = ['x-service-signature', 'stripe-signature', 'x-hub-signature-256', ...INBOUND_HEADERS];
 
 const INBOUND_PATH = /^\/webhooks\/[^/]+\/?$/;
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Database } from '@dws/db';
 import type { Logger } from '@dws/log';
-import { conflict, invalid, notFound, ServiceError, tooLarge, type SealKeyring } from '@dws/protocol';
+import { conflict, INBOUND_HEADERS, invalid, notFound, ServiceError, tooLarge, type SealKeyring } from '@dws/protocol';
 import { ids, type ApiHandler, type Caller } from '@dws/runtime';
 import { parseEvent, type EventInput } from '../domain/event-input.js';
 import { verifyInbound } from '../domain/inbound-signature.js';
@@ -31,17 +31,6 @@ const MAX_LEN = 256;
 /** An adopted secret shorter than this is refused: a guessable secret makes the signature worthless. */
 const MIN_SECRET = 16;
 const SLUG_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{2,127}$/;
-/** Headers recorded with a source delivery: what helps tell posts apart, never a signature or a credential. */
-const HEADERS_OF_INTEREST = [
-  'content-type',
-  'user-agent',
-  'x-service-delivery-id',
-  'x-github-event',
-  'x-github-delivery',
-  'x-gitlab-event',
-  'x-shopify-topic',
-  'x-event-key',
-];
 /** Partner delivery ids that become the event's dedupeId, so a partner's retry of one post starts nothing twice (24 h, per app). */
 const DELIVERY_ID_HEADERS = ['x-service-delivery-id', 'x-github-delivery'];
 
@@ -238,7 +227,7 @@ export function receiverApi(d: { db: Database; ingestor: Ingestor; log: Logger; 
       const lower: Record<string, string> = {};
       for (const [k, v] of Object.entries(post.headers ?? {})) if (typeof v === 'string') lower[k.toLowerCase()] = v;
       const kept: Record<string, string> = {};
-      for (const k of HEADERS_OF_INTEREST) if (lower[k] !== undefined) kept[k] = lower[k].slice(0, MAX_LEN);
+      for (const k of INBOUND_HEADERS) if (lower[k] !== undefined) kept[k] = lower[k].slice(0, MAX_LEN);
       const raw = typeof post.rawBody === 'string' ? post.rawBody : '';
       const size = Math.max(Buffer.byteLength(raw, 'utf8'), Number(post.sizeBytes) || 0);
       if (post.tooLarge === true || size > MAX_INBOUND_BYTES) {
