@@ -127,6 +127,13 @@ export function receiverApi(d: { db: Database; ingestor: Ingestor; log: Logger; 
   const { db, log } = d;
   const sealSecret = (secret: string) => d.seal.seal(secret);
 
+  /** Record a post that made no event; @returns the record's id. */
+  async function recordPost(r: ReceiverRow, outcome: string, reason: string, sizeBytes: number, headers: Record<string, string>): Promise<string> {
+    const id = ids.generic('whsd');
+    await insertSourceDelivery(db, { id, workspaceId: r.workspace_id, receiverId: r.id, slug: r.slug, outcome, reason, sizeBytes, headers });
+    return id;
+  }
+
   async function refuse(
     r: ReceiverRow,
     outcome: string,
@@ -135,16 +142,7 @@ export function receiverApi(d: { db: Database; ingestor: Ingestor; log: Logger; 
     headers: Record<string, string>,
     err: ServiceError,
   ): Promise<never> {
-    await insertSourceDelivery(db, {
-      id: ids.generic('whsd'),
-      workspaceId: r.workspace_id,
-      receiverId: r.id,
-      slug: r.slug,
-      outcome,
-      reason,
-      sizeBytes,
-      headers,
-    });
+    await recordPost(r, outcome, reason, sizeBytes, headers);
     throw err;
   }
 
@@ -278,17 +276,7 @@ export function receiverApi(d: { db: Database; ingestor: Ingestor; log: Logger; 
       const dedupe = DELIVERY_ID_HEADERS.map((h) => lower[h]).find((v) => v !== undefined && v !== '' && v.length <= MAX_LEN);
       const made = applyTransform(row.transform ?? undefined, { body: data, headers: kept }, { name: row.event_name, dedupeId: dedupe });
       if (made.kind === 'filtered') {
-        const deliveryId = ids.generic('whsd');
-        await insertSourceDelivery(db, {
-          id: deliveryId,
-          workspaceId: row.workspace_id,
-          receiverId: row.id,
-          slug: row.slug,
-          outcome: 'filtered',
-          reason: `${scheme} signature; ${made.reason}`,
-          sizeBytes: size,
-          headers: kept,
-        });
+        const deliveryId = await recordPost(row, 'filtered', `${scheme} signature; ${made.reason}`, size, kept);
         return { status: 202, body: { deliveryId, deduped: false, filtered: true } };
       }
       const transformFailed = (reason: string) =>
