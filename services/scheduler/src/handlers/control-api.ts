@@ -251,9 +251,11 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
     if ('again' in done) return { status: 201, body: await deps.runRecord(caller.workspaceId, done.again), headers: { 'idempotent-replayed': 'true' } };
     const { forked } = done;
     await launch(forked);
-    deps.nudge();
     await audit(caller, action, { runId: forked.of, newRunId: forked.id, detail });
-    return { status: 201, body: await deps.runRecord(caller.workspaceId, forked.id) };
+    const body = await deps.runRecord(caller.workspaceId, forked.id);
+    // As resume: the answer says what the call made (a queued run), then it is claimed.
+    deps.nudge();
+    return { status: 201, body };
   };
 
   return {
@@ -330,9 +332,11 @@ export function controlApi(deps: ControlDeps): Record<string, ApiHandler> {
         return () => deps.live(liveRunOf(run, 'queued'), [frame]);
       });
       live?.();
-      deps.nudge();
       await audit(caller, 'resume', { runId: params.id });
-      return { body: await deps.runRecord(caller.workspaceId, params.id!) };
+      const body = await deps.runRecord(caller.workspaceId, params.id!);
+      // Claimed once the answer is read: it says what the resume did (queued), not how far the run got since.
+      deps.nudge();
+      return { body };
     },
 
     async 'runs.replay'({ caller, params, body, headers }) {
