@@ -525,18 +525,34 @@ function Receivers(): JSX.Element {
   );
 }
 
+/** A receiver's transform, as the form edits it: each a CEL expression, blank for none. */
+const TRANSFORM_FIELDS = [
+  { key: 'if', label: 'Only posts where', placeholder: `headers['x-github-event'] != 'ping'` },
+  { key: 'name', label: 'Event name from', placeholder: `'github/' + headers['x-github-event']` },
+  { key: 'data', label: 'Event data from', placeholder: 'body.data.object' },
+  { key: 'id', label: 'Dedupe id from', placeholder: 'body.id' },
+] as const;
+type TransformDraft = Record<(typeof TRANSFORM_FIELDS)[number]['key'], string>;
+
 function ReceiverForm({ onClose, onSaved }: { onClose: () => void; onSaved: (secret: string) => void }): JSX.Element {
   const [eventName, setEventName] = useState('');
   const [name, setName] = useState('');
   const [app, setApp] = useState('');
+  const [transform, setTransform] = useState<TransformDraft>({ if: '', name: '', data: '', id: '' });
   const [error, setError] = useState<string>();
+  const given = Object.fromEntries(Object.entries(transform).filter(([, v]) => v.trim() !== ''));
   return (
     <Modal title="Add receiver" onClose={onClose}>
       <form
         onSubmit={async (e) => {
           e.preventDefault();
           try {
-            const r = await send<Receiver>('POST', '/webhook-receivers', { eventName, ...(name ? { name } : {}), ...(app ? { app } : {}) });
+            const r = await send<Receiver>('POST', '/webhook-receivers', {
+              eventName,
+              ...(name ? { name } : {}),
+              ...(app ? { app } : {}),
+              ...(Object.keys(given).length ? { transform: given } : {}),
+            });
             onSaved(r!.secret!);
           } catch (err) {
             setError(errorText(err));
@@ -557,6 +573,21 @@ function ReceiverForm({ onClose, onSaved }: { onClose: () => void; onSaved: (sec
             <input id="rc-app" value={app} onInput={(e) => setApp((e.target as HTMLInputElement).value)} />
           </div>
         </div>
+        <details>
+          <summary class="small muted">Transform (optional): CEL over the post's <code>body</code> and <code>headers</code></summary>
+          {TRANSFORM_FIELDS.map((f) => (
+            <div class="field" key={f.key}>
+              <label for={`rc-t-${f.key}`}>{f.label}</label>
+              <input
+                id={`rc-t-${f.key}`}
+                class="mono"
+                value={transform[f.key]}
+                placeholder={f.placeholder}
+                onInput={(e) => setTransform((t) => ({ ...t, [f.key]: (e.target as HTMLInputElement).value }))}
+              />
+            </div>
+          ))}
+        </details>
         {error && <div class="field-error" role="alert">{error}</div>}
         <div class="modal-foot">
           <button type="button" class="btn" onClick={onClose}>Cancel</button>
